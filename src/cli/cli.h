@@ -1,0 +1,60 @@
+/* cli.h — private to src/cli: the subcommands and the flag-table parser they share.
+ * Only src/cli prints user-facing errors and chooses exit codes (house style 10, 14). */
+#ifndef HMOE_CLI_H
+#define HMOE_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "hmoe/common.h"
+
+/* Exit codes: 0 success, 1 runtime error (bad file, out of memory, ...), 2 usage error. */
+enum { HMOE_EXIT_OK = 0, HMOE_EXIT_ERROR = 1, HMOE_EXIT_USAGE = 2 };
+
+enum hmoe_opt_kind {
+    HMOE_OPT_FLAG,   /* no value; sets *(bool *)dest = true */
+    HMOE_OPT_INT,    /* int */
+    HMOE_OPT_I64,    /* int64_t */
+    HMOE_OPT_FLOAT,  /* float */
+    HMOE_OPT_STR,    /* const char * (points into argv) */
+    HMOE_OPT_STRS,   /* repeatable string: appends to a struct hmoe_opt_strs */
+};
+
+/* A repeatable option's values (e.g. -ot REGEX=CPU given several times). */
+struct hmoe_opt_strs {
+    const char *v[32];
+    int n;
+};
+
+/* One row of a command's flag table; the table ends with a row whose long_name is NULL. */
+struct hmoe_opt {
+    const char *long_name;  /* "--model" */
+    const char *short_name; /* "-m", "-ngl", ... or NULL */
+    const char *hint;       /* value placeholder for --help ("FILE"), NULL for flags */
+    const char *help;       /* one line, including the default */
+    enum hmoe_opt_kind kind;
+    void *dest;
+};
+
+/* Parse argv[1..argc-1] (argv[0] is the subcommand name). Positional arguments are
+ * stored in pos[] (up to max_pos). Prints a message naming the bad flag or value plus
+ * the usage line to stderr and returns HMOE_EXIT_USAGE on error; prints --help and
+ * returns -1 when help was asked for; returns 0 on success. */
+int hmoe_opts_parse(const char *usage, const struct hmoe_opt *opts, int argc, char **argv, const char **pos,
+                    int max_pos, int *n_pos);
+void hmoe_opts_print_help(FILE *f, const char *usage, const struct hmoe_opt *opts);
+
+/* Print "hmoe: <message>" for an error returned by the library, and return HMOE_EXIT_ERROR. */
+int hmoe_cli_fail(const struct hmoe_err *err);
+
+/* Subcommands (one file each: cmd_<name>.c). argv[0] is the subcommand name. */
+int hmoe_cmd_info(int argc, char **argv);
+int hmoe_cmd_tokenize(int argc, char **argv);
+int hmoe_cmd_template(int argc, char **argv);
+int hmoe_cmd_logits(int argc, char **argv);
+int hmoe_cmd_run(int argc, char **argv);
+int hmoe_cmd_chat(int argc, char **argv);
+int hmoe_cmd_bench(int argc, char **argv);
+int hmoe_cmd_synth(int argc, char **argv);
+
+#endif

@@ -1,0 +1,11 @@
+/* cmd_chat.c — `hmoe chat`. Placeholder until its issue lands: says so and exits 2. */
+#include <stdio.h>
+
+#include "cli.h"
+
+int hmoe_cmd_chat(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "hmoe chat: not implemented yet in this build\n");
+    return HMOE_EXIT_USAGE;
+}

@@ -1,0 +1,11 @@
+/* cmd_template.c — `hmoe template`. Placeholder until its issue lands: says so and exits 2. */
+#include <stdio.h>
+
+#include "cli.h"
+
+int hmoe_cmd_template(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "hmoe template: not implemented yet in this build\n");
+    return HMOE_EXIT_USAGE;
+}

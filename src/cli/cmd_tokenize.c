@@ -1,0 +1,11 @@
+/* cmd_tokenize.c — `hmoe tokenize`. Placeholder until its issue lands: says so and exits 2. */
+#include <stdio.h>
+
+#include "cli.h"
+
+int hmoe_cmd_tokenize(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "hmoe tokenize: not implemented yet in this build\n");
+    return HMOE_EXIT_USAGE;
+}
