@@ -1,0 +1,52 @@
+/* cpu.h — CPU matrix kernels, chosen once at startup (house style 9).
+ *
+ * Weights are rows of `ncols` elements in their GGUF type (row r at w + r*row_bytes).
+ * Activations are first quantized to the weight type's vec_dot_type (quants.md §8:
+ * Q8_K for K/I-quants, Q8_0 for Q8_0/Q4_0/IQ4_NL, F16 for F16, ...), once per matrix
+ * and token, then every output is an integer-heavy dot product of one weight row with
+ * that quantized row. The kernels themselves are single-threaded work units over a row
+ * range; callers (model, sched) split rows (or experts) across OpenMP threads, so no
+ * parallel region is hidden in here except in hmoe_cpu_matmul().
+ */
+#ifndef HMOE_CPU_H
+#define HMOE_CPU_H
+
+#include "hmoe/common.h"
+#include "hmoe/types.h"
+
+enum hmoe_cpu_path { HMOE_CPU_SCALAR = 0, HMOE_CPU_AVX2 = 1, HMOE_CPU_AVX512 = 2 };
+
+/* Detect the CPU (cpuid + XGETBV) and pick kernels; idempotent and thread-safe to call
+ * before any parallel work. The environment variable HMOE_CPU=scalar|avx2|avx512 forces a
+ * path (capped at what the CPU supports) so one machine can test every path. */
+void hmoe_cpu_init(void);
+enum hmoe_cpu_path hmoe_cpu_path(void);
+const char *hmoe_cpu_path_name(enum hmoe_cpu_path p);
+
+/* Number of physical cores (default for -t). */
+int hmoe_cpu_physical_cores(void);
+
+/* Bytes needed to hold `n` activations quantized for weight type `wtype`. */
+size_t hmoe_cpu_act_bytes(enum hmoe_type wtype, int64_t n);
+
+/* Quantize one activation row of n floats for weight type `wtype` into `dst`
+ * (hmoe_cpu_act_bytes(wtype, n) bytes). Bit-identical to the type table's quantize_ref. */
+void hmoe_cpu_quantize_act(enum hmoe_type wtype, const float *x, void *dst, int64_t n);
+
+/* y[r - r0] = dot(row r of W, xq) for r in [r0, r1). Single-threaded. */
+void hmoe_cpu_gemv(enum hmoe_type wtype, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
+                   const void *xq, float *y);
+
+/* Several activation rows at once (prefill): for t in [0, ntok), r in [r0, r1):
+ *   y[t * y_stride + (r - r0)] = dot(row r of W, xq + t * xq_stride_bytes).
+ * Single-threaded; loads each weight block once for all ntok activations. */
+void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
+                   const void *xq, size_t xq_stride_bytes, int64_t ntok, float *y, size_t y_stride);
+
+/* Convenience for dense matrices: quantize x (ntok rows of ncols floats, x_stride floats
+ * apart) and compute y = W·x for all nrows rows with the OpenMP threads available.
+ * `scratch` must hold ntok * hmoe_cpu_act_bytes(wtype, ncols) bytes. */
+void hmoe_cpu_matmul(enum hmoe_type wtype, int64_t ncols, int64_t nrows, const void *w, size_t row_bytes,
+                     const float *x, size_t x_stride, int64_t ntok, float *y, size_t y_stride, void *scratch);
+
+#endif
