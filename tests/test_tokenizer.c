@@ -241,6 +241,49 @@ static void expect_load_error(const char *name, const struct kvspec *kv, int n, 
     hmoe_gguf_free(g);
 }
 
+/* Invalid UTF-8 input. Expected ids come from llama.cpp itself (the fixtures' commit
+ * 3f545be, llama_tokenize on exactly these bytes, parse_special on): every byte that does
+ * not start a complete sequence becomes U+FFFD (id 5691 alone) before splitting — the
+ * bytes are not passed through — while overlong forms and surrogates are decoded and
+ * re-encoded (C0 80 -> U+0000 -> byte 00 = id 188). */
+static void run_invalid_utf8(void) {
+    static const struct {
+        const char *name, *text;
+        int32_t ids[8];
+        size_t n;
+    } c[] = {
+        {"stray FF between letters", "a\xff" "b", {64, 5691, 65}, 3},
+        {"truncated 3-byte sequence", "\xe4\xbd", {9973}, 1},
+        {"truncated sequence at the end", "caf\xc3", {68796, 5691}, 2},
+        {"overlong NUL", "\xc0\x80x", {188, 87}, 2},
+        {"surrogate", "\xed\xa0\x80z", {169, 63219, 89}, 3},
+        {"lone continuation bytes", "x \x80\x80 y", {87, 220, 9973, 379}, 4},
+        {"FE inside words", "h\xc3\xa9llo\xfe w\xc3\xb6rld", {71, 18503, 385, 5691, 289, 9416, 507}, 7},
+        {"FF alone", "\xff", {5691}, 1},
+        {"FF between added tokens", "<think>\xff</think>", {151667, 5691, 151668}, 3},
+        {"emoji cut short", "\xf0\x9f\x98", {57332}, 1},
+        {"cut sequence in whitespace", "  \xe2\x82 \n", {220, 220, 9973, 715}, 4},
+    };
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(c); i++) {
+        char name[96];
+        snprintf(name, sizeof name, "invalid UTF-8 as llama.cpp: %s", c[i].name);
+        expect_ids(name, c[i].text, strlen(c[i].text), true, c[i].ids, c[i].n);
+    }
+    /* Above U+10FFFF llama.cpp throws out of llama_tokenize (the process aborts); we must not
+     * crash, and treat each byte as invalid. */
+    struct hmoe_err err = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char *out = NULL;
+    size_t out_len = 0;
+    enum hmoe_status st = hmoe_tokenize(vocab, "\xf5\x80\x80\x80", 4, true, true, &ids, &n, &err);
+    if (st == HMOE_OK) hmoe_detokenize(vocab, ids, n, false, true, &out, &out_len, &err);
+    t_check(st == HMOE_OK && out && out_len == 12 && memcmp(out, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 12) == 0,
+            "code point above U+10FFFF: no crash, four U+FFFD", "status %d, %zu bytes", st, out_len);
+    free(ids);
+    free(out);
+}
+
 static void run_errors(void) {
     static const char *const toks[] = {"a", "b", "ab", NULL};
     static const char *const merges[] = {"a b", NULL};
@@ -293,6 +336,7 @@ int main(void) {
 
     static const int32_t none[1] = {0};
     expect_ids("empty prompt gives no tokens", "", 0, true, none, 0);
+    run_invalid_utf8();
     run_errors();
 
     hmoe_vocab_free(vocab);
