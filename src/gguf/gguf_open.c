@@ -98,7 +98,9 @@ enum hmoe_status hmoe_gguf_open(const char *path, struct hmoe_gguf **out, struct
     }
     if (sb.st_size == 0) {
         close(fd);
-        return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: offset 0: magic: the file is empty (0 bytes), not a GGUF file", path);
+        return HMOE_RAISE(err, HMOE_ERR_FORMAT,
+                          "%s: offset 0: magic: the file has only 0 bytes, too short for a GGUF header (empty file, "
+                          "not a GGUF file)", path);
     }
     uint64_t size = (uint64_t)sb.st_size;
     if (size > SIZE_MAX) {
