@@ -4,11 +4,10 @@
  * (fixtures/kernels/<TYPE>.json, `x_quant_hex`), because every matmul quantizes its input first.
  *
  * Q8_0 / Q8_1 follow llama.cpp's AVX2 path, not its portable reference: multiplier
- * 127/amax (not 1/d) and round half to EVEN (not roundf's ties-away). quants.md §8.1 says
- * that is what an x86 build (like the one that made the fixtures) runs. The two differ
- * only on exact ties and last-ulp multiplier cases; the three Q8_0.json vectors happen to
- * contain none (all four rounding/multiplier combinations give their bytes), so
- * tests/test_quant_props.c pins the tie behaviour with hand-made inputs. Q8_K is the
+ * 127/amax (not 1/d) and round half to EVEN (not roundf's ties-away), quants.md §8.1.
+ * Q8_0.json confirms the multiplier: with 1/fp16(d) 7 of its 768 quants come out one
+ * off. Its vectors contain no exact ties, so they cannot tell the two roundings apart;
+ * tests/test_quant_props.c pins ties-to-even (the AVX2 rounding) on hand-made input. Q8_K is the
  * same routine on every CPU (round half to even through the 1.5*2^23 magic number). */
 #include <math.h>
 #include <string.h>
