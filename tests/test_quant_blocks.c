@@ -1,12 +1,8 @@
-/* test_quant_blocks.c — hand-built blocks whose dequantized values were worked out by hand
- * from quants.md, mainly for the formats without llama.cpp fixtures (Q4_0, Q4_1, Q5_0,
- * Q5_1, Q3_K, IQ3_XXS, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS, MXFP4, NVFP4, Q1_0, Q2_0).
- *
- * Each case starts from a block where every element has the same known value, then sets a
- * few bytes (at the byte offsets of the quants.md tables, not through hmoe's structs) and
- * lists the elements that change, with their values as literals. Also: the structs'
- * field offsets against the same tables.
- */
+/* test_quant_blocks.c — hand-built blocks dequantized against values worked out by hand
+ * from quants.md, mainly for formats without llama.cpp fixtures. Each case starts from a
+ * block whose elements all share one known value, sets a few bytes at the quants.md byte
+ * offsets (not through hmoe's structs) and lists the changed elements as literals. Also
+ * checks the structs' field offsets and sizes against the same tables. */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,15 +1,9 @@
-/* test_quant_props.c — properties of the reference kernels that hold for every input:
- *
- * 1. activation quantizers follow the rules of quants.md §8.1-§8.3 on hand-made inputs
- *    whose expected quants are worked out from the text (ties, signs, bsums, zero blocks);
- * 2. the weight quantizers (quantize_weight_ref) reproduce inputs that lie on the format's
- *    grid exactly, and on random inputs stay within half a step (linear formats) or pick
- *    the nearest code (IQ4_NL, IQ4_XS, MXFP4) for the scale stored in the block;
- * 3. for every type of the table with a vec_dot_ref: on random blocks, vec_dot_ref(w, q(x))
- *    equals the float64 dot of dequant_ref(w) with the dequantized activations, within
- *    1e-6 of Σ|w·a|. vec_dot and dequant decode each layout independently, so this ties
- *    the two codings (and the fixtures tie dequant to llama.cpp).
- */
+/* test_quant_props.c — properties of the reference kernels: activation quantizers obey
+ * quants.md §8.1-§8.3 on hand-made inputs (ties, signs, bsums, zero blocks); weight
+ * quantizers are exact on grid inputs and within half a step / nearest code on random
+ * ones; and for every table type with a vec_dot_ref, on random blocks, vec_dot_ref(w, q(x))
+ * equals the f64 dot of dequant_ref(w) with dequantized q(x) (vec_dot and dequant decode
+ * each layout independently, so this ties the two codings; fixtures tie dequant to ggml). */
 #include <stdint.h>
 
 #include "harness.h"
