@@ -97,8 +97,12 @@ static void run_kind(const struct kind *k) {
     hmoe_ctx_params_default(&cp);
     cp.n_ctx = 512;
     cp.type_k = cp.type_v = HMOE_TYPE_F32;
-    cp.n_threads = 2;
+    /* One thread for the long sequential runs (the suite shares a 2-core machine, where an
+     * OpenMP barrier waits on descheduled threads); two for the micro-batched prefill so
+     * the threaded paths are compared with the goldens too (test_moe_tiny decodes with 2). */
+    cp.n_threads = 1;
     enum hmoe_status st = hmoe_ctx_init(m, &cp, &c, &err);
+    cp.n_threads = 2;
     cp.n_ubatch = 7;
     if (!st) st = hmoe_ctx_init(m, &cp, &c7, &err);
     t_check(st == HMOE_OK && m->cfg.n_vocab == 4101, name, "%s (n_vocab %d)", err.msg, m->cfg.n_vocab);
@@ -192,7 +196,7 @@ static void run_kind(const struct kind *k) {
     }
     if (!k->f32) {
         double rr = sqrt(ag.sq_diff / ag.sq_ref), rd = sqrt(ag_dec.sq_diff / ag_dec.sq_ref);
-        snprintf(name, sizeof name, "%s rel RMS over all stored rows (prefill %.4f, decode %.4f)", k->name, rr, rd);
+        snprintf(name, sizeof name, "%s rel RMS over all stored rows (prefill %.5f, decode %.5f)", k->name, rr, rd);
         t_check(rr <= Q_REL_RMS && rd <= Q_REL_RMS, name, "limit %.2f", Q_REL_RMS);
         snprintf(name, sizeof name, "%s top-1 agreement over all positions (%d of %d)", k->name, ag.top1_ok,
                  ag.top1_n);
