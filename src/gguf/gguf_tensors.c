@@ -104,8 +104,9 @@ static enum hmoe_status read_tensor_info(struct gguf_cur *c, struct hmoe_gguf *g
     const struct hmoe_type_info *ti = hmoe_type_get(type); /* §11 #16 */
     if (!ti)
         return GGUF_FAIL(c, toff,
-                         "tensor '%s': type id %" PRIu32 " is %s (update hmoe if the file comes from a newer llama.cpp)", q,
-                         type, type < HMOE_TYPE_COUNT ? "a retired ggml type" : "not a known ggml type");
+                         "tensor '%s': type id %" PRIu32 " is %s", q, type,
+                         type < HMOE_TYPE_COUNT ? "a retired ggml type (re-quantize the model with a current llama.cpp)"
+                                                : "not a known ggml type (the file may need a newer hmoe)");
     t->type = (enum hmoe_type)type;
     enum hmoe_status st = size_tensor(c, t, q, off, ti);
     if (st) return st;
