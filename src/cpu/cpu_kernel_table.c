@@ -1,0 +1,16 @@
+/* cpu_kernel_table.c — which SIMD kernels exist for which type and path. hmoe_cpu_init()
+ * starts from the type table's scalar references and applies these rows in order for
+ * every path up to the one it picked, so a later (wider) row overrides an earlier one.
+ * Adding a type = its kernel files + one row per path here (cpu_impl.h).
+ */
+#include "cpu_impl.h"
+
+#define WEIGHT(type, path, name) {type, path, {.gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name}}
+
+const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
+    /* AVX2 (+FMA, F16C) */
+    /* AVX-512 F/BW/VL/DQ + VNNI */
+    WEIGHT(HMOE_TYPE_Q4_K, HMOE_CPU_AVX512, q4_k_avx512),
+    WEIGHT(HMOE_TYPE_Q6_K, HMOE_CPU_AVX512, q6_k_avx512),
+};
+const int hmoe_cpu_kernel_row_count = (int)(sizeof hmoe_cpu_kernel_rows / sizeof hmoe_cpu_kernel_rows[0]);
