@@ -46,7 +46,18 @@ enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want);
     void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,        \
                               size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
 
+/* activation quantizers (bit-identical to the type table's quantize_ref) */
+void hmoe_cpu_quantize_q8_k_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_q8_0_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_f16_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_bf16_avx512(const float *src, void *dst, int64_t n);
+
 HMOE_CPU_DECLARE_WEIGHT(q4_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q5_k_avx512)
 HMOE_CPU_DECLARE_WEIGHT(q6_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q8_0_avx512)
+HMOE_CPU_DECLARE_WEIGHT(f32_avx512)
+HMOE_CPU_DECLARE_WEIGHT(f16_avx512)
+HMOE_CPU_DECLARE_WEIGHT(bf16_avx512)
 
 #endif
