@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/cpu.h"
 #include "model/model_impl.h"
 
 static void fmt_shape(char *buf, size_t cap, const int64_t *ne, int n_dims) {
@@ -43,15 +44,10 @@ static enum hmoe_status find_shaped(const struct hmoe_gguf *g, const char *name,
     return HMOE_OK;
 }
 
-/* A matrix multiplied on the CPU: its type needs a dot product and an activation format
- * we can produce (F32 activations are used as they are). */
+/* A matrix multiplied on the CPU: cpu.h must have its dot product and activation format. */
 static enum hmoe_status check_matmul_type(const struct hmoe_gguf *g, const struct hmoe_gguf_tensor *t,
                                           struct hmoe_err *err) {
-    const struct hmoe_type_info *ti = hmoe_type_get(t->type);
-    if (ti && ti->vec_dot_ref) {
-        enum hmoe_type vdt = ti->vec_dot_type;
-        if (vdt == HMOE_TYPE_F32 || hmoe_type_info[vdt].quantize_ref) return HMOE_OK;
-    }
+    if (hmoe_type_get(t->type) && hmoe_cpu_supports(t->type)) return HMOE_OK;
     return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                       "%s: tensor %s has type %s, which has no CPU dot-product kernel in this build (missing kernel)",
                       g->path, t->name, hmoe_type_name(t->type));
