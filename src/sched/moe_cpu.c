@@ -28,7 +28,6 @@ struct hmoe_sched_moe {
     int32_t *sel;      /* [max_tok * k] expert of (token, rank) */
     float *wsel;       /* [max_tok * k] renormalised weight of (token, rank) */
     int32_t *tok_slot; /* [max_tok * k] grouped slot of (token, rank) */
-    int32_t *slot_tok; /* [max_tok * k] token of a grouped slot */
     float *logits;     /* [max_tok][E] router logits */
     float *probs;      /* [max_tok][E] router softmax scratch */
     uint8_t *xq_gate;  /* [max_tok][act_gate] x quantized for the gate type, per token */
@@ -108,14 +107,13 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     }
     const size_t nt = (size_t)max_tok, ns = nt * (size_t)s->max_k, E = (size_t)s->max_expert;
     const size_t F = (size_t)s->max_ff, d = (size_t)s->max_embd;
-    /* Enough work items for either phase: every expert split into 16-row chunks. */
-    s->max_items = E * ((HMOE_MAX(F, d) + 15) / 16);
+    /* Room for both work lists: every expert split into 16-row chunks of F and of d rows. */
+    s->max_items = E * ((F + 15) / 16 + (d + 15) / 16);
     s->count = calloc(E, sizeof *s->count);
     s->offset = calloc(E + 1, sizeof *s->offset);
     s->sel = calloc(ns, sizeof *s->sel);
     s->wsel = calloc(ns, sizeof *s->wsel);
     s->tok_slot = calloc(ns, sizeof *s->tok_slot);
-    s->slot_tok = calloc(ns, sizeof *s->slot_tok);
     s->logits = calloc(nt * E, sizeof *s->logits);
     s->probs = calloc(nt * E, sizeof *s->probs);
     s->xq_gate = calloc(nt, s->act_gate_bytes);
@@ -127,7 +125,7 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     s->zq = calloc(ns, s->act_down_bytes);
     s->y = calloc(ns * d, sizeof *s->y);
     s->items = calloc(s->max_items, sizeof *s->items);
-    if (!s->count || !s->offset || !s->sel || !s->wsel || !s->tok_slot || !s->slot_tok || !s->logits || !s->probs ||
+    if (!s->count || !s->offset || !s->sel || !s->wsel || !s->tok_slot || !s->logits || !s->probs ||
         !s->xq_gate || !s->xq_up || !s->xg_gate || !s->xg_up || !s->g || !s->u || !s->zq || !s->y || !s->items) {
         hmoe_sched_moe_free(s);
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "MoE workspace: out of memory for %d tokens x %d experts", max_tok,
@@ -144,7 +142,6 @@ void hmoe_sched_moe_free(struct hmoe_sched_moe *s) {
     free(s->sel);
     free(s->wsel);
     free(s->tok_slot);
-    free(s->slot_tok);
     free(s->logits);
     free(s->probs);
     free(s->xq_gate);
@@ -161,6 +158,13 @@ void hmoe_sched_moe_free(struct hmoe_sched_moe *s) {
 
 const int32_t *hmoe_sched_moe_last_selection(const struct hmoe_sched_moe *s) { return s->sel; }
 
+/* Rows [r0, r1) of one matrix for ntok activation rows; one token is a plain gemv. */
+static void mm_rows(enum hmoe_type t, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
+                    const void *xq, size_t xq_stride, int ntok, float *y, size_t y_stride) {
+    if (ntok == 1) hmoe_cpu_gemv(t, ncols, w, row_bytes, r0, r1, xq, y);
+    else hmoe_cpu_gemm(t, ncols, w, row_bytes, r0, r1, xq, xq_stride, ntok, y, y_stride);
+}
+
 /* Rows per work item: big enough to amortise the call, small enough that the items of a
  * one-token decode (k experts) still spread over all threads. Multiple of 16 rows. */
 static int64_t chunk_rows(int64_t rows_per_expert, int n_active, int n_threads) {
@@ -170,14 +174,15 @@ static int64_t chunk_rows(int64_t rows_per_expert, int n_active, int n_threads) 
     return r < rows_per_expert ? r : rows_per_expert;
 }
 
-/* Fill s->items with (expert, row chunk) pairs for every expert that has tokens. */
-static size_t build_items(struct hmoe_sched_moe *s, int n_expert, int64_t rows, int n_active) {
+/* Fill items[] with (expert, row chunk) pairs for every expert that has tokens. */
+static size_t build_items(const struct hmoe_sched_moe *s, struct moe_item *items, int n_expert, int64_t rows,
+                          int n_active) {
     const int64_t r = chunk_rows(rows, n_active, s->n_threads);
     size_t n = 0;
     for (int e = 0; e < n_expert; e++) {
         if (s->count[e] == 0) continue;
-        for (int64_t r0 = 0; r0 < rows && n < s->max_items; r0 += r)
-            s->items[n++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + r < rows ? r0 + r : rows)};
+        for (int64_t r0 = 0; r0 < rows; r0 += r)
+            items[n++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + r < rows ? r0 + r : rows)};
     }
     return n;
 }
@@ -194,8 +199,7 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
     const size_t ag = act_bytes(w->gate.type, d), au = act_bytes(w->up.type, d), ad = act_bytes(w->down.type, F);
     uint8_t *xq_up = same_act ? s->xq_gate : s->xq_up, *xg_up = same_act ? s->xg_gate : s->xg_up;
     const int n_slots = n_tok * k;
-    size_t n_items = 0;
-    int n_active = 0;
+    size_t n_items = 0, n_items_down = 0;
     const int64_t router_chunk = 16;
 
 #pragma omp parallel num_threads(s->n_threads)
@@ -204,8 +208,8 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
 #pragma omp for schedule(static)
         for (int64_t r0 = 0; r0 < E; r0 += router_chunk) {
             int64_t r1 = r0 + router_chunk < E ? r0 + router_chunk : E;
-            hmoe_cpu_gemm(w->router.type, d, w->router.data, w->router.row_bytes, r0, r1, x, (size_t)d * sizeof(float),
-                          n_tok, s->logits + r0, (size_t)E);
+            mm_rows(w->router.type, d, w->router.data, w->router.row_bytes, r0, r1, x, (size_t)d * sizeof(float), n_tok,
+                    s->logits + r0, (size_t)E);
         }
         /* 2. Per token: route, and quantize x once per activation type. */
 #pragma omp for schedule(static)
@@ -215,34 +219,30 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
             act_quantize(w->gate.type, x + (size_t)t * d, s->xq_gate + (size_t)t * ag, d);
             if (!same_act) act_quantize(w->up.type, x + (size_t)t * d, xq_up + (size_t)t * au, d);
         }
-        /* 3. Group (token, rank) pairs by expert: a counting sort, serial and cheap. */
+        /* 3. One serial step (cheap next to the experts): group the (token, rank) pairs by
+         *    expert with a counting sort, gather each slot's quantized token row into expert
+         *    order, and build both work lists. */
 #pragma omp single
         {
             memset(s->count, 0, (size_t)E * sizeof *s->count);
             for (int i = 0; i < n_slots; i++) s->count[s->sel[i]]++;
             s->offset[0] = 0;
-            n_active = 0;
+            int n_active = 0;
             for (int e = 0; e < E; e++) {
                 s->offset[e + 1] = s->offset[e] + s->count[e];
                 n_active += s->count[e] > 0;
             }
             for (int e = 0; e < E; e++) s->count[e] = 0;
             for (int i = 0; i < n_slots; i++) {
-                int e = s->sel[i];
-                int slot = s->offset[e] + s->count[e]++;
+                const int e = s->sel[i], t = i / k, slot = s->offset[e] + s->count[e]++;
                 s->tok_slot[i] = slot;
-                s->slot_tok[slot] = i / k;
+                memcpy(s->xg_gate + (size_t)slot * ag, s->xq_gate + (size_t)t * ag, ag);
+                if (!same_act) memcpy(xg_up + (size_t)slot * au, xq_up + (size_t)t * au, au);
             }
-            n_items = build_items(s, E, F, n_active);
+            n_items = build_items(s, s->items, E, F, n_active);
+            n_items_down = build_items(s, s->items + n_items, E, d, n_active);
         }
-        /* 4. Gather each slot's quantized token row into expert order. */
-#pragma omp for schedule(static)
-        for (int i = 0; i < n_slots; i++) {
-            int t = s->slot_tok[i];
-            memcpy(s->xg_gate + (size_t)i * ag, s->xq_gate + (size_t)t * ag, ag);
-            if (!same_act) memcpy(xg_up + (size_t)i * au, xq_up + (size_t)t * au, au);
-        }
-        /* 5. Gate and up rows: each item streams a row chunk of one expert once for all of
+        /* 4. Gate and up rows: each item streams a row chunk of one expert once for all of
          *    its tokens. */
 #pragma omp for schedule(dynamic, 1)
         for (size_t it = 0; it < n_items; it++) {
@@ -250,12 +250,12 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
             const int32_t off = s->offset[m.e], cnt = s->count[m.e];
             const uint8_t *wg = (const uint8_t *)w->gate.data + (size_t)m.e * w->gate.mat_bytes;
             const uint8_t *wu = (const uint8_t *)w->up.data + (size_t)m.e * w->up.mat_bytes;
-            hmoe_cpu_gemm(w->gate.type, d, wg, w->gate.row_bytes, m.r0, m.r1, s->xg_gate + (size_t)off * ag, ag, cnt,
-                          s->g + (size_t)off * F + m.r0, (size_t)F);
-            hmoe_cpu_gemm(w->up.type, d, wu, w->up.row_bytes, m.r0, m.r1, xg_up + (size_t)off * au, au, cnt,
-                          s->u + (size_t)off * F + m.r0, (size_t)F);
+            mm_rows(w->gate.type, d, wg, w->gate.row_bytes, m.r0, m.r1, s->xg_gate + (size_t)off * ag, ag, cnt,
+                    s->g + (size_t)off * F + m.r0, (size_t)F);
+            mm_rows(w->up.type, d, wu, w->up.row_bytes, m.r0, m.r1, xg_up + (size_t)off * au, au, cnt,
+                    s->u + (size_t)off * F + m.r0, (size_t)F);
         }
-        /* 6. z = silu(gate) * up, quantized once per slot for the down matrix. */
+        /* 5. z = silu(gate) * up, quantized once per slot for the down matrix. */
 #pragma omp for schedule(static)
         for (int i = 0; i < n_slots; i++) {
             float *g = s->g + (size_t)i * F;
@@ -263,18 +263,16 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
             for (int64_t j = 0; j < F; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
             act_quantize(w->down.type, g, s->zq + (size_t)i * ad, F);
         }
-        /* 7. Down rows, same (expert, row chunk) scheme over the d output rows. */
-#pragma omp single
-        n_items = build_items(s, E, d, n_active);
+        /* 6. Down rows, same (expert, row chunk) scheme over the d output rows. */
 #pragma omp for schedule(dynamic, 1)
-        for (size_t it = 0; it < n_items; it++) {
-            const struct moe_item m = s->items[it];
+        for (size_t it = 0; it < n_items_down; it++) {
+            const struct moe_item m = s->items[n_items + it];
             const int32_t off = s->offset[m.e], cnt = s->count[m.e];
             const uint8_t *wd = (const uint8_t *)w->down.data + (size_t)m.e * w->down.mat_bytes;
-            hmoe_cpu_gemm(w->down.type, F, wd, w->down.row_bytes, m.r0, m.r1, s->zq + (size_t)off * ad, ad, cnt,
-                          s->y + (size_t)off * d + m.r0, (size_t)d);
+            mm_rows(w->down.type, F, wd, w->down.row_bytes, m.r0, m.r1, s->zq + (size_t)off * ad, ad, cnt,
+                    s->y + (size_t)off * d + m.r0, (size_t)d);
         }
-        /* 8. Weighted sum in selection order: out = w0*y0 + w1*y1 + ... (llama.cpp adds the
+        /* 7. Weighted sum in selection order: out = w0*y0 + w1*y1 + ... (llama.cpp adds the
          *    weighted expert outputs one after another in this order). */
 #pragma omp for schedule(static)
         for (int t = 0; t < n_tok; t++) {
