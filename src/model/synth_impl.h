@@ -101,15 +101,24 @@ struct synth_pool {
 enum hmoe_status synth_pool_init(struct synth_pool *pool, enum hmoe_type t, uint64_t seed, struct hmoe_err *err);
 void synth_pool_free(struct synth_pool *pool);
 
-/* Routing skew (synth_route.c): the values that make a zipf file route with skew. */
+/* Routing skew (synth_route.c): what makes a zipf file route with skew. */
 struct synth_route {
     struct hmoe_synth_channel ch;
-    const uint8_t *common_block; /* block 0 of every token_embd row (points into the pool) */
-    float *router;               /* [n_layer][n_expert][n_embd] router weights */
+    const uint8_t *common_block; /* the ch.ch1 / blck blocks that start every token_embd row */
+    float common[32];            /* their values on [ch0, ch0 + n_ch0) */
+    double common_sq;            /* |c|^2 */
+    double sigma_emb;            /* rms of one embedding element */
+    uint32_t n_expert, n_embd;
+    double zipf_s;
+    uint64_t seed;
+    float *router;               /* scratch: one layer's router, [n_expert][n_embd] */
+    uint32_t *perm;              /* scratch: popularity rank of each expert */
 };
 enum hmoe_status synth_route_init(struct synth_route *r, const struct hmoe_synth_plan *plan,
                                   const struct synth_pool *embd_pool, struct hmoe_err *err);
 void synth_route_free(struct synth_route *r);
+/* Fill r->router with the router of `layer`. */
+void synth_route_router(struct synth_route *r, int layer, float *out);
 /* True if residual dimension i is a routing channel dimension. */
 bool synth_route_is_channel(const struct synth_route *r, uint32_t i);
 
