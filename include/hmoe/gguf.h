@@ -67,6 +67,7 @@ struct hmoe_gguf_tensor {
     uint64_t n_bytes;
     uint64_t offset;             /* relative to data_start */
     const void *data;            /* into the mapping: base + data_start + offset */
+    uint64_t info_offset;        /* byte offset of the tensor-info record in the file (for messages) */
 };
 
 struct hmoe_gguf {
