@@ -69,8 +69,13 @@ struct hmoe_type_info {
     bool is_quantized;       /* a block format (not a plain scalar) */
     enum hmoe_type vec_dot_type;     /* activation format for the CPU dot product (quants.md §1) */
     hmoe_dequant_row_fn dequant_ref; /* scalar reference dequantizer; NULL = no kernels for this type */
-    hmoe_quant_row_fn quantize_ref;  /* set for activation formats (F16, BF16, Q8_0, Q8_1, Q8_K) */
+    hmoe_quant_row_fn quantize_ref;  /* set for activation formats (F32, F16, BF16, Q8_0, Q8_1, Q8_K) */
     hmoe_vec_dot_fn vec_dot_ref;     /* scalar reference dot product with vec_dot_type activations */
+    /* Simple weight quantizer (nearest code for a block scale picked from the block's
+     * largest value; no error search, no importance matrix), so NOT llama-quantize's
+     * output: for tests and synthetic models only. Set for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+     * IQ4_NL, IQ4_XS, MXFP4; NULL elsewhere. */
+    hmoe_quant_row_fn quantize_weight_ref;
 };
 
 /* The table itself (src/kernels/types.c). Index with hmoe_type_get() when the id
