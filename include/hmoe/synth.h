@@ -99,13 +99,14 @@ struct hmoe_synth_routing {
 /* Parse "uniform" or "zipf:S" (S > 0, e.g. zipf:1.0). */
 enum hmoe_status hmoe_synth_parse_routing(const char *text, struct hmoe_synth_routing *out, struct hmoe_err *err);
 
-/* The residual-stream dimensions that carry routing in a zipf file: [ch0, ch0 + n_ch0) holds a
- * value common to every token (the popularity bias), [ch1, ch1 + n_ch1) a per-token random
- * part (the noise). Attention and the output head never read them, no block writes them, so
- * they keep the embedding's values in every layer. Fails (UNSUPPORTED) when token_embd has a
- * single block per row (e.g. --preset tiny with a 256-element block type). */
+/* The residual-stream dimensions that carry routing in a zipf file: [ch0, ch0 + n_ch0) hold a
+ * value common to every token (the popularity bias), dims ch1 + j*stride1 (j < n_ch1) a
+ * per-token random part (the noise; spread over the row so that no single block's scale
+ * decides it). Attention and the output head never read them and no block writes them, so
+ * they keep the embedding's values in every layer. Fails (UNSUPPORTED) when token_embd has
+ * a single block per row (e.g. --preset tiny with a 256-element block type). */
 struct hmoe_synth_channel {
-    uint32_t ch0, n_ch0, ch1, n_ch1;
+    uint32_t ch0, n_ch0, ch1, n_ch1, stride1;
 };
 enum hmoe_status hmoe_synth_routing_channel(uint32_t n_embd, enum hmoe_type embd_type, struct hmoe_synth_channel *out,
                                             struct hmoe_err *err);
@@ -152,5 +153,30 @@ typedef bool (*hmoe_synth_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t 
 /* Write the planned file to `path`. On any failure or cancel the partial file is removed. */
 enum hmoe_status hmoe_synth_write(const struct hmoe_synth_plan *plan, const char *path, hmoe_synth_progress_fn progress,
                                   void *progress_ctx, struct hmoe_err *err);
+
+/* ---- routing statistics --------------------------------------------------------------- */
+
+/* Which experts a file's routers pick, computed from token embeddings alone: for token t and
+ * layer l, top-k of router_l · (ffn_norm_l ⊙ rmsnorm(token_embd[t])). Exact for every layer of
+ * a zipf file (its routing channel keeps the embedding values through all layers); for other
+ * files it is the layer-0 picture with attention ignored. */
+struct hmoe_synth_route_stats {
+    uint32_t n_layer, n_expert, n_used;
+    uint64_t n_tokens;
+    uint64_t *count;  /* [n_layer][n_expert]: times expert e was among the top-k */
+    double *reuse;    /* [n_layer]: mean fraction of token t's experts that token t-1 also used */
+};
+
+/* Statistics over the token sequence tokens[0..n_tokens) (ids < n_vocab). Needs the
+ * dequantizer of the token_embd type; routers and ffn_norm must be F32. */
+enum hmoe_status hmoe_synth_route_stats_init(struct hmoe_synth_route_stats *s, const struct hmoe_gguf *g,
+                                             const int32_t *tokens, uint64_t n_tokens, struct hmoe_err *err);
+void hmoe_synth_route_stats_free(struct hmoe_synth_route_stats *s);
+/* Share of all selections in `layer` that went to its `top_n` most selected experts. */
+double hmoe_synth_route_top_share(const struct hmoe_synth_route_stats *s, uint32_t layer, uint32_t top_n);
+/* Entropy (bits) of the expert-selection distribution of `layer` (log2(n_expert) = uniform). */
+double hmoe_synth_route_entropy_bits(const struct hmoe_synth_route_stats *s, uint32_t layer);
+/* The most selected expert of `layer`. */
+uint32_t hmoe_synth_route_hottest(const struct hmoe_synth_route_stats *s, uint32_t layer);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/fp16.h"
 #include "synth_impl.h"
 
 /* How to make a block of one type: random bytes, then
@@ -50,12 +51,12 @@ static const struct recipe recipes[HMOE_TYPE_COUNT] = {
     [HMOE_TYPE_Q5_K] = {.d_off = 0, .d_lo = 0.4e-4f, .m_off = 2, .m_ratio = 15.5f, NO_I8},
     /* d sc q, sc int8 in 8..63, q in -32..31: gguf_synth.py's ranges */
     [HMOE_TYPE_Q6_K] = {.d_off = 208, .d_lo = 2e-5f, NO_M, .i8_off = 192, .i8_n = 16, .i8_lo = 8, .i8_hi = 64},
-    /* d (0.5 + s)/4 * grid value (8, 25, 43): rms ~50 d */
-    [HMOE_TYPE_IQ2_XXS] = {.d_off = 0, .d_lo = 3e-4f, NO_M, NO_I8},
-    [HMOE_TYPE_IQ2_XS] = {.d_off = 0, .d_lo = 3e-4f, NO_M, NO_I8},
-    [HMOE_TYPE_IQ2_S] = {.d_off = 0, .d_lo = 3e-4f, NO_M, NO_I8},
-    /* d (0.5 + s)/2 * grid value (4..62): rms ~130 d */
-    [HMOE_TYPE_IQ3_XXS] = {.d_off = 0, .d_lo = 1.2e-4f, NO_M, NO_I8},
+    /* d (0.5 + s)/4 * grid value (8, 25, 43): rms ~60 d */
+    [HMOE_TYPE_IQ2_XXS] = {.d_off = 0, .d_lo = 2.5e-4f, NO_M, NO_I8},
+    [HMOE_TYPE_IQ2_XS] = {.d_off = 0, .d_lo = 2.5e-4f, NO_M, NO_I8},
+    [HMOE_TYPE_IQ2_S] = {.d_off = 0, .d_lo = 2.5e-4f, NO_M, NO_I8},
+    /* d (0.5 + s)/2 * grid value (4..62): rms ~160 d */
+    [HMOE_TYPE_IQ3_XXS] = {.d_off = 0, .d_lo = 1e-4f, NO_M, NO_I8},
     /* d (1 + 2s) * grid value (odd 1..15): rms ~150 d */
     [HMOE_TYPE_IQ3_S] = {.d_off = 0, .d_lo = 1e-4f, NO_M, NO_I8},
     /* d * kvalues_iq4nl: rms 67 d */
@@ -68,23 +69,8 @@ bool hmoe_synth_can_fill(enum hmoe_type t) {
     return (unsigned)t < HMOE_TYPE_COUNT && (recipes[t].d_lo > 0 || recipes[t].float_bytes > 0);
 }
 
-uint16_t hmoe_synth_fp16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (and Inf/NaN): Inf, never asked for */
-    if (a < 0x38800000u) {                                    /* below 2^-14: an fp16 subnormal */
-        float fa;
-        memcpy(&fa, &a, 4);
-        return (uint16_t)(sign | (uint32_t)lrintf(fa * 16777216.0f)); /* units of 2^-24, nearest even */
-    }
-    uint32_t h = ((a >> 23) - 112) << 10 | ((a >> 13) & 0x3ffu), rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* round to nearest even; a carry rolls the exponent */
-    return (uint16_t)(sign | h);
-}
-
 static void put_fp16(uint8_t *p, float v) {
-    uint16_t h = hmoe_synth_fp16(v);
+    uint16_t h = hmoe_f32_to_fp16(v);
     memcpy(p, &h, 2);
 }
 

@@ -87,10 +87,6 @@ static inline double synth_rng_normal(struct synth_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* float -> IEEE binary16, round to nearest even (finite inputs in the normal fp16 range
- * or below; synth never asks for more). */
-uint16_t hmoe_synth_fp16(float f);
-
 /* Pool of random blocks of one type (synth_blocks.c): 2 * n_blocks blocks, the second
  * half a copy of the first, so that any window of n_blocks blocks is contiguous. */
 struct synth_pool {
