@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hmoe/gguf.h"
 #include "hmoe/gguf_write.h"
 
 static char tmp_path[256];
@@ -259,6 +260,144 @@ static void test_big_tensor(void) {
     unlink(tmp_path);
 }
 
+
+/* Every value type, arrays of each (strings, empty and non-ASCII ones included), empty
+ * arrays, and tensors of several types and ranks, read back with the GGUF reader; then the
+ * same metadata copied record by record with copy_kv must read back identical again. */
+static enum hmoe_status write_all_types(const char *path, struct hmoe_err *err) {
+    struct hmoe_gguf_writer *w;
+    enum hmoe_status st = hmoe_gguf_writer_init(&w, 32, err);
+    if (st != HMOE_OK) return st;
+    uint8_t a_u8[3] = {0, 7, 255};
+    int16_t a_i16[2] = {-32768, 32767};
+    int32_t a_i32[4] = {-1, 0, 1, 2147483647};
+    uint64_t a_u64[2] = {0, UINT64_MAX};
+    float a_f32[2] = {0.5f, -1e30f};
+    double a_f64[1] = {3.141592653589793};
+    uint8_t a_bool[2] = {1, 0};
+    struct hmoe_gguf_str a_str[3] = {{"", 0}, {"h\xc3\xa9llo w\xc3\xb6rld", 13}, {"a b", 3}};
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_u8(w, "t.u8", 200, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_i8(w, "t.i8", -100, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_u16(w, "t.u16", 60000, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_i16(w, "t.i16", -30000, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_u32(w, "t.u32", 4000000000u, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_i32(w, "t.i32", -2000000000, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_f32(w, "t.f32", 1e-6f, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_bool(w, "t.bool", true, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_str(w, "t.str", "qwen3moe", err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_strn(w, "t.str_empty", "", 0, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_u64(w, "t.u64", 18446744073709551615ull, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_i64(w, "t.i64", INT64_MIN, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_f64(w, "t.f64", -2.5e300, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.u8", HMOE_GGUF_U8, a_u8, 3, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.i16", HMOE_GGUF_I16, a_i16, 2, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.i32", HMOE_GGUF_I32, a_i32, 4, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.u64", HMOE_GGUF_U64, a_u64, 2, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.f32", HMOE_GGUF_F32, a_f32, 2, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.f64", HMOE_GGUF_F64, a_f64, 1, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.bool", HMOE_GGUF_BOOL, a_bool, 2, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr(w, "a.empty", HMOE_GGUF_I32, a_i32, 0, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr_str(w, "a.str", a_str, 3, err);
+    int64_t ne_f32[2] = {5, 3}, ne_q8[3] = {64, 2, 3}, ne_q4k[2] = {512, 2}, ne_f16[1] = {7}, ne_empty[2] = {0, 4};
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_tensor(w, "t.f32", HMOE_TYPE_F32, 2, ne_f32, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_tensor(w, "t.empty", HMOE_TYPE_F32, 2, ne_empty, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_tensor(w, "blk.0.ffn_down_exps.weight", HMOE_TYPE_Q8_0, 3, ne_q8, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_tensor(w, "t.q4k", HMOE_TYPE_Q4_K, 2, ne_q4k, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_tensor(w, "t.f16", HMOE_TYPE_F16, 1, ne_f16, err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_open(w, path, err);
+    for (uint64_t i = 0; st == HMOE_OK && i < hmoe_gguf_writer_n_tensors(w); i++) {
+        uint64_t n = hmoe_gguf_writer_tensor_bytes(w, i);
+        unsigned char *d = malloc(n + 1);
+        for (uint64_t k = 0; k < n; k++) d[k] = (unsigned char)(k * 31 + i); /* pattern: tensor i, byte k */
+        st = hmoe_gguf_writer_write(w, d, n, err);
+        free(d);
+    }
+    if (st == HMOE_OK) st = hmoe_gguf_writer_finish(w, err);
+    hmoe_gguf_writer_free(w);
+    return st;
+}
+
+static bool kv_equal(const struct hmoe_gguf_kv *a, const struct hmoe_gguf_kv *b) {
+    if (strcmp(a->key, b->key) || a->type != b->type) return false;
+    if (a->type == HMOE_GGUF_STRING) return a->v.str.len == b->v.str.len && !memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len);
+    if (a->type != HMOE_GGUF_ARRAY) return a->v.u64 == b->v.u64 || (a->type == HMOE_GGUF_BOOL && a->v.b == b->v.b);
+    if (a->arr_type != b->arr_type || a->arr_n != b->arr_n) return false;
+    for (uint64_t i = 0; i < a->arr_n; i++) {
+        if (a->arr_type == HMOE_GGUF_STRING) {
+            if (a->arr_str[i].len != b->arr_str[i].len || memcmp(a->arr_str[i].ptr, b->arr_str[i].ptr, a->arr_str[i].len))
+                return false;
+        } else if (hmoe_gguf_arr_i64(a, i) != hmoe_gguf_arr_i64(b, i) || hmoe_gguf_arr_f64(a, i) != hmoe_gguf_arr_f64(b, i))
+            return false;
+    }
+    return true;
+}
+
+static void test_round_trip(void) {
+    struct hmoe_err err = {0};
+    struct hmoe_gguf *g = NULL;
+    if (write_all_types(tmp_path, &err) != HMOE_OK || hmoe_gguf_open(tmp_path, &g, &err) != HMOE_OK) {
+        t_check(0, "all-types file writes and our reader opens it", "%s", err.msg);
+        return;
+    }
+    const struct hmoe_gguf_kv *kv;
+    bool scalars = g->n_kv == 22 && hmoe_gguf_get_u32_or(g, "t.u8", 0) == 200 &&
+                   (kv = hmoe_gguf_find_kv(g, "t.i8")) && kv->type == HMOE_GGUF_I8 && kv->v.i64 == -100 &&
+                   (kv = hmoe_gguf_find_kv(g, "t.u16")) && kv->type == HMOE_GGUF_U16 && kv->v.u64 == 60000 &&
+                   (kv = hmoe_gguf_find_kv(g, "t.i16")) && kv->type == HMOE_GGUF_I16 && kv->v.i64 == -30000 &&
+                   (kv = hmoe_gguf_find_kv(g, "t.u32")) && kv->type == HMOE_GGUF_U32 && kv->v.u64 == 4000000000u &&
+                   (kv = hmoe_gguf_find_kv(g, "t.i32")) && kv->type == HMOE_GGUF_I32 && kv->v.i64 == -2000000000 &&
+                   (kv = hmoe_gguf_find_kv(g, "t.f32")) && kv->type == HMOE_GGUF_F32 && kv->v.f64 == (double)1e-6f &&
+                   (kv = hmoe_gguf_find_kv(g, "t.bool")) && kv->type == HMOE_GGUF_BOOL && kv->v.b &&
+                   (kv = hmoe_gguf_find_kv(g, "t.str")) && kv->type == HMOE_GGUF_STRING && kv->v.str.len == 8 &&
+                   !memcmp(kv->v.str.ptr, "qwen3moe", 8) && (kv = hmoe_gguf_find_kv(g, "t.str_empty")) &&
+                   kv->v.str.len == 0 && (kv = hmoe_gguf_find_kv(g, "t.u64")) && kv->type == HMOE_GGUF_U64 &&
+                   kv->v.u64 == UINT64_MAX && (kv = hmoe_gguf_find_kv(g, "t.i64")) && kv->type == HMOE_GGUF_I64 &&
+                   kv->v.i64 == INT64_MIN && (kv = hmoe_gguf_find_kv(g, "t.f64")) && kv->type == HMOE_GGUF_F64 &&
+                   kv->v.f64 == -2.5e300;
+    t_check(scalars, "round trip: every scalar type reads back with its type and value", "%s", err.msg);
+    bool arrays = (kv = hmoe_gguf_find_kv(g, "a.u8")) && kv->arr_type == HMOE_GGUF_U8 && kv->arr_n == 3 &&
+                  hmoe_gguf_arr_i64(kv, 2) == 255 && (kv = hmoe_gguf_find_kv(g, "a.i16")) && hmoe_gguf_arr_i64(kv, 0) == -32768 &&
+                  (kv = hmoe_gguf_find_kv(g, "a.i32")) && kv->arr_n == 4 && hmoe_gguf_arr_i64(kv, 3) == 2147483647 &&
+                  (kv = hmoe_gguf_find_kv(g, "a.u64")) && (uint64_t)hmoe_gguf_arr_i64(kv, 1) == UINT64_MAX &&
+                  (kv = hmoe_gguf_find_kv(g, "a.f32")) && hmoe_gguf_arr_f64(kv, 1) == (double)-1e30f &&
+                  (kv = hmoe_gguf_find_kv(g, "a.f64")) && hmoe_gguf_arr_f64(kv, 0) == 3.141592653589793 &&
+                  (kv = hmoe_gguf_find_kv(g, "a.bool")) && kv->arr_type == HMOE_GGUF_BOOL && hmoe_gguf_arr_i64(kv, 0) == 1 &&
+                  (kv = hmoe_gguf_find_kv(g, "a.empty")) && kv->arr_n == 0 && (kv = hmoe_gguf_find_kv(g, "a.str")) &&
+                  kv->arr_type == HMOE_GGUF_STRING && kv->arr_n == 3 && kv->arr_str[0].len == 0 &&
+                  kv->arr_str[1].len == 13 && !memcmp(kv->arr_str[1].ptr, "h\xc3\xa9llo w\xc3\xb6rld", 13) &&
+                  kv->arr_str[2].len == 3;
+    t_check(arrays, "round trip: arrays of every element type, strings and empty arrays", "mismatch");
+    bool tensors = g->n_tensors == 5;
+    static const char *names[5] = {"t.f32", "t.empty", "blk.0.ffn_down_exps.weight", "t.q4k", "t.f16"};
+    static const uint64_t bytes[5] = {60, 0, 6 * 68, 2 * 288, 14};
+    for (uint64_t i = 0; tensors && i < 5; i++) {
+        const struct hmoe_gguf_tensor *t = hmoe_gguf_find_tensor(g, names[i]);
+        tensors = t && t->n_bytes == bytes[i] && t->offset % 32 == 0;
+        for (uint64_t k = 0; tensors && k < t->n_bytes; k++) tensors = ((const unsigned char *)t->data)[k] == (unsigned char)(k * 31 + i);
+    }
+    const struct hmoe_gguf_tensor *q8 = hmoe_gguf_find_tensor(g, names[2]);
+    tensors = tensors && q8->ne[0] == 64 && q8->ne[1] == 2 && q8->ne[2] == 3 && q8->nb[2] == 136;
+    t_check(tensors, "round trip: tensors (F32, empty, 3-D Q8_0, Q4_K, F16) with their bytes", "mismatch");
+
+    /* copy every record into a second file; it must read back identical */
+    char path2[300];
+    snprintf(path2, sizeof path2, "%s.copy", tmp_path);
+    struct hmoe_gguf_writer *w;
+    enum hmoe_status st = hmoe_gguf_writer_init(&w, 32, &err);
+    for (uint64_t i = 0; st == HMOE_OK && i < g->n_kv; i++) st = hmoe_gguf_writer_copy_kv(w, &g->kv[i], &err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_open(w, path2, &err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_finish(w, &err);
+    hmoe_gguf_writer_free(w);
+    struct hmoe_gguf *g2 = NULL;
+    bool same = st == HMOE_OK && hmoe_gguf_open(path2, &g2, &err) == HMOE_OK && g2->n_kv == g->n_kv;
+    for (uint64_t i = 0; same && i < g->n_kv; i++) same = kv_equal(&g->kv[i], &g2->kv[i]);
+    t_check(same, "copy_kv: every record copied reads back identical", "%s", err.msg);
+    hmoe_gguf_free(g2);
+    hmoe_gguf_free(g);
+    unlink(path2);
+    unlink(tmp_path);
+}
+
 int main(void) {
     snprintf(tmp_path, sizeof tmp_path, "/tmp/hmoe-test-gguf-write-%d.gguf", (int)getpid());
     test_example(1 << 20);
@@ -269,6 +408,7 @@ int main(void) {
     test_bad_data();
     test_disk_full();
     test_big_tensor();
+    test_round_trip();
     unlink(tmp_path);
     return t_summary();
 }
