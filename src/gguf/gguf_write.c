@@ -1,7 +1,8 @@
 /* gguf_write.c — streaming GGUF v3 writer (gguf_write.h; gguf.md §2–§7).
  * Metadata and tensor infos are serialised into one memory buffer as they are added (a
- * Qwen3 vocabulary is ~6 MB of it); tensor data goes straight from the caller to the file
- * through a 4 MiB staging buffer, so a 17 GB model costs no more memory than that.
+ * Qwen3 vocabulary is ~6 MB of it); tensor data goes from the caller to the file directly
+ * (big pieces) or through a 4 MiB staging buffer (small ones), so a 17 GB model costs no
+ * more memory than that.
  * Relies on a little-endian host (x86-64), like every other module of hmoe.
  */
 #include "hmoe/gguf_write.h"
@@ -16,6 +17,7 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the GGUF writer copies host integers as little-endian");
 
 #define STAGE_BYTES (4u << 20)
+#define DIRECT_BYTES (256u << 10) /* pieces this big skip the stage: no extra copy */
 #define MAX_NAME_BYTES 63 /* llama.cpp's GGML_MAX_NAME (64) includes the NUL (gguf.md §4) */
 
 struct wbuf {
@@ -344,19 +346,18 @@ static enum hmoe_status stage_flush(struct hmoe_gguf_writer *w, struct hmoe_err 
 
 /* Small pieces are gathered in the stage; big ones go straight to write(2). */
 static enum hmoe_status emit(struct hmoe_gguf_writer *w, const void *data, size_t n, struct hmoe_err *err) {
-    if (n <= STAGE_BYTES - w->stage_n) {
+    enum hmoe_status st = HMOE_OK;
+    if (n < DIRECT_BYTES && n <= STAGE_BYTES - w->stage_n) {
         memcpy(w->stage + w->stage_n, data, n);
         w->stage_n += n;
-    } else {
-        enum hmoe_status st = stage_flush(w, err);
-        if (st != HMOE_OK) return st;
-        if (n < STAGE_BYTES) {
+    } else if ((st = stage_flush(w, err)) == HMOE_OK) {
+        if (n < DIRECT_BYTES) {
             memcpy(w->stage, data, n);
             w->stage_n = n;
-        } else if ((st = write_all(w, data, n, err)) != HMOE_OK) return st;
+        } else st = write_all(w, data, n, err);
     }
-    w->file_off += n;
-    return HMOE_OK;
+    if (st == HMOE_OK) w->file_off += n;
+    return st;
 }
 
 static enum hmoe_status emit_zeros(struct hmoe_gguf_writer *w, size_t n, struct hmoe_err *err) {

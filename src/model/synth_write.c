@@ -181,6 +181,8 @@ static enum hmoe_status emit_zipf_embd(struct wctx *c, const struct hmoe_synth_t
                                        uint64_t phase) {
     size_t nb = (size_t)(t->ne[0] / hmoe_type_info[t->type].blck), row_bytes = nb * pool->block_bytes;
     size_t n_common = c->route.ch.ch1 / (uint32_t)hmoe_type_info[t->type].blck, rows_per_chunk = CHUNK_BYTES / row_bytes;
+    if (rows_per_chunk == 0)
+        return HMOE_RAISE(c->err, HMOE_ERR_UNSUPPORTED, "zipf routing: token_embd rows of %zu bytes are too long", row_bytes);
     for (int64_t r0 = 0; r0 < t->ne[1]; r0 += (int64_t)rows_per_chunk) {
         size_t k = (size_t)HMOE_MIN((int64_t)rows_per_chunk, t->ne[1] - r0);
         for (size_t r = 0; r < k; r++) {
