@@ -15,7 +15,8 @@ int hmoe_cmd_info(int argc, char **argv) {
     const char *model = NULL;
     bool json = false;
     const struct hmoe_opt opts[] = {
-        {"--model", "-m", "FILE", "GGUF file to describe (required; may also be given as the only argument)", HMOE_OPT_STR, &model},
+        {"--model", "-m", "FILE", "GGUF file to describe (required; may also be given as the only argument)",
+         HMOE_OPT_STR, &model},
         {"--json", NULL, NULL, "print one JSON object instead of text (default: text)", HMOE_OPT_FLAG, &json},
         {NULL, NULL, NULL, NULL, HMOE_OPT_FLAG, NULL},
     };

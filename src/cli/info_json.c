@@ -89,8 +89,8 @@ void hmoe_info_print_json(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
     uint64_t ft;
     fputs("{\n  \"file\": ", f);
     hmoe_json_write_str(f, g->path, strlen(g->path));
-    fprintf(f, ",\n  \"size_bytes\": %" PRIu64 ",\n  \"gguf_version\": %u,\n  \"alignment\": %u,\n  \"data_start\": %" PRIu64,
-            g->file_size, g->version, g->alignment, g->data_start);
+    fprintf(f, ",\n  \"size_bytes\": %" PRIu64 ",\n  \"gguf_version\": %u", g->file_size, g->version);
+    fprintf(f, ",\n  \"alignment\": %u,\n  \"data_start\": %" PRIu64, g->alignment, g->data_start);
     fputs(",\n  \"architecture\": ", f);
     if (s->arch) hmoe_json_write_str(f, s->arch, strlen(s->arch));
     else fputs("null", f);
@@ -119,8 +119,8 @@ void hmoe_info_print_json(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
     bool first = true;
     for (int t = 0; t < HMOE_TYPE_COUNT; t++) {
         if (!s->type_count[t]) continue;
-        fprintf(f, "%s\"%s\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", first ? "" : ", ", hmoe_type_name((uint32_t)t),
-                s->type_count[t], s->type_bytes[t]);
+        fprintf(f, "%s\"%s\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", first ? "" : ", ",
+                hmoe_type_name((uint32_t)t), s->type_count[t], s->type_bytes[t]);
         first = false;
     }
     fprintf(f, "},\n  \"total_tensor_bytes\": %" PRIu64, s->total_tensor_bytes);

@@ -128,8 +128,9 @@ void hmoe_info_print_text(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
     fprintf(f, "  %-10s %8s %16s %8s\n", "type", "count", "bytes", "share");
     for (int t = 0; t < HMOE_TYPE_COUNT; t++) {
         if (!s->type_count[t]) continue;
+        double share = s->total_tensor_bytes ? 100.0 * (double)s->type_bytes[t] / (double)s->total_tensor_bytes : 0.0;
         fprintf(f, "  %-10s %8" PRIu64 " %16" PRIu64 " %7.2f%%\n", hmoe_type_name((uint32_t)t), s->type_count[t],
-                s->type_bytes[t], s->total_tensor_bytes ? 100.0 * (double)s->type_bytes[t] / (double)s->total_tensor_bytes : 0.0);
+                s->type_bytes[t], share);
     }
     if (!s->is_moe) return;
 
@@ -141,8 +142,8 @@ void hmoe_info_print_text(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
     fprintf(f, "  %-*s %s\n", KEY_W, "expert tensors, total", human(s->expert_bytes_total, b1, sizeof b1));
     fprintf(f, "  %-*s %s\n", KEY_W, "everything else (VRAM without experts)", human(s->non_expert_bytes, b2, sizeof b2));
     if (s->active_bytes_per_token >= 0)
-        fprintf(f, "  %-*s %s%s\n", KEY_W, "active bytes per token", human((uint64_t)s->active_bytes_per_token, b1, sizeof b1),
-                s->tied_output ? "  (output tied to token_embd: whole table counted)" : "  (token_embd: one row counted)");
+        fprintf(f, "  %-*s %s%s\n", KEY_W, "active bytes per token",
+                human((uint64_t)s->active_bytes_per_token, b1, sizeof b1), s->tied_output ? "  (output tied to token_embd: whole table counted)" : "  (token_embd: one row counted)");
     fprintf(f, "  %-10s %20s %20s\n", "layer", "expert bytes", "bytes per expert");
     for (uint32_t l = 0; l < s->n_layer; l++)
         fprintf(f, "  blk.%-6u %20" PRIu64 " %20" PRIu64 "\n", l, s->expert_bytes_per_layer[l],

@@ -13,7 +13,7 @@ static enum hmoe_status find(const struct hmoe_gguf *g, const char *key, const s
                              struct hmoe_err *err) {
     *out = hmoe_gguf_find_kv(g, key);
     if (*out) return HMOE_OK;
-    return HMOE_RAISE(err, HMOE_ERR_NOT_FOUND, "%s: metadata key '%s' not found", g ? g->path : "?", key);
+    return HMOE_RAISE(err, HMOE_ERR_NOT_FOUND, "%s: metadata key '%s' not found", g ? g->path : "?", key ? key : "(null)");
 }
 
 static enum hmoe_status wrong(const struct hmoe_gguf *g, const struct hmoe_gguf_kv *kv, const char *want,

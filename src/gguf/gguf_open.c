@@ -78,8 +78,7 @@ enum hmoe_status hmoe_gguf_open(const char *path, struct hmoe_gguf **out, struct
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return HMOE_RAISE(err, e == ENOENT ? HMOE_ERR_NOT_FOUND : HMOE_ERR_IO, "%s: cannot open: %s%s", path,
-                          strerror(e), e == ENOENT ? " (check the path given with -m)" : "");
+        return HMOE_RAISE(err, e == ENOENT ? HMOE_ERR_NOT_FOUND : HMOE_ERR_IO, "%s: cannot open: %s", path, strerror(e));
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
@@ -112,7 +111,8 @@ enum hmoe_status hmoe_gguf_open(const char *path, struct hmoe_gguf **out, struct
     void *base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd); /* the mapping keeps its own reference to the file */
-    if (base == MAP_FAILED) return HMOE_RAISE(err, HMOE_ERR_IO, "%s: cannot mmap %" PRIu64 " bytes: %s", path, size, strerror(e));
+    if (base == MAP_FAILED)
+        return HMOE_RAISE(err, HMOE_ERR_IO, "%s: cannot mmap %" PRIu64 " bytes: %s", path, size, strerror(e));
     struct hmoe_gguf *g = new_gguf(path, err);
     if (!g) {
         munmap(base, (size_t)size);

@@ -111,7 +111,8 @@ enum hmoe_status hmoe_gguf_read_header(struct gguf_cur *c, struct hmoe_gguf *g) 
         total_min > left)
         return GGUF_FAIL(c, 8,
                          "tensor_count: %" PRIu64 " tensor-info records (at least %u bytes each) and %" PRIu64
-                         " metadata records cannot fit in the %" PRIu64 " bytes after the header (corrupt or truncated file)",
+                         " metadata records cannot fit in the %" PRIu64
+                         " bytes after the header (corrupt or truncated file)",
                          n_tensors, GGUF_MIN_TENSOR_INFO_BYTES, n_kv, left);
     g->n_tensors = n_tensors;
     g->n_kv = n_kv;
