@@ -105,11 +105,16 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
 
             float *o = rs->attn + ((size_t)t * H + j0) * Dv;
             if (c->v_trans) {
-                /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p]: Dv rows of n_kv, nh activation rows. */
+                /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p]: Dv rows of n_kv, nh activation rows.
+                 * Rows are read to a multiple of 16 positions (inside n_ctx) with zero
+                 * probabilities past n_kv, so the SIMD kernels need no scalar tail. */
                 const uint8_t *vbase = vc + (size_t)g * Dv * n_ctx * ves;
+                const int n_vk = (int)HMOE_MIN(n_ctx, ((size_t)n_kv + 15) / 16 * 16);
+                for (int h = 0; h < nh; h++)
+                    for (int p = n_kv; p < n_vk; p++) scores[(size_t)h * n_ctx + p] = 0.0f;
                 if (tv == HMOE_TYPE_F32) {
-                    if (nh == 1) hmoe_cpu_gemv(tv, n_kv, vbase, n_ctx * ves, 0, Dv, scores, o);
-                    else hmoe_cpu_gemm(tv, n_kv, vbase, n_ctx * ves, 0, Dv, scores, n_ctx * sizeof(float), nh, o, Dv);
+                    if (nh == 1) hmoe_cpu_gemv(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, o);
+                    else hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, n_ctx * sizeof(float), nh, o, Dv);
                     continue;
                 }
                 /* 16-bit V takes 16-bit activations. Rounding the probabilities to 16 bits (as
@@ -120,12 +125,12 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
                 for (int h = 0; h < nh; h++) {
                     float *ph = scores + (size_t)h * n_ctx;
                     uint8_t *hi = pq + (size_t)h * pb, *lo = pq + (size_t)(nh + h) * pb;
-                    hmoe_cpu_quantize_act(tv, ph, hi, n_kv);
-                    hmoe_type_info[tv].dequant_ref(hi, ores, n_kv);
-                    for (int p = 0; p < n_kv; p++) ores[p] = ph[p] - ores[p];
-                    hmoe_cpu_quantize_act(tv, ores, lo, n_kv);
+                    hmoe_cpu_quantize_act(tv, ph, hi, n_vk);
+                    hmoe_type_info[tv].dequant_ref(hi, ores, n_vk);
+                    for (int p = 0; p < n_vk; p++) ores[p] = ph[p] - ores[p];
+                    hmoe_cpu_quantize_act(tv, ores, lo, n_vk);
                 }
-                hmoe_cpu_gemm(tv, n_kv, vbase, n_ctx * ves, 0, Dv, pq, pb, 2 * nh, ores, (size_t)Dv);
+                hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, pq, pb, 2 * nh, ores, (size_t)Dv);
                 for (int h = 0; h < nh; h++)
                     for (int e = 0; e < Dv; e++)
                         o[(size_t)h * Dv + e] = ores[(size_t)h * Dv + e] + ores[(size_t)(nh + h) * Dv + e];
