@@ -82,6 +82,40 @@ static void sampler_tests(void) {
             b, c);
     hmoe_sampler_free(s);
 
+    /* top-k 5 of 1000 random logits (ties included): every draw is one of the 5 largest. */
+    float big[1000];
+    unsigned x = 99;
+    for (int i = 0; i < 1000; i++) {
+        x = x * 1103515245u + 12345u;
+        big[i] = (float)((x >> 16) % 200) / 50.0f; /* 200 distinct values: many ties */
+    }
+    float fifth; /* the 5th largest value (with multiplicity) */
+    {
+        float top[5] = {-1, -1, -1, -1, -1};
+        for (int i = 0; i < 1000; i++) {
+            float v = big[i];
+            for (int j = 0; j < 5; j++)
+                if (v > top[j]) {
+                    float t = top[j];
+                    top[j] = v;
+                    v = t;
+                }
+        }
+        fifth = top[4];
+    }
+    s = mk(1.0f, 5, 1.0f, 0.0f, 1.0f, 64, 1000);
+    ok = 1;
+    int distinct = 0, seen5[1000] = {0};
+    for (int i = 0; i < 5000; i++) {
+        int id = hmoe_sampler_sample(s, big);
+        ok &= big[id] >= fifth;
+        distinct += !seen5[id];
+        seen5[id] = 1;
+    }
+    t_check(ok && distinct <= 5 && distinct >= 2, "top-k 5 of 1000 draws only among the 5 largest",
+            "%d distinct ids, ok %d", distinct, ok);
+    hmoe_sampler_free(s);
+
     /* Same seed, same draws. */
     struct hmoe_sampler *s1 = mk(1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 6), *s2 = mk(1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 6);
     ok = 1;

@@ -3,8 +3,11 @@
  * cpu.h activation quantizer for f16/bf16/q8_0, whose output format is the type itself),
  * then each work item (token, KV head, slice of its query heads) scores its queries
  * against the cached keys with the cpu.h dot products (the queries converted to the K
- * type's partner format, as llama.cpp does), applies softmax in f32 (sum in double) and
- * accumulates V rows in f32. One parallel region per layer.
+ * type's partner format, as llama.cpp does) and applies softmax in f32 (sum in double).
+ * V of f32/f16/bf16 caches is stored transposed, [Hkv][Dv][n_ctx], so the weighted sum
+ * over positions is one more cpu.h product with the probabilities as activations (split
+ * into two 16-bit parts for 16-bit V, see below); q8_0 V stays in rows (its blocks run
+ * along head_dim) and is accumulated row by row in f32. One parallel region per layer.
  */
 #include <math.h>
 #include <omp.h>
@@ -43,6 +46,7 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
     uint8_t *kc = rs->k_cache[il], *vc = rs->v_cache[il];
     const size_t krow = c->k_row_bytes, vrow = c->v_row_bytes;
     const size_t kpos = (size_t)Hkv * krow, vpos = (size_t)Hkv * vrow; /* bytes per cached position */
+    const size_t ves = (size_t)hmoe_type_info[tv].type_size;          /* transposed V: bytes per element */
     const float scale = 1.0f / sqrtf((float)D);
     const size_t n_ctx = (size_t)c->p.n_ctx;
     /* Split a KV head's G query heads into slices when there are too few (token, KV head)
@@ -60,6 +64,8 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
         float *scores = rs->att_scores + (size_t)tid * (size_t)G * n_ctx;
         uint8_t *qq = rs->att_q + (size_t)tid * (size_t)G * rs->att_q_bytes;
         float *vtmp = rs->att_v + (size_t)tid * (size_t)Dv;
+        uint8_t *pq = rs->att_p + (c->v_trans ? (size_t)tid * 2 * (size_t)G * rs->att_p_bytes : 0);
+        float *ores = rs->att_o + (size_t)tid * rs->att_o_floats;
 
         /* 1. K and V of the batch into the cache, at each token's position. */
 #pragma omp for schedule(static)
@@ -67,7 +73,14 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
             const int t = i / Hkv, g = i % Hkv;
             const size_t p = (size_t)rs->pos[t];
             kv_store(tk, rs->k + ((size_t)t * Hkv + g) * D, kc + p * kpos + (size_t)g * krow, D);
-            kv_store(tv, rs->v + ((size_t)t * Hkv + g) * Dv, vc + p * vpos + (size_t)g * vrow, Dv);
+            const float *vsrc = rs->v + ((size_t)t * Hkv + g) * Dv;
+            if (!c->v_trans) {
+                kv_store(tv, vsrc, vc + p * vpos + (size_t)g * vrow, Dv);
+                continue;
+            }
+            uint8_t *tmp = (uint8_t *)vtmp; /* Dv elements of type_v, then scattered to [g][e][p] */
+            kv_store(tv, vsrc, tmp, Dv);
+            for (int e = 0; e < Dv; e++) memcpy(vc + (((size_t)g * Dv + e) * n_ctx + p) * ves, tmp + (size_t)e * ves, ves);
         }
         /* 2. Every query over cached positions 0..pos (causal, inclusive). */
 #pragma omp for schedule(dynamic, 1)
@@ -91,18 +104,46 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
             for (int h = 0; h < nh; h++) softmax_scaled(scores + (size_t)h * n_ctx, n_kv, scale);
 
             float *o = rs->attn + ((size_t)t * H + j0) * Dv;
+            if (c->v_trans) {
+                /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p]: Dv rows of n_kv, nh activation rows.
+                 * Rows are read to a multiple of 16 positions (inside n_ctx) with zero
+                 * probabilities past n_kv, so the SIMD kernels need no scalar tail. */
+                const uint8_t *vbase = vc + (size_t)g * Dv * n_ctx * ves;
+                const int n_vk = (int)HMOE_MIN(n_ctx, ((size_t)n_kv + 15) / 16 * 16);
+                for (int h = 0; h < nh; h++)
+                    for (int p = n_kv; p < n_vk; p++) scores[(size_t)h * n_ctx + p] = 0.0f;
+                if (tv == HMOE_TYPE_F32) {
+                    if (nh == 1) hmoe_cpu_gemv(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, o);
+                    else hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, n_ctx * sizeof(float), nh, o, Dv);
+                    continue;
+                }
+                /* 16-bit V takes 16-bit activations. Rounding the probabilities to 16 bits (as
+                 * llama.cpp's non-flash path does) costs visible accuracy, so each row goes in
+                 * twice: p_hi = round(p) and p_lo = round(p - p_hi), and o = V p_hi + V p_lo
+                 * is as good as f32 probabilities for twice the (small) arithmetic. */
+                const size_t pb = rs->att_p_bytes;
+                for (int h = 0; h < nh; h++) {
+                    float *ph = scores + (size_t)h * n_ctx;
+                    uint8_t *hi = pq + (size_t)h * pb, *lo = pq + (size_t)(nh + h) * pb;
+                    hmoe_cpu_quantize_act(tv, ph, hi, n_vk);
+                    hmoe_type_info[tv].dequant_ref(hi, ores, n_vk);
+                    for (int p = 0; p < n_vk; p++) ores[p] = ph[p] - ores[p];
+                    hmoe_cpu_quantize_act(tv, ores, lo, n_vk);
+                }
+                hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, pq, pb, 2 * nh, ores, (size_t)Dv);
+                for (int h = 0; h < nh; h++)
+                    for (int e = 0; e < Dv; e++)
+                        o[(size_t)h * Dv + e] = ores[(size_t)h * Dv + e] + ores[(size_t)(nh + h) * Dv + e];
+                continue;
+            }
             memset(o, 0, (size_t)nh * Dv * sizeof(float));
             for (int p = 0; p < n_kv; p++) {
                 const uint8_t *vr = vc + (size_t)p * vpos + (size_t)g * vrow;
-                const float *vv = (const float *)vr;
-                if (tv != HMOE_TYPE_F32) {
-                    hmoe_type_info[tv].dequant_ref(vr, vtmp, Dv);
-                    vv = vtmp;
-                }
+                hmoe_type_info[tv].dequant_ref(vr, vtmp, Dv);
                 for (int h = 0; h < nh; h++) {
                     const float w = scores[(size_t)h * n_ctx + p];
                     float *oh = o + (size_t)h * Dv;
-                    for (int e = 0; e < Dv; e++) oh[e] += w * vv[e];
+                    for (int e = 0; e < Dv; e++) oh[e] += w * vtmp[e];
                 }
             }
         }

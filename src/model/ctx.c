@@ -1,8 +1,9 @@
 /* ctx.c — a decoding context: parameters with their defaults, the run state and KV cache
  * allocated once (model_impl.h), and hmoe_ctx_decode, which checks positions and token
  * ids, splits the tokens into micro-batches and runs the architecture's forward pass.
- * KV cache layout: per layer [n_ctx][Hkv] rows of head_dim elements in the cache type
- * (q8_0 blocks of 32 along head_dim, quants.md §3.5).
+ * KV cache layout per layer: K as [n_ctx][Hkv] rows of head_dim elements in the cache type
+ * (q8_0 blocks of 32 along head_dim, quants.md §3.5); V the same for q8_0, transposed to
+ * [Hkv][head_dim][n_ctx] for f32/f16/bf16 (attention.c says why).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,8 @@ static void free_run_state(struct hmoe_run_state *rs, int n_layer) {
     free(rs->att_scores);
     free(rs->att_q);
     free(rs->att_v);
+    free(rs->att_p);
+    free(rs->att_o);
     for (int i = 0; rs->k_cache && i < n_layer; i++) free(rs->k_cache[i]);
     for (int i = 0; rs->v_cache && i < n_layer; i++) free(rs->v_cache[i]);
     free(rs->k_cache);
@@ -121,10 +124,14 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     rs->att_scores = calloc(nt * G * n_ctx, sizeof(float));
     rs->att_q = calloc(nt * G, rs->att_q_bytes);
     rs->att_v = calloc(nt * Dv, sizeof(float));
+    rs->att_p_bytes = (hmoe_cpu_act_bytes(c->p.type_v, (int64_t)n_ctx) + 63) / 64 * 64;
+    rs->att_p = c->v_trans ? calloc(nt * 2 * G, rs->att_p_bytes) : malloc(1);
+    rs->att_o_floats = HMOE_MAX(n_ctx, 2 * G * Dv);
+    rs->att_o = calloc(nt * rs->att_o_floats, sizeof(float));
     rs->k_cache = calloc(L, sizeof *rs->k_cache);
     rs->v_cache = calloc(L, sizeof *rs->v_cache);
     if (!rs->x || !rs->xn || !rs->q || !rs->k || !rs->v || !rs->attn || !rs->out || !rs->rope_cos || !rs->rope_sin ||
-        !rs->pos || !rs->act || !rs->att_scores || !rs->att_q || !rs->att_v || !rs->k_cache || !rs->v_cache)
+        !rs->pos || !rs->act || !rs->att_scores || !rs->att_q || !rs->att_v || !rs->att_p || !rs->att_o || !rs->k_cache || !rs->v_cache)
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the run state (%zu-token micro-batch)", ub);
     /* calloc: the OS hands out zero pages lazily, so RSS grows only with positions used. */
     for (size_t il = 0; il < L; il++) {
@@ -172,6 +179,7 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     c->p = p;
     c->k_row_bytes = hmoe_row_bytes(p.type_k, cfg->head_dim);
     c->v_row_bytes = hmoe_row_bytes(p.type_v, cfg->head_dim_v);
+    c->v_trans = hmoe_type_info[p.type_v].blck == 1;
     c->kv_bytes = (size_t)cfg->n_layer * (size_t)p.n_ctx * (size_t)cfg->n_head_kv * (c->k_row_bytes + c->v_row_bytes);
     st = alloc_run_state(c, err);
     if (st) {

@@ -23,10 +23,12 @@ struct hmoe_run_state {
     size_t act_row_bytes;
     float *att_scores;  /* [n_threads][heads_per_item][n_ctx] attention scores -> probabilities */
     uint8_t *att_q;     /* [n_threads][heads_per_item][att_q_bytes] queries in the K cache's dot format */
-    float *att_v;       /* [n_threads][Dv] one V row converted to f32 */
-    size_t att_q_bytes;
+    float *att_v;       /* [n_threads][Dv] one V row converted to f32 (row layout) or to type_v (transposed) */
+    uint8_t *att_p;     /* [n_threads][2][heads_per_item][att_p_bytes] probabilities in V's dot format, hi/lo parts */
+    float *att_o;       /* [n_threads][att_o_floats] split-probability scratch and partial outputs */
+    size_t att_q_bytes, att_p_bytes, att_o_floats;
     uint8_t **k_cache;  /* [n_layer] -> [n_ctx][Hkv] rows of D elements in type_k */
-    uint8_t **v_cache;  /* [n_layer] -> [n_ctx][Hkv] rows of Dv elements in type_v */
+    uint8_t **v_cache;  /* [n_layer] -> transposed [Hkv][Dv][n_ctx] when v_trans, else [n_ctx][Hkv][Dv] */
     struct hmoe_sched_moe *moe; /* MoE workspace (src/sched) */
 };
 
@@ -36,6 +38,8 @@ struct hmoe_ctx {
     int n_past;                /* positions 0 .. n_past-1 are in the KV cache */
     size_t k_row_bytes;        /* one head's K row (D elements of type_k) */
     size_t v_row_bytes;        /* one head's V row (Dv elements of type_v) */
+    bool v_trans;              /* V cached transposed (types without blocks: f32, f16, bf16), so that
+                                  softmax(QK) V is one cpu.h product over positions */
     size_t kv_bytes;           /* whole cache */
     struct hmoe_run_state rs;
 };
