@@ -20,4 +20,10 @@ bool hmoe_cuda_available(void);
  * HMOE_ERR_UNSUPPORTED in a CPU-only build. */
 enum hmoe_status hmoe_cuda_device_info(int dev, struct hmoe_cuda_device_info *out, struct hmoe_err *err);
 
+/* Host-to-device copy bandwidth of device `dev` from pinned host memory in GB/s (1e9 B/s):
+ * best of several copies of `bytes` after one untimed copy (src/kernels/cuda_probe.cu).
+ * The PCIe roofline `hmoe bench` reports expert streaming against. HMOE_ERR_UNSUPPORTED in
+ * a CPU-only build. */
+enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err);
+
 #endif

@@ -96,6 +96,10 @@ int hmoe_cli_model_open(const struct hmoe_cli_model_opts *o, struct hmoe_model *
 /* The same in two steps, for commands that create several contexts for one model (bench). */
 int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model **model);
 int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_model *model, struct hmoe_ctx **ctx);
+/* The plan against hmoe_cli_mem_available_bytes(): prints an error naming the size needed
+ * and the flag to change and sets *rc when the KV cache cannot fit; prints a warning when
+ * weights + KV exceed it. Returns true when everything fits (worth preloading). */
+bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc);
 /* Read the model's weights through the page cache (progress bar when slow and enabled). */
 void hmoe_cli_model_preload(const struct hmoe_model *model, bool show_progress);
 

@@ -47,11 +47,10 @@ int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model *
     return HMOE_EXIT_OK;
 }
 
-/* The plan against the memory available: the KV cache is anonymous memory, so a cache that
- * cannot fit is an error (the OOM killer would end the run later); mapped weights can be
- * evicted and re-read, so weights + KV beyond the limit only warn (very slow, but it runs).
- * Returns true when the weights fit (worth preloading). */
-static bool check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc) {
+/* The KV cache is anonymous memory, so a cache that cannot fit is an error (the OOM killer
+ * would end the run later); mapped weights can be evicted and re-read, so weights + KV
+ * beyond the limit only warn (very slow, but it runs). */
+bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc) {
     *rc = HMOE_EXIT_OK;
     const uint64_t avail = hmoe_cli_mem_available_bytes();
     if (avail == 0) return true; /* unknown: no check */
@@ -126,7 +125,7 @@ int hmoe_cli_model_open(const struct hmoe_cli_model_opts *o, struct hmoe_model *
     if (rc) return rc;
     rc = hmoe_cli_ctx_open(o, *model, ctx);
     bool fits = false;
-    if (!rc) fits = check_memory(*model, *ctx, &rc);
+    if (!rc) fits = hmoe_cli_check_memory(*model, *ctx, &rc);
     if (rc) {
         hmoe_ctx_free(*ctx);
         hmoe_model_free(*model);
