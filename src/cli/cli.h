@@ -116,6 +116,8 @@ uint64_t hmoe_cli_disk_free_bytes(const char *dir);
 void hmoe_cli_cpu_name(char *buf, size_t size);
 /* Bytes of the last-level cache (sysfs), or 0 when unknown. */
 uint64_t hmoe_cli_llc_bytes(void);
+/* "8.0 MiB" / "17.28 GiB" into buf; returns buf. */
+const char *hmoe_cli_fmt_bytes(char *buf, size_t size, uint64_t bytes);
 
 /* --- text generation pieces shared by run and chat (cli_gen.c) --------------------------- */
 

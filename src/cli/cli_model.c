@@ -12,8 +12,6 @@
 #include "cli.h"
 #include "hmoe/progress.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
-
 void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_ctx = 4096;
@@ -56,21 +54,24 @@ bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c,
     if (avail == 0) return true; /* unknown: no check */
     const uint64_t kv = hmoe_ctx_kv_bytes(c), weights = m->gguf->file_size;
     const struct hmoe_ctx_params *p = hmoe_ctx_get_params(c);
+    char kv_s[32], avail_s[32], w_s[32];
+    hmoe_cli_fmt_bytes(kv_s, sizeof kv_s, kv);
+    hmoe_cli_fmt_bytes(avail_s, sizeof avail_s, avail);
+    hmoe_cli_fmt_bytes(w_s, sizeof w_s, weights);
     if (kv > avail) {
         fprintf(stderr,
-                "hmoe: error: not enough memory: the KV cache for -c %d (%s K, %s V) needs %.2f GiB but only %.2f GiB "
-                "is available; lower -c/--ctx-size or use -ctk q8_0 -ctv q8_0\n",
-                p->n_ctx, hmoe_type_name(p->type_k), hmoe_type_name(p->type_v), (double)kv / GIB,
-                (double)avail / GIB);
+                "hmoe: error: not enough memory: the KV cache for -c %d (%s K, %s V) needs %s but only %s is "
+                "available; lower -c/--ctx-size or use -ctk q8_0 -ctv q8_0\n",
+                p->n_ctx, hmoe_type_name(p->type_k), hmoe_type_name(p->type_v), kv_s, avail_s);
         *rc = HMOE_EXIT_ERROR;
         return false;
     }
     if (weights + kv > avail) {
         fprintf(stderr,
-                "hmoe: warning: the model (%.2f GiB) plus the KV cache (%.2f GiB for -c %d) need more than the %.2f GiB "
-                "of memory available: weights will be read from disk again and again (very slow). Free memory, lower "
+                "hmoe: warning: the model (%s) plus the KV cache (%s for -c %d) need more than the %s of memory "
+                "available: weights will be read from disk again and again (very slow). Free memory, lower "
                 "-c/--ctx-size, or use a smaller quantization\n",
-                (double)weights / GIB, (double)kv / GIB, p->n_ctx, (double)avail / GIB);
+                w_s, kv_s, p->n_ctx, avail_s);
         return false;
     }
     return true;

@@ -91,3 +91,9 @@ uint64_t hmoe_cli_llc_bytes(void) {
     }
     return best;
 }
+
+const char *hmoe_cli_fmt_bytes(char *buf, size_t size, uint64_t bytes) {
+    if (bytes >= (uint64_t)1 << 30) snprintf(buf, size, "%.2f GiB", (double)bytes / (1024.0 * 1024.0 * 1024.0));
+    else snprintf(buf, size, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+    return buf;
+}
