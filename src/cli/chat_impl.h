@@ -74,6 +74,7 @@ struct hmoe_chat_turn_stats {
     double prefill_s, first_token_s, gen_s;
     bool interrupted, ctx_full;
     bool prefill_only;      /* /load: no answer */
+    bool answered;          /* generation ran (false when the prefill was interrupted) */
 };
 
 /* Answer the conversation (whose last message is the user's): render, reuse the longest

@@ -245,12 +245,14 @@ int hmoe_chat_turn_answer(struct hmoe_chat_session *s, struct hmoe_chat_turn_sta
     }
     rc = prefill(s, ids, (int)n, true, st);
     if (rc || st->interrupted) {
+        if (st->interrupted) fprintf(stderr, "[interrupted: the message was not answered]\n");
         free(ids);
         hmoe_cli_conv_pop(&s->conv);
         return rc;
     }
     for (size_t i = 0; i < n; i++) hmoe_sampler_accept(s->smp, ids[i]);
     free(ids);
+    st->answered = true;
 
     struct display d = {.s = s};
     hmoe_detok_stream_init(&d.ds, s->vocab, false);

@@ -133,7 +133,7 @@ static int run_command(struct hmoe_chat_session *s, const char *line) {
             return -1;
         }
         int rc = hmoe_chat_turn_answer(s, &st);
-        hmoe_chat_turn_print_stats(s, &st);
+        if (!rc && st.answered) hmoe_chat_turn_print_stats(s, &st);
         return rc ? -1 : 0;
     }
     if (IS("/save") || IS("/load")) {
@@ -297,7 +297,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
         }
         free(msg);
         int trc = hmoe_chat_turn_answer(&s, &st);
-        if (!trc) hmoe_chat_turn_print_stats(&s, &st);
+        if (!trc && st.answered) hmoe_chat_turn_print_stats(&s, &st);
         failed |= trc != 0;
     }
     sigaction(SIGINT, &old_sa, NULL);
