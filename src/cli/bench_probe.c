@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "bench_impl.h"
 #include "hmoe/cpu.h"
@@ -43,14 +44,18 @@ static volatile uint64_t probe_sink;
 double hmoe_bench_probe_ram_gbps(int n_threads, uint64_t *buf_bytes) {
     hmoe_cpu_init();
     if (n_threads < 1) n_threads = 1;
-    uint64_t n = HMOE_MAX(4 * hmoe_cli_llc_bytes(), (uint64_t)512 << 20);
+    uint64_t n = HMOE_MAX(4 * hmoe_cli_llc_bytes(), (uint64_t)256 << 20);
     const uint64_t avail = hmoe_cli_mem_available_bytes();
     if (avail && n > avail / 4) n = HMOE_MAX(avail / 4, (uint64_t)64 << 20);
-    n -= n % (4096 * (uint64_t)n_threads);
-    *buf_bytes = n;
+    if (n < ((uint64_t)4 << 20) * (uint64_t)n_threads) n = ((uint64_t)4 << 20) * (uint64_t)n_threads;
     uint8_t *buf = NULL;
-    if (posix_memalign((void **)&buf, 4096, (size_t)n) != 0) return 0;
-    const size_t per = (size_t)n / (size_t)n_threads;
+    const size_t huge = (size_t)2 << 20;
+    n -= n % huge;
+    if (posix_memalign((void **)&buf, huge, (size_t)n) != 0) return 0;
+    /* 2 MiB pages where the kernel allows them: 128x fewer page faults in the first touch. */
+    madvise(buf, (size_t)n, MADV_HUGEPAGE);
+    const size_t per = ((size_t)n / (size_t)n_threads) & ~(size_t)4095; /* each slice 4 KiB-aligned */
+    *buf_bytes = (uint64_t)per * (uint64_t)n_threads;
     const bool avx512 = hmoe_cpu_path() == HMOE_CPU_AVX512;
     /* First touch by the thread that will read the slice (NUMA placement, no zero page). */
 #pragma omp parallel num_threads(n_threads)
