@@ -56,6 +56,8 @@ void hmoe_cpu_quantize_q8_0_avx2(const float *src, void *dst, int64_t n);
 void hmoe_cpu_quantize_f16_avx2(const float *src, void *dst, int64_t n);
 void hmoe_cpu_quantize_bf16_avx2(const float *src, void *dst, int64_t n);
 
+HMOE_CPU_DECLARE_WEIGHT(q2_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q3_k_avx512)
 HMOE_CPU_DECLARE_WEIGHT(q4_k_avx512)
 HMOE_CPU_DECLARE_WEIGHT(q5_k_avx512)
 HMOE_CPU_DECLARE_WEIGHT(q6_k_avx512)
@@ -63,6 +65,8 @@ HMOE_CPU_DECLARE_WEIGHT(q8_0_avx512)
 HMOE_CPU_DECLARE_WEIGHT(f32_avx512)
 HMOE_CPU_DECLARE_WEIGHT(f16_avx512)
 HMOE_CPU_DECLARE_WEIGHT(bf16_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q2_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q3_k_avx2)
 HMOE_CPU_DECLARE_WEIGHT(q4_k_avx2)
 HMOE_CPU_DECLARE_WEIGHT(q5_k_avx2)
 HMOE_CPU_DECLARE_WEIGHT(q6_k_avx2)
