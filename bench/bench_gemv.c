@@ -64,22 +64,9 @@ int main(int argc, char **argv) {
     hmoe_cpu_init();
     const char *path = hmoe_cpu_path_name(hmoe_cpu_path());
 
-    /* Roofline: read bandwidth per thread count, 1 GiB buffer. */
-    double roof[65] = {0};
-    {
-        size_t n = (size_t)1 << 30;
-        uint8_t *buf = bench_alloc_touched(n, max_threads);
-        if (!buf) return fprintf(stderr, "bench_gemv: out of memory\n"), 1;
-        for (int t = 1; t <= max_threads && t <= 64; t++) roof[t] = bench_read_gbs(buf, n, t, reps);
-        free(buf);
-    }
-    if (json) printf("{\"path\": \"%s\", \"roofline_gbs\": [", path);
-    else printf("path %s; RAM read roofline:", path);
-    for (int t = 1; t <= max_threads && t <= 64; t++) {
-        if (json) printf("%s%.2f", t > 1 ? ", " : "", roof[t]);
-        else printf("  %d thr %.2f GB/s", t, roof[t]);
-    }
-    printf(json ? "], \"types\": [" : "\n");
+    if (json) printf("{\"path\": \"%s\", \"types\": [", path);
+    else printf("path %s; roofline = best streaming read (bench_util.h) of the same weight buffer, timed\n"
+                "alternately with the kernel so both see the same machine load\n", path);
 
     const int64_t ncols = 2048, nrows_expert = 768;
     int first = 1;
@@ -113,8 +100,9 @@ int main(int argc, char **argv) {
                     (long long)ncols, wbytes / 1048576.0);
         first = 0;
         for (int nt = 1; nt <= max_threads; nt++) {
-            double best = 1e30;
+            double best = 1e30, roof = 0;
             for (int r = 0; r < reps; r++) {
+                roof = HMOE_MAX(roof, bench_read_gbs(w, wbytes, nt, 1));
                 double t0 = hmoe_time_s();
 #pragma omp parallel num_threads(nt)
                 {
@@ -126,8 +114,12 @@ int main(int argc, char **argv) {
                 if (dt < best) best = dt;
             }
             double gbs = (double)wbytes / best / 1e9;
-            if (json) printf("%s{\"threads\": %d, \"gbs\": %.2f, \"pct_roofline\": %.1f}", nt > 1 ? ", " : "", nt, gbs, 100 * gbs / roof[nt]);
-            else printf("  gemv %d thr: %7.2f GB/s  %5.1f%% of roofline  (%.3f ms)\n", nt, gbs, 100 * gbs / roof[nt], best * 1e3);
+            if (json)
+                printf("%s{\"threads\": %d, \"gbs\": %.2f, \"roofline_gbs\": %.2f, \"pct_roofline\": %.1f}",
+                       nt > 1 ? ", " : "", nt, gbs, roof, 100 * gbs / roof);
+            else
+                printf("  gemv %d thr: %7.2f GB/s  roofline %6.2f GB/s  %5.1f%%  (%.3f ms)\n", nt, gbs, roof,
+                       100 * gbs / roof, best * 1e3);
         }
         if (json) printf("], \"gemm\": [");
         /* Prefill: one expert matrix (2048x768), all threads, ntok activation rows. */

@@ -113,7 +113,7 @@ static float bench_normal(void) {
 
 /* Random weights of type t: random bytes, then finite fp16 scales where the block has
  * them (random bytes there would be Inf/NaN and say nothing about speed). */
-static void bench_fill_weights(enum hmoe_type t, uint8_t *w, size_t bytes) {
+static inline void bench_fill_weights(enum hmoe_type t, uint8_t *w, size_t bytes) {
     const struct hmoe_type_info *ti = &hmoe_type_info[t];
     if (!ti->is_quantized) {
         for (size_t e = 0; e < bytes / (size_t)ti->type_size; e++) {
