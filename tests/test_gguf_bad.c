@@ -8,6 +8,8 @@
  *    accepted from there on (§7: trailing padding is optional); never a crash.
  * 4. Random byte flips in the header/metadata/tensor-info region never crash, and what is
  *    accepted still satisfies gguf_check.h.
+ * 5. The committed fuzzing corpus (tests/data/fuzz-corpus, from tests/fuzz_gguf.c) replays
+ *    the same way: accepted files satisfy gguf_check.h, rejected ones report an offset.
  * Images are copied so they end exactly at a PROT_NONE page: a read past the end faults.
  */
 #include <dirent.h>
@@ -277,8 +279,44 @@ static void real_file(const char *rel) {
     free(img);
 }
 
+static int any_file(const struct dirent *d) { return d->d_name[0] != '.'; }
+
+static void fuzz_corpus_replay(void) {
+    struct dirent **ents;
+    int n = scandir("tests/data/fuzz-corpus", &ents, any_file, alphasort);
+    char fail[1200] = "";
+    int accepted = 0;
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "tests/data/fuzz-corpus/%s", ents[i]->d_name);
+        uint8_t *img = NULL;
+        size_t len = 0;
+        struct guarded gd;
+        if (!fail[0] && read_all(path, &img, &len) == 0 && guarded_init(&gd, len) == 0) {
+            uint8_t *p = guarded_put(&gd, img, len);
+            struct hmoe_err err = {0};
+            struct hmoe_gguf *g = NULL;
+            enum hmoe_status st = hmoe_gguf_open_memory(p, len, "z.gguf", &g, &err);
+            const char *why = st == HMOE_OK ? gguf_check_invariants(g, p, len) : NULL;
+            accepted += st == HMOE_OK;
+            if (why) snprintf(fail, sizeof fail, "%s: %s", ents[i]->d_name, why);
+            else if (st != HMOE_OK && (st != HMOE_ERR_FORMAT || !strstr(err.msg, "z.gguf: offset ")))
+                snprintf(fail, sizeof fail, "%s: %s '%s'", ents[i]->d_name, hmoe_status_str(st), err.msg);
+            hmoe_gguf_free(g);
+            guarded_free(&gd);
+        }
+        free(img);
+        free(ents[i]);
+    }
+    if (n > 0) free(ents);
+    char name[200];
+    snprintf(name, sizeof name, "gguf replays the fuzzing corpus (%d files, %d valid)", n, accepted);
+    t_check(n >= 100 && !fail[0], name, "%s", n < 100 ? "corpus missing" : fail);
+}
+
 int main(void) {
     bad_corpus();
+    fuzz_corpus_replay();
     good_corpus();
     real_file("fixtures/moe-tiny/qwen3moe-tiny.gguf");
     real_file("fixtures/moe-tiny/qwen35moe-tiny.gguf");
