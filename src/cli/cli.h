@@ -63,8 +63,8 @@ struct hmoe_cli_model_opts {
 /* Rows for a command's flag table (llama.cpp names). */
 #define HMOE_CLI_MODEL_OPTS(o)                                                                                   \
     {"--model", "-m", "FILE", "GGUF model file (required)", HMOE_OPT_STR, &(o).model_path},                    \
-    {"--ctx-size", "-c", "N", "KV cache size in tokens (default 4096, capped at the model's context_length)",  \
-     HMOE_OPT_INT, &(o).n_ctx},                                                                                 \
+    {"--ctx-size", "-c", "N", "KV cache size in tokens (default 4096; logits: the number of ids); capped at "  \
+     "the model's context_length", HMOE_OPT_INT, &(o).n_ctx},                                                  \
     {"--threads", "-t", "N", "CPU threads (default: physical cores)", HMOE_OPT_INT, &(o).n_threads},           \
     {"--ubatch-size", "-ub", "N", "tokens per forward micro-batch (default 512)", HMOE_OPT_INT, &(o).n_ubatch}, \
     {"--batch-size", "-b", "N", "logical batch size (accepted for llama.cpp compatibility; prompts are split "  \

@@ -40,10 +40,10 @@ extern const int hmoe_cpu_kernel_row_count;
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want);
 
 /* ---- SIMD kernels (defined in the *_avx2.c / *_avx512.c files) ---- */
-#define HMOE_CPU_DECLARE_WEIGHT(name)                                                                                \
-    void hmoe_cpu_gemv_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,        \
-                              float *y);                                                                             \
-    void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,        \
+#define HMOE_CPU_DECLARE_WEIGHT(name)                                                                                  \
+    void hmoe_cpu_gemv_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
+                              float *y);                                                                               \
+    void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
                               size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
 
 /* activation quantizers (bit-identical to the type table's quantize_ref) */
@@ -51,7 +51,13 @@ void hmoe_cpu_quantize_q8_k_avx512(const float *src, void *dst, int64_t n);
 void hmoe_cpu_quantize_q8_0_avx512(const float *src, void *dst, int64_t n);
 void hmoe_cpu_quantize_f16_avx512(const float *src, void *dst, int64_t n);
 void hmoe_cpu_quantize_bf16_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_q8_k_avx2(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_q8_0_avx2(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_f16_avx2(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_bf16_avx2(const float *src, void *dst, int64_t n);
 
+HMOE_CPU_DECLARE_WEIGHT(q2_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q3_k_avx512)
 HMOE_CPU_DECLARE_WEIGHT(q4_k_avx512)
 HMOE_CPU_DECLARE_WEIGHT(q5_k_avx512)
 HMOE_CPU_DECLARE_WEIGHT(q6_k_avx512)
@@ -59,5 +65,14 @@ HMOE_CPU_DECLARE_WEIGHT(q8_0_avx512)
 HMOE_CPU_DECLARE_WEIGHT(f32_avx512)
 HMOE_CPU_DECLARE_WEIGHT(f16_avx512)
 HMOE_CPU_DECLARE_WEIGHT(bf16_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q2_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q3_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q4_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q5_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q6_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q8_0_avx2)
+HMOE_CPU_DECLARE_WEIGHT(f32_avx2)
+HMOE_CPU_DECLARE_WEIGHT(f16_avx2)
+HMOE_CPU_DECLARE_WEIGHT(bf16_avx2)
 
 #endif
