@@ -24,6 +24,11 @@
  * router logits at the usual O(1) scale. Needs at least 2 blocks per embedding row.
  * Checked: a float64 forward pass (fixtures/moe-tiny/ref_numpy.py) routes every token of
  * such a file, in every layer, to exactly the experts predicted from its embedding.
+ * By contrast a "uniform" file (random router, gguf_synth.py's design) is not uniform in a
+ * forward pass: attention output dominates the residual stream of a random-weight model and
+ * changes slowly, so from layer 1 on the same float64 forward (30B shapes, 120 random ids)
+ * puts 63-78 % of selections on 10 of 128 experts and consecutive tokens share 54-73 % of
+ * their experts.
  */
 #include <errno.h>
 #include <stdlib.h>
