@@ -158,8 +158,10 @@ enum hmoe_status hmoe_synth_write(const struct hmoe_synth_plan *plan, const char
 
 /* Which experts a file's routers pick, computed from token embeddings alone: for token t and
  * layer l, top-k of router_l · (ffn_norm_l ⊙ rmsnorm(token_embd[t])). Exact for every layer of
- * a zipf file (its routing channel keeps the embedding values through all layers); for other
- * files it is the layer-0 picture with attention ignored. */
+ * a zipf file (its routing channel keeps the embedding values through all layers). For other
+ * files it ignores attention, which dominates the hidden state of random-weight models: a
+ * real forward pass routes a "uniform" file far more skewed and with far more reuse between
+ * consecutive tokens than this estimate says (see synth_route.c). */
 struct hmoe_synth_route_stats {
     uint32_t n_layer, n_expert, n_used;
     uint64_t n_tokens;

@@ -1,5 +1,8 @@
-/* synth_route.c — routing skew for synthetic qwen3moe files (`--routing zipf:S`), with
- * no extra tensors: a plain qwen3moe file that any engine runs.
+/* synth_route.c — routing skew for synthetic qwen3moe files (`--routing zipf:S`) with no
+ * extra tensors: a plain qwen3moe file that any engine runs. Builds the routers, and says
+ * which residual dimensions the embeddings, norms and output rows must keep private.
+ * Relies on the token_embd type's reference dequantizer (types.h). Issue #6; the forward
+ * pass it relies on is qwen3moe.md §3–§4.
  *
  * Mechanism ("private routing channel"). A random router sees nothing common to all
  * tokens, so it routes uniformly. To make expert e of layer l popular with probability
@@ -18,8 +21,14 @@
  *     in front changes no top-k.
  * Routing is then a fixed function of the token id (the same in every engine): repeated
  * tokens reuse experts; beyond that there is no temporal locality. κ = σ_emb puts layer-0
- * router logits at the usual O(1) scale. Needs the dequantizer of the token_embd type (to
- * know c) and at least 2 blocks per embedding row.
+ * router logits at the usual O(1) scale. Needs at least 2 blocks per embedding row.
+ * Checked: a float64 forward pass (fixtures/moe-tiny/ref_numpy.py) routes every token of
+ * such a file, in every layer, to exactly the experts predicted from its embedding.
+ * By contrast a "uniform" file (random router, gguf_synth.py's design) is not uniform in a
+ * forward pass: attention output dominates the residual stream of a random-weight model and
+ * changes slowly, so from layer 1 on the same float64 forward (30B shapes, 120 random ids)
+ * puts 63-78 % of selections on 10 of 128 experts and consecutive tokens share 54-73 % of
+ * their experts.
  */
 #include <errno.h>
 #include <stdlib.h>
