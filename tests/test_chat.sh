@@ -83,6 +83,14 @@ got=$(timing "$T/err" 2 prompt); cached=$(timing "$T/err" 2 cached)
 check "chat after /system the prompt is re-rendered with it ($want tokens)" $(( got + cached != want )) \
     "prompt $got + cached $cached"
 
+# -sys: the system prompt comes first and survives /clear.
+printf 'Hello\n/clear\nAgain\n/save %s\n' "$T/c5.json" | $CHAT -sys 'You are terse.' >"$T/out" 2>"$T/err"
+rc=$?
+msgs=$(grep -o '"role": "[a-z]*", "content": "[^"]*"' "$T/c5.json" | sed -n '1p;2p' | tr '\n' '|')
+check "chat -sys: system prompt first, kept by /clear" \
+    $([ $rc -eq 0 ] && [ "$msgs" = '"role": "system", "content": "You are terse."|"role": "user", "content": "Again"|' ]; echo $?) \
+    "rc $rc: $(cat "$T/c5.json")"
+
 # /save + /load round trip; the loaded conversation is prefilled and reused by the next turn.
 printf '/load %s\n/save %s\nAnd then?\n' "$T/c2.json" "$T/c2b.json" | $CHAT >"$T/out" 2>"$T/err"
 rc=$?

@@ -255,7 +255,8 @@ int hmoe_cmd_chat(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_sa);
     if (r.tty) {
-        hmoe_lineedit_init(&r.le, STDIN_FILENO, STDOUT_FILENO);
+        /* Editing goes where the person looks: stdout, or stderr when stdout is redirected. */
+        hmoe_lineedit_init(&r.le, STDIN_FILENO, tty_out || !isatty(STDERR_FILENO) ? STDOUT_FILENO : STDERR_FILENO);
         r.prompt = s.color ? "\033[1m> \033[0m" : "> ";
         r.prompt_more = s.color ? "\033[1m. \033[0m" : ". ";
         fprintf(stderr, "hmoe chat: %s, context %d, template %s, thinking %s. /help lists commands; Ctrl+C stops an "
