@@ -104,13 +104,26 @@ static void put(int fd, const char *s, size_t n) {
     }
 }
 
-/* Redraw prompt + line, showing a window of the line that contains the cursor. */
+/* Bytes of one character starting at byte i (a lone continuation byte counts as one). */
+static size_t char_len(const struct line *l, size_t i) { return next_char(l, i) - i; }
+
+/* Redraw prompt + line, showing a window of the line that contains the cursor. Linear in the
+ * line length (a pasted paragraph must not redraw quadratically). */
 static void refresh(const struct hmoe_lineedit *le, const char *prompt, const struct line *l) {
     const size_t width = (size_t)term_width(le->fd_out), pcols = columns(prompt, strlen(prompt));
     const size_t avail = width > pcols + 1 ? width - pcols - 1 : 1;
-    size_t start = 0, end = l->len;
-    while (columns(l->buf + start, l->pos - start) >= avail) start = next_char(l, start);
-    while (columns(l->buf + start, end - start) > avail) end = prev_char(l, end);
+    /* Window start: drop characters from the left until the cursor column fits. */
+    size_t start = 0, ccols = columns(l->buf, l->pos);
+    while (ccols >= avail && start < l->pos) {
+        start += char_len(l, start);
+        ccols--;
+    }
+    /* Window end: as many characters after `start` as fit. */
+    size_t end = start, cols = 0;
+    while (end < l->len && cols < avail) {
+        end += char_len(l, end);
+        cols++;
+    }
     char *seq = malloc(strlen(prompt) + (end - start) + 64);
     if (!seq) return;
     size_t n = 0;
@@ -118,10 +131,16 @@ static void refresh(const struct hmoe_lineedit *le, const char *prompt, const st
     memcpy(seq + n, l->buf + start, end - start);
     n += end - start;
     n += (size_t)sprintf(seq + n, "\033[K\r");
-    size_t col = pcols + columns(l->buf + start, l->pos - start);
+    size_t col = pcols + ccols;
     if (col) n += (size_t)sprintf(seq + n, "\033[%zuC", col);
     put(le->fd_out, seq, n);
     free(seq);
+}
+
+/* True when more typed or pasted bytes are already waiting: redraw once they are in. */
+static bool input_pending(int fd) {
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 void hmoe_lineedit_init(struct hmoe_lineedit *le, int fd_in, int fd_out) {
@@ -270,7 +289,7 @@ enum hmoe_lineedit_result hmoe_lineedit_read(struct hmoe_lineedit *le, const cha
         if (c >= 0xC0 && c < 0x100) utf8_left = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
         else if (c >= 0x80 && c < 0xC0 && utf8_left > 0) utf8_left--;
         else utf8_left = 0;
-        if (utf8_left == 0) refresh(le, prompt, &l);
+        if (utf8_left == 0 && !input_pending(le->fd_in)) refresh(le, prompt, &l);
     }
 done:
     tcsetattr(le->fd_in, TCSANOW, &saved);
