@@ -292,6 +292,8 @@ enum hmoe_lineedit_result hmoe_lineedit_read(struct hmoe_lineedit *le, const cha
         if (utf8_left == 0 && !input_pending(le->fd_in)) refresh(le, prompt, &l);
     }
 done:
+    /* Redraws wait while input is pending: show the final line once (pasted text too). */
+    if (res == HMOE_LINEEDIT_LINE || res == HMOE_LINEEDIT_INTERRUPT) refresh(le, prompt, &l);
     tcsetattr(le->fd_in, TCSANOW, &saved);
     if (res == HMOE_LINEEDIT_INTERRUPT) put(le->fd_out, "^C", 2);
     put(le->fd_out, "\r\n", 2);
