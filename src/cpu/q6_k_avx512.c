@@ -4,7 +4,7 @@
  * shifted so each byte's 2-bit field lands on bits 4-5 and merged in with vpternlog.
  * The 6-bit values stay unsigned (0..63) for vpmaddubsw; the "-32" offset is applied once
  * per block as 32·Σ scale[b]·bsums[b]. vpdpwssd multiplies by the int8 sub-block scales.
- * Exact integer sums per block, scaled and accumulated in double (as in q4_k_avx512.c).
+ * Exact integer sums per block, scaled and accumulated in double (as in q45_k_avx512.c).
  */
 #include <immintrin.h>
 

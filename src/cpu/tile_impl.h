@@ -1,13 +1,9 @@
-/* tile_impl.h — private to src/cpu: the loops shared by every SIMD weight type, written
- * once. A type provides one always-inline "tile" body computing the R×T dot products of
- * R consecutive weight rows with T activation rows, decoding each weight block once for
- * all T tokens and loading each activation block once for all R rows:
- *     BODY(w, row_bytes, nb, x, x_stride, out, R, T)   out[r*T + t] = dot(row r, act t)
- * R and T are compile-time constants after inlining (accumulators stay in registers).
- * These macros instantiate it and wrap it into the gemv / gemm entry points of
- * cpu_impl.h: gemv runs 4-row tiles (amortising per-row setup, which matters for the
- * 768-column expert down projections), gemm runs 1-row × 8-token tiles over a chunk of
- * rows that stays in L1/L2 while all token tiles pass over it (cpu.h, hmoe_cpu_gemm).
+/* tile_impl.h — private to src/cpu: the gemv / gemm loops shared by every SIMD weight
+ * type. A type writes one always-inline body BODY(w, row_bytes, nb, x, x_stride, out, R, T)
+ * computing out[r*T + t] = dot(row r, activation t) for R rows × T tokens, each weight block
+ * decoded once for all T tokens and each activation block loaded once for all R rows (R, T
+ * are constants after inlining). gemv runs 4-row tiles; gemm runs 1-row × 8-token tiles over
+ * a 16-row chunk that stays in L1/L2 while all token tiles pass over it (cpu.h).
  */
 #ifndef HMOE_CPU_TILE_IMPL_H
 #define HMOE_CPU_TILE_IMPL_H
