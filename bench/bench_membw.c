@@ -16,7 +16,9 @@ int main(int argc, char **argv) {
     size_t mib = 2048;
     int max_threads = hmoe_cpu_physical_cores(), reps = 5, json = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc)
+        if (!strcmp(argv[i], "-H"))
+            bench_hugepages = 1;
+        else if (!strcmp(argv[i], "-m") && i + 1 < argc)
             mib = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc)
             max_threads = atoi(argv[++i]);
@@ -25,7 +27,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-o") && i + 1 < argc)
             json = !strcmp(argv[++i], "json");
         else {
-            fprintf(stderr, "usage: %s [-m MiB (2048)] [-t max threads (physical cores)] [-r reps (5)] [-o json]\n",
+            fprintf(stderr,
+                    "usage: %s [-m MiB (2048)] [-t max threads (physical cores)] [-r reps (5)] [-H] [-o json]\n",
                     argv[0]);
             return 2;
         }

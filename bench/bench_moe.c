@@ -51,14 +51,16 @@ static void par_gemv(const struct mat *m, const uint8_t *w, const void *xq, floa
 int main(int argc, char **argv) {
     int nthreads = hmoe_cpu_physical_cores(), reps = 3, ntok = 512;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc)
+        if (!strcmp(argv[i], "-H"))
+            bench_hugepages = 1;
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
             nthreads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-p") && i + 1 < argc)
             ntok = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-r reps (3)] [-p prompt tokens (512)]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-r reps (3)] [-p prompt tokens (512)] [-H]\n", argv[0]);
             return 2;
         }
     }
