@@ -164,6 +164,7 @@ static int ensure_depth(struct bench_run *b, int depth) {
     if (depth > 0) {
         for (int i = 0; i < depth; i++) b->ids[i] = random_token(b);
         if (hmoe_ctx_decode(b->ctx, b->ids, depth, 0, HMOE_LOGITS_NONE, NULL, &err)) return hmoe_cli_fail(&err);
+        hmoe_ctx_checkpoint(b->ctx); /* recurrent state (qwen35moe): each test rewinds to here */
     }
     b->depth_ready = depth;
     return HMOE_EXIT_OK;
