@@ -6,13 +6,16 @@
  * KV cache (moe-tiny/README.md: the NumPy reference agrees to 2.6e-4). Then the same
  * reference through micro-batches of 1, 7, 16 and 70 tokens and the chunked DeltaNet form,
  * prefill-then-decode, rewinds (truncate with and without checkpoints), the chunked form
- * against the recurrence on random data, and the architectures still unsupported.
+ * against the recurrence on random data, load errors and the architectures still
+ * unsupported, and the synth presets (qwen35moe.md §3, §9).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "hmoe/cpu.h"
+#include "hmoe/synth.h"
 #include "model/deltanet_impl.h"
 #include "model_check.h"
 
@@ -173,6 +176,182 @@ static void chunked_vs_recurrent(void) {
     free(qkv), free(gb), free(S1), free(S2), free(o1), free(o2), free(scratch);
 }
 
+/* Offset just past the GGUF string `s` (u64 length + bytes) in buf, or 0 if absent. */
+static size_t find_gguf_str(const unsigned char *buf, size_t n, const char *s) {
+    size_t len = strlen(s);
+    for (size_t i = 0; i + 8 + len <= n; i++) {
+        uint64_t l;
+        memcpy(&l, buf + i, 8);
+        if (l == len && memcmp(buf + i + 8, s, len) == 0) return i + 8 + len;
+    }
+    return 0;
+}
+
+static enum hmoe_status load_bytes(const unsigned char *buf, size_t n, struct hmoe_err *err) {
+    struct hmoe_gguf *g = NULL;
+    struct hmoe_model *m = NULL;
+    enum hmoe_status st = hmoe_gguf_open_memory(buf, n, "patched.gguf", &g, err);
+    if (st) return st;
+    st = hmoe_model_load_gguf(g, NULL, &m, err);
+    if (st) hmoe_gguf_free(g);
+    hmoe_model_free(m);
+    return st;
+}
+
+/* Patched copies of the fixture: a DeltaNet tensor with swapped dims, a missing ssm key,
+ * missing rope sections, the unsupported architectures of moe-tiny. */
+static void load_errors(const char *path) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *orig = NULL;
+    size_t n = 0;
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        n = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        orig = malloc(n);
+        if (!orig || fread(orig, 1, n, f) != n) n = 0;
+        fclose(f);
+    }
+    unsigned char *buf = malloc(n ? n : 1);
+    struct hmoe_err err = {0};
+    if (n) {
+        memcpy(buf, orig, n);
+        size_t o = find_gguf_str(buf, n, "blk.1.ssm_conv1d.weight");
+        uint64_t ne0 = 0, ne1 = 0;
+        if (o) {
+            memcpy(&ne0, buf + o + 4, 8);
+            memcpy(&ne1, buf + o + 12, 8);
+            memcpy(buf + o + 4, &ne1, 8);
+            memcpy(buf + o + 12, &ne0, 8);
+        }
+        enum hmoe_status st = load_bytes(buf, n, &err);
+        t_check(o && st == HMOE_ERR_FORMAT &&
+                    strstr(err.msg, "tensor blk.1.ssm_conv1d.weight has shape [128, 4] but qwen35moe needs [4, 128]"),
+                "qwen35moe: wrong DeltaNet tensor shape named with the shape needed", "status %d: %s", st, err.msg);
+        static const char *const keys[] = {"qwen35moe.ssm.state_size", "qwen35moe.rope.dimension_sections",
+                                           "qwen35moe.expert_shared_feed_forward_length"};
+        for (size_t i = 0; i < HMOE_ARRAY_LEN(keys); i++) {
+            memcpy(buf, orig, n);
+            o = find_gguf_str(buf, n, keys[i]);
+            if (o) buf[o - 1] = 'X';
+            st = load_bytes(buf, n, &err);
+            char name[160], want[160];
+            snprintf(name, sizeof name, "qwen35moe: missing %s is named", keys[i]);
+            snprintf(want, sizeof want, "'%s' is missing", keys[i]);
+            t_check(o && st == HMOE_ERR_NOT_FOUND && strstr(err.msg, want), name, "status %d: %s", st, err.msg);
+        }
+    }
+    t_check(n > 0, "qwen35moe-tiny bytes read", "cannot read %s", path);
+    static const char *const others[] = {"gpt-oss", "deepseek2"};
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(others); i++) {
+        char p2[256], want[160], name[160];
+        snprintf(p2, sizeof p2, "fixtures/moe-tiny/%s-tiny.gguf", others[i]);
+        struct hmoe_model *m = NULL;
+        enum hmoe_status st = hmoe_model_load(t_shared(p2), NULL, &m, &err);
+        snprintf(want, sizeof want, "unsupported architecture '%s' (supported: qwen3moe, qwen35moe)", others[i]);
+        snprintf(name, sizeof name, "%s-tiny: clear unsupported-architecture error", others[i]);
+        t_check(st == HMOE_ERR_UNSUPPORTED && !m && strstr(err.msg, want), name, "status %d: %s", st, err.msg);
+        hmoe_model_free(m);
+    }
+    free(buf);
+    free(orig);
+}
+
+/* The qwen3.6-35b-a3b preset against qwen35moe.md §3 and §9: 733 tensors, the Q4_K_M mix
+ * (attn_qkv like attn_v, ffn_down_shexp like ffn_down, conv1d F32), ~21.2 GB, 1.98 GB read
+ * per token (stack 1,558.5 MB + LM head 417.2 MB). */
+static void synth_preset_35b(void) {
+    struct hmoe_synth_plan p;
+    struct hmoe_err err = {0};
+    struct hmoe_synth_opts o = {.preset = "qwen3.6-35b-a3b"};
+    if (hmoe_synth_plan_init(&p, &o, &err)) {
+        t_check(0, "synth qwen3.6-35b-a3b plan", "%s", err.msg);
+        return;
+    }
+    double active = 0;
+    for (size_t i = 0; i < p.n_tensors; i++) {
+        const struct hmoe_synth_tensor *t = &p.tensors[i];
+        if (t->ne[2] > 1) active += (double)t->n_bytes / (double)t->ne[2] * 8; /* 8 of 256 experts */
+        else if (strcmp(t->name, "token_embd.weight") == 0) active += (double)t->n_bytes / (double)t->ne[1];
+        else active += (double)t->n_bytes;
+    }
+    t_check(p.n_tensors == 733 && fabs(p.data_bytes / 1e9 - 21.2) < 0.1 && fabs(active / 1e6 - 1975.7) < 1.0,
+            "synth qwen3.6-35b-a3b: 733 tensors, ~21.2 GB, 1975.7 MB per token (qwen35moe.md §9)",
+            "%zu tensors, %.3f GB, %.1f MB per token", p.n_tensors, p.data_bytes / 1e9, active / 1e6);
+    static const struct {
+        const char *name;
+        enum hmoe_type type;
+    } want[] = {
+        {"token_embd.weight", HMOE_TYPE_Q4_K},          {"output.weight", HMOE_TYPE_Q6_K},
+        {"blk.0.attn_qkv.weight", HMOE_TYPE_Q6_K},      {"blk.5.attn_qkv.weight", HMOE_TYPE_Q4_K},
+        {"blk.7.attn_v.weight", HMOE_TYPE_Q6_K},        {"blk.11.attn_v.weight", HMOE_TYPE_Q4_K},
+        {"blk.10.ffn_down_shexp.weight", HMOE_TYPE_Q6_K}, {"blk.6.ffn_down_shexp.weight", HMOE_TYPE_Q4_K},
+        {"blk.34.ffn_down_exps.weight", HMOE_TYPE_Q6_K}, {"blk.33.ffn_down_exps.weight", HMOE_TYPE_Q4_K},
+        {"blk.0.ssm_conv1d.weight", HMOE_TYPE_F32},     {"blk.0.ssm_alpha.weight", HMOE_TYPE_Q4_K},
+        {"blk.0.ssm_beta.weight", HMOE_TYPE_Q4_K},      {"blk.0.attn_gate.weight", HMOE_TYPE_Q4_K},
+        {"blk.0.ssm_out.weight", HMOE_TYPE_Q4_K},       {"blk.0.ffn_gate_inp_shexp.weight", HMOE_TYPE_F32},
+        {"blk.0.ssm_a", HMOE_TYPE_F32},                 {"blk.3.attn_q.weight", HMOE_TYPE_Q4_K},
+    };
+    int bad = -1;
+    for (size_t k = 0; k < HMOE_ARRAY_LEN(want) && bad < 0; k++) {
+        bool found = false;
+        for (size_t i = 0; i < p.n_tensors; i++)
+            if (strcmp(p.tensors[i].name, want[k].name) == 0) found = p.tensors[i].type == want[k].type;
+        if (!found) bad = (int)k;
+    }
+    t_check(bad < 0, "synth qwen3.6-35b-a3b: Q4_K_M types of qwen35moe.md §9", "%s is not %s",
+            bad >= 0 ? want[bad].name : "", bad >= 0 ? hmoe_type_name(want[bad].type) : "");
+    hmoe_synth_plan_free(&p);
+}
+
+/* qwen35-tiny written, loaded (its MTP block not run) and run: a prefill and token-by-token
+ * decoding of the same ids agree, and the logits are finite. */
+static void synth_tiny_runs(void) {
+    char path[] = "/tmp/hmoe-q35-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    struct hmoe_synth_plan p;
+    struct hmoe_err err = {0};
+    struct hmoe_synth_opts o = {.preset = "qwen35-tiny", .seed = 7};
+    enum hmoe_status st = fd < 0 ? HMOE_ERR_IO : hmoe_synth_plan_init(&p, &o, &err);
+    if (!st) {
+        st = hmoe_synth_write(&p, path, NULL, NULL, &err);
+        hmoe_synth_plan_free(&p);
+    }
+    struct hmoe_model *m = NULL;
+    if (!st) st = hmoe_model_load(path, NULL, &m, &err);
+    t_check(!st && m->cfg.n_layer == 4 && m->cfg.n_nextn == 1 && !m->w.layers[3].recurrent &&
+                m->w.layers[2].recurrent && m->w.layers[2].gdn.qkv.type == HMOE_TYPE_Q6_K &&
+                m->w.layers[0].gdn.qkv.type == HMOE_TYPE_Q4_K,
+            "synth qwen35-tiny loads: 4 main layers, 1 MTP block not bound, Q4_K_M types", "%s", err.msg);
+    if (!st) {
+        enum { N = 24 };
+        const int V = m->cfg.n_vocab;
+        int32_t tok[N];
+        for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 11) % V);
+        float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
+        struct hmoe_ctx *c = new_ctx(m, HMOE_TYPE_F16, 512);
+        st = c ? hmoe_ctx_decode(c, tok, N, 0, HMOE_LOGITS_ALL, a, &err) : HMOE_ERR_NOMEM;
+        hmoe_ctx_reset(c);
+        for (int i = 0; !st && i < N; i++) st = hmoe_ctx_decode(c, &tok[i], 1, i, HMOE_LOGITS_LAST, b + (size_t)i * V, &err);
+        double worst = 0, amax = 0;
+        bool finite = true;
+        for (size_t i = 0; !st && i < (size_t)N * V; i++) {
+            finite &= isfinite(a[i]) && isfinite(b[i]);
+            worst = fmax(worst, fabs((double)a[i] - b[i]));
+            amax = fmax(amax, fabs((double)a[i]));
+        }
+        t_check(!st && finite && amax > 0 && worst < 1e-2 * amax,
+                "synth qwen35-tiny runs: 24-token prefill matches token-by-token decoding",
+                "%s max |d| %.3g of |logit| %.3g", st ? err.msg : "", worst, amax);
+        hmoe_ctx_free(c);
+        free(a);
+        free(b);
+    }
+    hmoe_model_free(m);
+    remove(path);
+}
+
 int main(void) {
     char path[8192];
     struct hmoe_err err = {0};
@@ -208,7 +387,10 @@ int main(void) {
         prefill_then_decode(m);
     }
     hmoe_model_free(m);
+    load_errors(path);
     chunked_vs_recurrent();
+    synth_preset_35b();
+    synth_tiny_runs();
     free(ref_prefill);
     free(ref_decode);
     return t_summary();
