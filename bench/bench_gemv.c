@@ -198,11 +198,14 @@ int main(int argc, char **argv) {
                 if (dt < best) best = dt;
             }
             double flops = 2.0 * (double)ncols * (double)nrows_expert * ntok * (double)HMOE_MIN(nexp, 4);
+            /* weight-decode rate: bytes of weight blocks consumed per second (each expert once) */
+            double wgbs = (double)expert_bytes * (double)HMOE_MIN(nexp, 4) / best / 1e9;
             if (json)
-                printf("%s{\"ntok\": %d, \"gflops\": %.2f}", k ? ", " : "", ntok, flops / best / 1e9);
+                printf("%s{\"ntok\": %d, \"gflops\": %.2f, \"weight_gbs\": %.3f}", k ? ", " : "", ntok,
+                       flops / best / 1e9, wgbs);
             else
-                printf("  gemm %d thr ntok %3d: %7.2f GFLOP/s  (%.3f ms per expert)\n", max_threads, ntok,
-                       flops / best / 1e9, best * 1e3 / (double)HMOE_MIN(nexp, 4));
+                printf("  gemm %d thr ntok %3d: %7.2f GFLOP/s, weights decoded at %6.3f GB/s (%.3f ms per expert)\n",
+                       max_threads, ntok, flops / best / 1e9, wgbs, best * 1e3 / (double)HMOE_MIN(nexp, 4));
         }
         if (json) printf("]}");
         free(w);
