@@ -20,8 +20,11 @@
  * tile (R rows) and at least 4 KiB, which covers ~150 ns of DRAM latency at a thread's share
  * of the bandwidth even for the short 768-column expert rows. Past the matrix end it is
  * harmless (prefetches never fault). */
+#ifndef HMOE_PREFETCH_MIN_BYTES
+#define HMOE_PREFETCH_MIN_BYTES 4096
+#endif
 static inline size_t hmoe_prefetch_distance(size_t row_bytes, int R) {
-    size_t rows = (4096 + row_bytes - 1) / row_bytes;
+    size_t rows = (HMOE_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
     return (rows > (size_t)R ? rows : (size_t)R) * row_bytes;
 }
 static inline void hmoe_prefetch_block(const char *p, size_t bytes) {
