@@ -26,6 +26,11 @@ const char *hmoe_cpu_path_name(enum hmoe_cpu_path p);
 /* Number of physical cores (default for -t). */
 int hmoe_cpu_physical_cores(void);
 
+/* True when this build has kernels for weight type `wtype` (a reference dot product and
+ * an activation quantizer); the loader should reject a model with an unsupported type
+ * before calling the kernels, which do not check. */
+bool hmoe_cpu_supports(enum hmoe_type wtype);
+
 /* Bytes needed to hold `n` activations quantized for weight type `wtype`. */
 size_t hmoe_cpu_act_bytes(enum hmoe_type wtype, int64_t n);
 

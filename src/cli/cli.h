@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "hmoe/common.h"
+#include "hmoe/model.h"
 
 /* Exit codes: 0 success, 1 runtime error (bad file, out of memory, ...), 2 usage error. */
 enum { HMOE_EXIT_OK = 0, HMOE_EXIT_ERROR = 1, HMOE_EXIT_USAGE = 2 };
@@ -46,6 +47,44 @@ void hmoe_opts_print_help(FILE *f, const char *usage, const struct hmoe_opt *opt
 
 /* Print "hmoe: <message>" for an error returned by the library, and return HMOE_EXIT_ERROR. */
 int hmoe_cli_fail(const struct hmoe_err *err);
+
+/* Model and context flags shared by the commands that run a model (cli_model.c). */
+struct hmoe_cli_model_opts {
+    const char *model_path;
+    int n_ctx, n_threads, n_ubatch, n_batch;
+    const char *cache_type_k, *cache_type_v;
+    const char *rope_scaling;
+    float rope_scale, rope_freq_base;
+    int yarn_orig_ctx;
+};
+/* Rows for a command's flag table (llama.cpp names). */
+#define HMOE_CLI_MODEL_OPTS(o)                                                                                   \
+    {"--model", "-m", "FILE", "GGUF model file (required)", HMOE_OPT_STR, &(o).model_path},                    \
+    {"--ctx-size", "-c", "N", "KV cache size in tokens (default 4096; logits: the number of ids); capped at "  \
+     "the model's context_length", HMOE_OPT_INT, &(o).n_ctx},                                                  \
+    {"--threads", "-t", "N", "CPU threads (default: physical cores)", HMOE_OPT_INT, &(o).n_threads},           \
+    {"--ubatch-size", "-ub", "N", "tokens per forward micro-batch (default 512)", HMOE_OPT_INT, &(o).n_ubatch}, \
+    {"--batch-size", "-b", "N", "logical batch size (accepted for llama.cpp compatibility; prompts are split "  \
+     "into -ub micro-batches)", HMOE_OPT_INT, &(o).n_batch},                                                    \
+    {"--cache-type-k", "-ctk", "TYPE", "KV cache type for K: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR, \
+     &(o).cache_type_k},                                                                                        \
+    {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR, \
+     &(o).cache_type_v},                                                                                        \
+    {"--rope-scaling", NULL, "TYPE", "RoPE scaling none|linear|yarn (default: from the model)", HMOE_OPT_STR,   \
+     &(o).rope_scaling},                                                                                        \
+    {"--rope-scale", NULL, "S", "RoPE context scaling factor (default: from the model)", HMOE_OPT_FLOAT,        \
+     &(o).rope_scale},                                                                                          \
+    {"--rope-freq-base", NULL, "F", "RoPE base frequency (default: from the model)", HMOE_OPT_FLOAT,            \
+     &(o).rope_freq_base},                                                                                      \
+    {"--yarn-orig-ctx", NULL, "N", "YaRN original context (default: from the model)", HMOE_OPT_INT,             \
+     &(o).yarn_orig_ctx}
+
+void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o);
+/* Load the model and create its context from the flags; prints the error and returns an
+ * exit code on failure (0 on success). */
+int hmoe_cli_model_open(const struct hmoe_cli_model_opts *o, struct hmoe_model **model, struct hmoe_ctx **ctx);
+/* Parse "1,2,3" (also "[1, 2, 3]" or whitespace-separated) into a malloc'd array. */
+int hmoe_cli_parse_ids(const char *text, int32_t **ids, int *n);
 
 /* Subcommands (one file each: cmd_<name>.c). argv[0] is the subcommand name. */
 int hmoe_cmd_info(int argc, char **argv);

@@ -1,25 +1,147 @@
-/* cpu_dispatch.c — the CPU kernel entry points of cpu.h.
- * For now every path runs the type table's scalar reference kernels (types.c); the
- * SIMD kernels plug in here, chosen once by hmoe_cpu_init(). */
-#include "hmoe/cpu.h"
+/* cpu_dispatch.c — the entry points of cpu.h: detect the CPU once (cpuid + XGETBV),
+ * pick a path (scalar / AVX2 / AVX-512+VNNI, HMOE_CPU overrides downwards), fill the
+ * per-type kernel table from the type table's scalar references and then from the
+ * SIMD rows of cpu_kernel_table.c. Every call goes through that table: no switch on
+ * the type anywhere. Kernels are single-threaded; only hmoe_cpu_matmul() opens a
+ * parallel region.
+ */
+#include "cpu_impl.h"
 
+#include <cpuid.h>
+#include <dirent.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
-static enum hmoe_cpu_path cpu_path = HMOE_CPU_SCALAR; /* written once by hmoe_cpu_init */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int init_done;                             /* 1 once the table below is valid */
+static enum hmoe_cpu_path cpu_best = HMOE_CPU_SCALAR;    /* what the hardware + OS allow */
+static enum hmoe_cpu_path cpu_path = HMOE_CPU_SCALAR;    /* what we run */
+static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id */
 
-void hmoe_cpu_init(void) { cpu_path = HMOE_CPU_SCALAR; }
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
 
-enum hmoe_cpu_path hmoe_cpu_path(void) { return cpu_path; }
+/* The best path this CPU and OS support. AVX-512 needs F+BW+VL+DQ and VNNI (the kernels
+ * use vpdpwssd/vpdpbusd) plus ZMM state saved by the OS (XCR0 bits 5-7); without VNNI
+ * we fall back to AVX2. AMX is never used: it faults in the VMs this runs in. */
+static enum hmoe_cpu_path detect_path(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return HMOE_CPU_SCALAR;
+    bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12), f16c = c & (1u << 29);
+    if (!osxsave || !avx) return HMOE_CPU_SCALAR;
+    uint64_t xcr0 = read_xcr0();
+    if ((xcr0 & 0x6) != 0x6) return HMOE_CPU_SCALAR; /* XMM + YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return HMOE_CPU_SCALAR;
+    bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
+    if (!(avx2 && fma && f16c && bmi2)) return HMOE_CPU_SCALAR;
+    bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
+    bool vnni = c & (1u << 11);
+    if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) return HMOE_CPU_AVX512;
+    return HMOE_CPU_AVX2;
+}
+
+static void fill_table(enum hmoe_cpu_path path) {
+    for (int t = 0; t < HMOE_TYPE_COUNT; t++) kernels[t] = (struct hmoe_cpu_kernels){0};
+    for (int t = 0; t < HMOE_TYPE_COUNT; t++) kernels[t].quantize = hmoe_type_info[t].quantize_ref;
+    /* Rows are ordered by path, so a later (wider) row overrides an earlier one. */
+    for (int i = 0; i < hmoe_cpu_kernel_row_count; i++) {
+        const struct hmoe_cpu_kernel_row *row = &hmoe_cpu_kernel_rows[i];
+        if (row->path > path) continue;
+        struct hmoe_cpu_kernels *k = &kernels[row->type];
+        if (row->k.quantize) k->quantize = row->k.quantize;
+        if (row->k.gemv) k->gemv = row->k.gemv;
+        if (row->k.gemm) k->gemm = row->k.gemm;
+    }
+}
+
+static enum hmoe_cpu_path path_from_env(enum hmoe_cpu_path best) {
+    const char *e = getenv("HMOE_CPU");
+    if (!e || !*e) return best;
+    enum hmoe_cpu_path want = best;
+    if (!strcasecmp(e, "scalar"))
+        want = HMOE_CPU_SCALAR;
+    else if (!strcasecmp(e, "avx2"))
+        want = HMOE_CPU_AVX2;
+    else if (!strcasecmp(e, "avx512"))
+        want = HMOE_CPU_AVX512;
+    else
+        HMOE_WARN("HMOE_CPU=%s is not one of scalar, avx2, avx512; using %s\n", e, hmoe_cpu_path_name(best));
+    if (want > best) HMOE_WARN("HMOE_CPU=%s: this CPU only supports %s; using that\n", e, hmoe_cpu_path_name(best));
+    return want < best ? want : best;
+}
+
+static void set_path_locked(enum hmoe_cpu_path p) {
+    cpu_path = p;
+    fill_table(p);
+    atomic_store_explicit(&init_done, 1, memory_order_release);
+}
+
+void hmoe_cpu_init(void) {
+    pthread_mutex_lock(&init_lock);
+    cpu_best = detect_path();
+    set_path_locked(path_from_env(cpu_best));
+    pthread_mutex_unlock(&init_lock);
+}
+
+enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want) {
+    pthread_mutex_lock(&init_lock);
+    cpu_best = detect_path();
+    set_path_locked(want < cpu_best ? want : cpu_best);
+    pthread_mutex_unlock(&init_lock);
+    return cpu_path;
+}
+
+/* Engine code may call the kernels without hmoe_cpu_init(): the first call initialises. */
+static inline void ensure_init(void) {
+    if (!atomic_load_explicit(&init_done, memory_order_acquire)) hmoe_cpu_init();
+}
+
+enum hmoe_cpu_path hmoe_cpu_path(void) {
+    ensure_init();
+    return cpu_path;
+}
 
 const char *hmoe_cpu_path_name(enum hmoe_cpu_path p) {
     static const char *const names[] = {"scalar", "avx2", "avx512"};
     return (unsigned)p < 3 ? names[p] : "?";
 }
 
+/* Physical cores = distinct core ids in sysfs (SMT siblings share one), capped by the
+ * CPUs this process may run on; falls back to the online CPU count. */
 int hmoe_cpu_physical_cores(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int cores = 0;
+    for (int cpu = 0; cpu < 4096; cpu++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            if (cpu >= online) break;
+            continue;
+        }
+        /* A core is counted once: by the sibling whose number is listed first. */
+        if (fgets(buf, sizeof buf, f) && atoi(buf) == cpu) cores++;
+        fclose(f);
+    }
+    if (cores <= 0) cores = online > 0 ? (int)online : 1;
+    int avail = omp_get_num_procs();
+    return avail > 0 && avail < cores ? avail : cores;
+}
+
+bool hmoe_cpu_supports(enum hmoe_type wtype) {
+    if ((unsigned)wtype >= HMOE_TYPE_COUNT) return false;
+    const struct hmoe_type_info *ti = &hmoe_type_info[wtype];
+    const struct hmoe_type_info *ai = &hmoe_type_info[ti->vec_dot_type];
+    return ti->blck > 0 && ti->vec_dot_ref && ai->quantize_ref;
 }
 
 size_t hmoe_cpu_act_bytes(enum hmoe_type wtype, int64_t n) {
@@ -27,36 +149,65 @@ size_t hmoe_cpu_act_bytes(enum hmoe_type wtype, int64_t n) {
 }
 
 void hmoe_cpu_quantize_act(enum hmoe_type wtype, const float *x, void *dst, int64_t n) {
-    hmoe_type_info[hmoe_type_info[wtype].vec_dot_type].quantize_ref(x, dst, n);
+    ensure_init();
+    kernels[hmoe_type_info[wtype].vec_dot_type].quantize(x, dst, n);
+}
+
+static void gemv_ref(enum hmoe_type wtype, int64_t ncols, const char *w, size_t row_bytes, int64_t nrows,
+                     const void *xq, float *y) {
+    hmoe_vec_dot_fn dot = hmoe_type_info[wtype].vec_dot_ref;
+    for (int64_t r = 0; r < nrows; r++) y[r] = dot(ncols, w + (size_t)r * row_bytes, xq);
 }
 
 void hmoe_cpu_gemv(enum hmoe_type wtype, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
                    const void *xq, float *y) {
-    hmoe_vec_dot_fn dot = hmoe_type_info[wtype].vec_dot_ref;
-    for (int64_t r = r0; r < r1; r++) y[r - r0] = dot(ncols, (const char *)w + (size_t)r * row_bytes, xq);
+    ensure_init();
+    if (r1 <= r0) return;
+    const char *w0 = (const char *)w + (size_t)r0 * row_bytes;
+    if (kernels[wtype].gemv)
+        kernels[wtype].gemv(ncols, w0, row_bytes, r1 - r0, xq, y);
+    else
+        gemv_ref(wtype, ncols, w0, row_bytes, r1 - r0, xq, y);
 }
 
 void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
                    const void *xq, size_t xq_stride_bytes, int64_t ntok, float *y, size_t y_stride) {
-    for (int64_t t = 0; t < ntok; t++)
-        hmoe_cpu_gemv(wtype, ncols, w, row_bytes, r0, r1, (const char *)xq + (size_t)t * xq_stride_bytes,
-                      y + (size_t)t * y_stride);
+    ensure_init();
+    if (r1 <= r0 || ntok <= 0) return;
+    const char *w0 = (const char *)w + (size_t)r0 * row_bytes;
+    if (kernels[wtype].gemm) {
+        kernels[wtype].gemm(ncols, w0, row_bytes, r1 - r0, xq, xq_stride_bytes, ntok, y, y_stride);
+        return;
+    }
+    for (int64_t t = 0; t < ntok; t++) {
+        const void *xt = (const char *)xq + (size_t)t * xq_stride_bytes;
+        float *yt = y + (size_t)t * y_stride;
+        if (kernels[wtype].gemv)
+            kernels[wtype].gemv(ncols, w0, row_bytes, r1 - r0, xt, yt);
+        else
+            gemv_ref(wtype, ncols, w0, row_bytes, r1 - r0, xt, yt);
+    }
 }
 
 void hmoe_cpu_matmul(enum hmoe_type wtype, int64_t ncols, int64_t nrows, const void *w, size_t row_bytes,
                      const float *x, size_t x_stride, int64_t ntok, float *y, size_t y_stride, void *scratch) {
+    ensure_init();
     size_t act_bytes = hmoe_cpu_act_bytes(wtype, ncols);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntok; t++)
             hmoe_cpu_quantize_act(wtype, x + (size_t)t * x_stride, (char *)scratch + (size_t)t * act_bytes, ncols);
-        /* Rows in chunks of 16 so each thread streams contiguous weight memory. */
-        const int64_t chunk = 16;
-#pragma omp for schedule(static)
-        for (int64_t r0 = 0; r0 < nrows; r0 += chunk) {
-            int64_t r1 = r0 + chunk < nrows ? r0 + chunk : nrows;
-            hmoe_cpu_gemm(wtype, ncols, w, row_bytes, r0, r1, scratch, act_bytes, ntok, y + r0, y_stride);
+        /* Equal contiguous row ranges per thread (a multiple of 16 rows) so each thread
+         * streams one stretch of weight memory and gemm can tile rows inside it. */
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int64_t per = ((nrows + nt - 1) / nt + 15) & ~(int64_t)15;
+        int64_t r0 = per * id, r1 = HMOE_MIN(nrows, r0 + per);
+        if (r0 < r1) {
+            if (ntok == 1)
+                hmoe_cpu_gemv(wtype, ncols, w, row_bytes, r0, r1, scratch, y + r0);
+            else
+                hmoe_cpu_gemm(wtype, ncols, w, row_bytes, r0, r1, scratch, act_bytes, ntok, y + r0, y_stride);
         }
     }
 }

@@ -1,0 +1,73 @@
+/* bench_membw.c — RAM read bandwidth with 1..N OpenMP threads: the roofline for the
+ * decode kernels (a token's expert weights are read once from RAM, so gemv can at best
+ * run at this speed). Streams a buffer much larger than the last-level cache with
+ * AVX-512 (or AVX2) loads on the path hmoe_cpu_init() picks; reports GB/s (1e9 B/s).
+ *
+ * Build: make bench CUDA=0      Run: ./build/bench/bench_membw [-m MiB] [-t N] [-r reps] [-o json]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+
+int main(int argc, char **argv) {
+    size_t mib = 1024;
+    int max_threads = hmoe_cpu_physical_cores(), reps = 5, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc)
+            mib = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
+            max_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            json = !strcmp(argv[++i], "json");
+        else {
+            fprintf(stderr, "usage: %s [-m MiB (1024)] [-t max threads (physical cores)] [-r reps (5)] [-o json]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (mib < 64 || max_threads < 1 || reps < 1) {
+        fprintf(stderr, "bench_membw: need -m >= 64, -t >= 1, -r >= 1\n");
+        return 2;
+    }
+    hmoe_cpu_init();
+    size_t n = mib << 20;
+    uint8_t *buf = bench_alloc_touched(n, max_threads);
+    if (!buf) {
+        fprintf(stderr, "bench_membw: cannot allocate %zu MiB\n", mib);
+        return 1;
+    }
+    /* Sanity check before timing: the probe must see every byte it claims to read. */
+    uint64_t want = 0;
+    for (size_t i = 0; i < 1 << 20; i += 8) {
+        uint64_t v;
+        memcpy(&v, buf + i, 8);
+        want += v;
+    }
+    uint64_t got = hmoe_cpu_path() == HMOE_CPU_AVX512 ? bench_read_avx512(buf, 1 << 20)
+                   : hmoe_cpu_path() == HMOE_CPU_AVX2 ? bench_read_avx2(buf, 1 << 20)
+                                                      : want;
+    if (got != want) {
+        fprintf(stderr, "bench_membw: probe sum mismatch (%llu vs %llu)\n", (unsigned long long)got,
+                (unsigned long long)want);
+        return 1;
+    }
+    if (json)
+        printf("{\"path\": \"%s\", \"buffer_mib\": %zu, \"read_gbs\": [", hmoe_cpu_path_name(hmoe_cpu_path()), mib);
+    else
+        printf("read bandwidth, %s loads, %zu MiB buffer, best of %d\n", hmoe_cpu_path_name(hmoe_cpu_path()), mib,
+               reps);
+    for (int t = 1; t <= max_threads; t++) {
+        double gbs = bench_read_gbs(buf, n, t, reps);
+        if (json)
+            printf("%s{\"threads\": %d, \"gbs\": %.2f}", t > 1 ? ", " : "", t, gbs);
+        else
+            printf("  %2d thread%s  %7.2f GB/s\n", t, t > 1 ? "s" : " ", gbs);
+    }
+    if (json) printf("]}\n");
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,78 @@
+/* cpu_impl.h — private to src/cpu: the per-type kernel table that hmoe_cpu_init() fills,
+ * and the prototypes of every SIMD kernel. Each *_avx2.c / *_avx512.c file is compiled
+ * with its own -m flags, so nothing here may be called before the run-time CPU check
+ * (cpu_dispatch.c) picked that path. Adding a type's SIMD kernels = write them in a new
+ * or existing *_avx2.c / *_avx512.c file, declare them here and add one row per path to
+ * hmoe_cpu_kernel_rows[] (cpu_kernel_table.c).
+ */
+#ifndef HMOE_CPU_IMPL_H
+#define HMOE_CPU_IMPL_H
+
+#include "hmoe/cpu.h"
+
+/* y[r] = dot(row r of W, xq) for r in [0, nrows); w points at row 0. */
+typedef void (*hmoe_cpu_gemv_fn)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                                 float *y);
+/* y[t * y_stride + r] = dot(row r of W, xq + t * xq_stride) for t < ntok, r < nrows. */
+typedef void (*hmoe_cpu_gemm_fn)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                                 size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
+
+/* The kernels of one type on the chosen path. For an activation type only `quantize`
+ * matters; for a weight type `gemv` and `gemm`. A NULL entry means "use the scalar
+ * reference loop" (cpu_dispatch.c). */
+struct hmoe_cpu_kernels {
+    hmoe_quant_row_fn quantize;
+    hmoe_cpu_gemv_fn gemv;
+    hmoe_cpu_gemm_fn gemm;
+};
+
+/* One row of the registration table: the kernels of `type` that need at least `path`. */
+struct hmoe_cpu_kernel_row {
+    enum hmoe_type type;
+    enum hmoe_cpu_path path;
+    struct hmoe_cpu_kernels k;
+};
+extern const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[];
+extern const int hmoe_cpu_kernel_row_count;
+
+/* Test hook (declared again in tests): pick `want`, capped at what this CPU supports;
+ * returns the path now in effect. Not for engine code — use HMOE_CPU instead. */
+enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want);
+
+/* ---- SIMD kernels (defined in the *_avx2.c / *_avx512.c files) ---- */
+#define HMOE_CPU_DECLARE_WEIGHT(name)                                                                                  \
+    void hmoe_cpu_gemv_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
+                              float *y);                                                                               \
+    void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
+                              size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
+
+/* activation quantizers (bit-identical to the type table's quantize_ref) */
+void hmoe_cpu_quantize_q8_k_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_q8_0_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_f16_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_bf16_avx512(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_q8_k_avx2(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_q8_0_avx2(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_f16_avx2(const float *src, void *dst, int64_t n);
+void hmoe_cpu_quantize_bf16_avx2(const float *src, void *dst, int64_t n);
+
+HMOE_CPU_DECLARE_WEIGHT(q2_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q3_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q4_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q5_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q6_k_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q8_0_avx512)
+HMOE_CPU_DECLARE_WEIGHT(f32_avx512)
+HMOE_CPU_DECLARE_WEIGHT(f16_avx512)
+HMOE_CPU_DECLARE_WEIGHT(bf16_avx512)
+HMOE_CPU_DECLARE_WEIGHT(q2_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q3_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q4_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q5_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q6_k_avx2)
+HMOE_CPU_DECLARE_WEIGHT(q8_0_avx2)
+HMOE_CPU_DECLARE_WEIGHT(f32_avx2)
+HMOE_CPU_DECLARE_WEIGHT(f16_avx2)
+HMOE_CPU_DECLARE_WEIGHT(bf16_avx2)
+
+#endif

@@ -1,0 +1,47 @@
+/* cpu_kernel_table.c — which SIMD kernels exist for which type and path. hmoe_cpu_init()
+ * starts from the type table's scalar references and applies these rows in order for
+ * every path up to the one it picked, so a later (wider) row overrides an earlier one.
+ * Adding a type = its kernel files + one row per path here (cpu_impl.h).
+ */
+#include "cpu_impl.h"
+
+#define ACT(type, path, name)                                                                                          \
+    {                                                                                                                  \
+        type, path, { .quantize = hmoe_cpu_quantize_##name }                                                           \
+    }
+#define WEIGHT(type, path, name)                                                                                       \
+    {                                                                                                                  \
+        type, path, { .gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name }                                     \
+    }
+
+const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
+    /* AVX2 (+FMA, F16C) */
+    ACT(HMOE_TYPE_Q8_K, HMOE_CPU_AVX2, q8_k_avx2),
+    ACT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX2, q8_0_avx2),
+    ACT(HMOE_TYPE_F16, HMOE_CPU_AVX2, f16_avx2),
+    ACT(HMOE_TYPE_BF16, HMOE_CPU_AVX2, bf16_avx2),
+    WEIGHT(HMOE_TYPE_Q2_K, HMOE_CPU_AVX2, q2_k_avx2),
+    WEIGHT(HMOE_TYPE_Q3_K, HMOE_CPU_AVX2, q3_k_avx2),
+    WEIGHT(HMOE_TYPE_Q4_K, HMOE_CPU_AVX2, q4_k_avx2),
+    WEIGHT(HMOE_TYPE_Q5_K, HMOE_CPU_AVX2, q5_k_avx2),
+    WEIGHT(HMOE_TYPE_Q6_K, HMOE_CPU_AVX2, q6_k_avx2),
+    WEIGHT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX2, q8_0_avx2),
+    WEIGHT(HMOE_TYPE_F32, HMOE_CPU_AVX2, f32_avx2),
+    WEIGHT(HMOE_TYPE_F16, HMOE_CPU_AVX2, f16_avx2),
+    WEIGHT(HMOE_TYPE_BF16, HMOE_CPU_AVX2, bf16_avx2),
+    /* AVX-512 F/BW/VL/DQ + VNNI */
+    ACT(HMOE_TYPE_Q8_K, HMOE_CPU_AVX512, q8_k_avx512),
+    ACT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX512, q8_0_avx512),
+    ACT(HMOE_TYPE_F16, HMOE_CPU_AVX512, f16_avx512),
+    ACT(HMOE_TYPE_BF16, HMOE_CPU_AVX512, bf16_avx512),
+    WEIGHT(HMOE_TYPE_Q2_K, HMOE_CPU_AVX512, q2_k_avx512),
+    WEIGHT(HMOE_TYPE_Q3_K, HMOE_CPU_AVX512, q3_k_avx512),
+    WEIGHT(HMOE_TYPE_Q4_K, HMOE_CPU_AVX512, q4_k_avx512),
+    WEIGHT(HMOE_TYPE_Q5_K, HMOE_CPU_AVX512, q5_k_avx512),
+    WEIGHT(HMOE_TYPE_Q6_K, HMOE_CPU_AVX512, q6_k_avx512),
+    WEIGHT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX512, q8_0_avx512),
+    WEIGHT(HMOE_TYPE_F32, HMOE_CPU_AVX512, f32_avx512),
+    WEIGHT(HMOE_TYPE_F16, HMOE_CPU_AVX512, f16_avx512),
+    WEIGHT(HMOE_TYPE_BF16, HMOE_CPU_AVX512, bf16_avx512),
+};
+const int hmoe_cpu_kernel_row_count = (int)(sizeof hmoe_cpu_kernel_rows / sizeof hmoe_cpu_kernel_rows[0]);

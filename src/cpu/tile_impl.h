@@ -1,0 +1,85 @@
+/* tile_impl.h — private to src/cpu: the loops shared by every SIMD weight type, written
+ * once. A type provides one always-inline "tile" body computing the R×T dot products of
+ * R consecutive weight rows with T activation rows, decoding each weight block once for
+ * all T tokens and loading each activation block once for all R rows:
+ *     BODY(w, row_bytes, nb, x, x_stride, out, R, T)   out[r*T + t] = dot(row r, act t)
+ * R and T are compile-time constants after inlining (accumulators stay in registers).
+ * These macros instantiate it and wrap it into the gemv / gemm entry points of
+ * cpu_impl.h: gemv runs 4-row tiles (amortising per-row setup, which matters for the
+ * 768-column expert down projections), gemm runs 1-row × 8-token tiles over a chunk of
+ * rows that stays in L1/L2 while all token tiles pass over it (cpu.h, hmoe_cpu_gemm).
+ */
+#ifndef HMOE_CPU_TILE_IMPL_H
+#define HMOE_CPU_TILE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HMOE_TILE_MAX_TOK 8   /* token columns per gemm tile: 8 accumulators + decoded weights fit in 32 zmm */
+#define HMOE_TILE_GEMV_ROWS 4 /* rows per gemv tile */
+#define HMOE_TILE_ROWS 16     /* rows per chunk in gemm: 16 Q4_K rows of 2048 = 18 KiB, L1-resident */
+
+/* Decode (T == 1) streams weights from RAM with little else to keep the memory system busy;
+ * bodies prefetch the same block of the next row tile (R rows further), one tile of
+ * latency ahead. A prefetch past the matrix end is harmless (it never faults). */
+static inline void hmoe_prefetch_block(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
+typedef void (*hmoe_tile_fn)(const char *w, size_t rb, int64_t nb, const char *x, size_t xs, float *out);
+
+#define HMOE_TILE_ONE(NAME, BODY, R, T)                                                                                \
+    static void NAME##_r##R##t##T(const char *w, size_t rb, int64_t nb, const char *x, size_t xs, float *o) {          \
+        BODY(w, rb, nb, x, xs, o, R, T);                                                                               \
+    }
+
+/* Instantiate NAME_r1t1..NAME_r1t8 (gemm) and NAME_r2t1..NAME_r4t1 (gemv). */
+#define HMOE_TILE_INSTANCES(NAME, BODY)                                                                                \
+    HMOE_TILE_ONE(NAME, BODY, 1, 1)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 2)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 3)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 4)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 5)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 6)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 7)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 8)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 2, 1)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 3, 1)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 4, 1)                                                                                    \
+    static const hmoe_tile_fn NAME##_tok_tiles[HMOE_TILE_MAX_TOK + 1] = {                                              \
+        0, NAME##_r1t1, NAME##_r1t2, NAME##_r1t3, NAME##_r1t4, NAME##_r1t5, NAME##_r1t6, NAME##_r1t7, NAME##_r1t8};    \
+    static const hmoe_tile_fn NAME##_row_tiles[HMOE_TILE_GEMV_ROWS + 1] = {0, NAME##_r1t1, NAME##_r2t1, NAME##_r3t1,   \
+                                                                           NAME##_r4t1};
+
+/* Define hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX over the tiles of NAME.
+ * BLCK = weight elements per block (1 for the float types, whose bodies take n = ncols). */
+#define HMOE_DEFINE_GEMV_GEMM(SUFFIX, NAME, BLCK)                                                                      \
+    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                float *y) {                                                                            \
+        const int64_t nb = ncols / (BLCK);                                                                             \
+        int64_t r = 0;                                                                                                 \
+        for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS)                                             \
+            NAME##_r4t1((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0, y + r);           \
+        if (r < nrows)                                                                                                 \
+            NAME##_row_tiles[nrows - r]((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0,   \
+                                        y + r);                                                                        \
+    }                                                                                                                  \
+    void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
+        const int64_t nb = ncols / (BLCK);                                                                             \
+        for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_TILE_ROWS) {                                                       \
+            int64_t r1 = r0 + HMOE_TILE_ROWS < nrows ? r0 + HMOE_TILE_ROWS : nrows;                                    \
+            for (int64_t t0 = 0; t0 < ntok; t0 += HMOE_TILE_MAX_TOK) {                                                 \
+                int64_t nt = ntok - t0 < HMOE_TILE_MAX_TOK ? ntok - t0 : HMOE_TILE_MAX_TOK;                            \
+                const char *xt = (const char *)xq + (size_t)t0 * xq_stride;                                            \
+                hmoe_tile_fn tile = NAME##_tok_tiles[nt];                                                              \
+                for (int64_t r = r0; r < r1; r++) {                                                                    \
+                    float out[HMOE_TILE_MAX_TOK];                                                                      \
+                    tile((const char *)w + (size_t)r * row_bytes, row_bytes, nb, xt, xq_stride, out);                  \
+                    for (int64_t t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = out[t];              \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
+#endif
