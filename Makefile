@@ -3,7 +3,7 @@
 #   make              ./hmoe (CUDA parts too when nvcc is on PATH)
 #   make CUDA=0       CPU-only engine
 #   make test         build and run the test suite (last line: "N passed, N failed")
-#   make test-gpu     GPU tests (needs a GPU; CI only compiles them)
+#   make test-gpu     GPU tests (needs a GPU; CI only compiles them: make gpu-tests)
 #   make bench        build the benchmarks in bench/
 #   make fuzz         libFuzzer target over the GGUF parser (clang, ASan/UBSan)
 #
@@ -60,7 +60,7 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-gpu bench fuzz clean
+.PHONY: all test test-gpu gpu-tests bench fuzz clean
 all: hmoe
 
 hmoe: $(CLI_OBJ) $(LIB)
@@ -99,7 +99,10 @@ test: hmoe $(TEST_BIN)
 	HMOE_SHARED=$(SHARED) ./tests/run.sh
 
 test-gpu: hmoe $(GPU_TEST_BIN)
-	HMOE_SHARED=$(SHARED) ./tests/run_gpu.sh
+	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run_gpu.sh
+
+# Build the GPU tests without running them (CI has no GPU; without CUDA they link the stubs).
+gpu-tests: $(GPU_TEST_BIN)
 
 bench: hmoe $(BENCH_BIN)
 
