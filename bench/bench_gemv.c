@@ -2,14 +2,15 @@
  * type, against the RAM read roofline measured in the same run (bench_util.h).
  *
  * Decode: a stack of Qwen3-30B-A3B expert matrices (2048 columns × 768 rows each, default
- * 512 MiB in total, far beyond the LLC) multiplied by one activation row, rows split over
+ * 2 GiB in total: the dev VM reports a 512 MiB L3) multiplied by one activation row, rows split over
  * T threads in contiguous ranges as the expert path does; reports weight GB/s and % of
  * the read bandwidth of T threads. Prefill: one expert matrix × ntok = 8..512 activation
  * rows (hmoe_cpu_gemm, rows split over threads); reports GFLOP/s (2·rows·cols·ntok / s).
  * Every kernel is first checked against the type table's vec_dot_ref on sample outputs.
  *
  * Build: make bench CUDA=0
- * Run:   ./build/bench/bench_gemv [-t max_threads] [-m MiB] [-r reps] [-y Q4_K,Q6_K,...] [-o json]
+ * Run:   ./build/bench/bench_gemv [-t max_threads] [-m MiB] [-r reps] [-y Q4_K,Q6_K,...] [-H] [-o json]
+ *        (-H: weights and probe buffers in transparent huge pages, madvise)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,10 +44,12 @@ static int check_type(enum hmoe_type t, int64_t ncols, const uint8_t *w, size_t 
 
 int main(int argc, char **argv) {
     int max_threads = hmoe_cpu_physical_cores(), reps = 5;
-    size_t mib = 512;
+    size_t mib = 2048;
     const char *types = "Q4_K,Q6_K,Q5_K,Q8_0,Q2_K,Q3_K,F16,BF16,F32";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc)
+        if (!strcmp(argv[i], "-H"))
+            bench_hugepages = 1;
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
             max_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-m") && i + 1 < argc)
             mib = (size_t)atol(argv[++i]);
@@ -57,7 +60,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-o") && i + 1 < argc)
             json = !strcmp(argv[++i], "json");
         else {
-            fprintf(stderr, "usage: %s [-t max threads] [-m weight MiB (512)] [-r reps (5)] [-y TYPE,TYPE] [-o json]\n",
+            fprintf(stderr,
+                    "usage: %s [-t max threads] [-m weight MiB (2048)] [-r reps (5)] [-y TYPE,TYPE] [-H] [-o json]\n",
                     argv[0]);
             return 2;
         }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "hmoe/common.h"
 #include "hmoe/cpu.h"
@@ -64,9 +65,11 @@ static volatile uint64_t bench_sink;
 
 /* Page-aligned buffer of n bytes, first touched by `nthreads` threads in the same static
  * split the probes use (so pages are spread like the data they later stream). */
+static int bench_hugepages; /* -H: ask for transparent huge pages (madvise) */
 static void *bench_alloc_touched(size_t n, int nthreads) {
     void *p = NULL;
-    if (posix_memalign(&p, 4096, n) != 0) return NULL;
+    if (posix_memalign(&p, (size_t)2 << 20, n) != 0) return NULL;
+    if (bench_hugepages) madvise(p, n, MADV_HUGEPAGE);
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (size_t i = 0; i < n; i += 4096) memset((char *)p + i, (int)(i >> 12) & 0xff, 4096);
     return p;

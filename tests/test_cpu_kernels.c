@@ -290,9 +290,11 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
         return;
     }
     const int64_t b = ti->blck == 1 ? 16 : ti->blck;
-    /* (ncols, nrows): one block; many blocks; rows off every tile multiple; float tails. */
-    const int64_t shapes[][2] = {{b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}};
-    const int64_t float_shapes[][2] = {{1, 3}, {17, 5}, {100, 9}, {1001, 4}};
+    /* (ncols, nrows): one block; many blocks; rows off every tile multiple (4 in gemv, 16 and
+     * 64 in gemm chunks); rows too long for gemm's prepared-activation buffer (gemv fallback) */
+    const int64_t shapes[][2] = {
+        {b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}, {2 * b, 67}, {232 * 256 / b * b, 3}};
+    const int64_t float_shapes[][2] = {{1, 3}, {17, 5}, {100, 9}, {1001, 4}}; /* tails: ncols % 16 != 0 */
     int bad = 0;
     char detail[200] = "";
     for (size_t s = 0; s < HMOE_ARRAY_LEN(shapes) + (ti->blck == 1 ? HMOE_ARRAY_LEN(float_shapes) : 0) && !bad; s++) {
@@ -349,7 +351,39 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     t_check(!bad, name, "%s", detail);
 }
 
+/* hmoe_cpu_init() reads HMOE_CPU: a valid name picks that path (capped at the CPU's best),
+ * anything else keeps the best path. */
+static void check_env_override(void) {
+    const enum hmoe_cpu_path best = hmoe_cpu_force_path(HMOE_CPU_AVX512);
+    static const struct {
+        const char *value;
+        enum hmoe_cpu_path want;
+    } cases[] = {{"scalar", HMOE_CPU_SCALAR}, {"AVX2", HMOE_CPU_AVX2}, {"avx512", HMOE_CPU_AVX512}, {"sse9", 99}};
+    int bad = -1;
+    enum hmoe_log_level saved = hmoe_log_level;
+    hmoe_log_level = HMOE_LOG_ERROR; /* the bad value's warning is expected */
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(cases); i++) {
+        setenv("HMOE_CPU", cases[i].value, 1);
+        hmoe_cpu_init();
+        enum hmoe_cpu_path want = cases[i].want == 99 ? best : cases[i].want;
+        if (want > best) want = best;
+        if (hmoe_cpu_path() != want && bad < 0) bad = (int)i;
+    }
+    hmoe_log_level = saved;
+    unsetenv("HMOE_CPU");
+    hmoe_cpu_init();
+    t_check(bad < 0 && hmoe_cpu_path() == best, "HMOE_CPU selects a path, capped at the CPU's best",
+            "HMOE_CPU=%s gave %s (best %s)", bad >= 0 ? cases[bad].value : "(unset)",
+            hmoe_cpu_path_name(hmoe_cpu_path()), hmoe_cpu_path_name(best));
+    int cores = hmoe_cpu_physical_cores();
+    t_check(cores >= 1 && cores <= 4096, "physical core count is sane", "got %d", cores);
+    t_check(!hmoe_cpu_supports(HMOE_TYPE_I32) && !hmoe_cpu_supports((enum hmoe_type)4) &&
+                !hmoe_cpu_supports((enum hmoe_type)HMOE_TYPE_COUNT) && hmoe_cpu_supports(HMOE_TYPE_Q4_K),
+            "hmoe_cpu_supports: kernel types yes, plain ints / retired / out-of-range ids no", "wrong answer");
+}
+
 int main(void) {
+    check_env_override();
     const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX2, HMOE_CPU_AVX512};
     for (size_t p = 0; p < HMOE_ARRAY_LEN(paths); p++) {
         enum hmoe_cpu_path got = hmoe_cpu_force_path(paths[p]);
