@@ -89,6 +89,9 @@ static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens
     float *q = malloc((size_t)H * D * 4), *out = malloc((size_t)H * D * 4);
     double *ref = malloc((size_t)D * 8);
     float *d_q = dalloc((size_t)H * D * 4), *d_out = dalloc((size_t)H * D * 4);
+    const size_t qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
+    void *d_outq = dalloc(qb);
+    uint8_t *outq = malloc(qb), *wantq = malloc(qb);
     int32_t *d_pos = dalloc(4);
     void *d_scr = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, D, n_split));
     for (int li = 0; li < nlens; li++) {
@@ -100,8 +103,8 @@ static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens
         to_dev(d_q, q, (size_t)H * D * 4);
         to_dev(d_pos, &pos, 4);
         struct hmoe_err err = {0};
-        if (!launched(hmoe_cuda_attn_decode(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_out, g_stream, &err), &err, name) ||
-            !from_dev(out, d_out, (size_t)H * D * 4, name))
+        if (!launched(hmoe_cuda_attn_decode(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_out, d_outq, g_stream, &err), &err, name) ||
+            !from_dev(out, d_out, (size_t)H * D * 4, name) || !from_dev(outq, d_outq, qb, name))
             continue;
         int ok = 1;
         for (int h = 0; h < H && ok; h++) {
@@ -110,9 +113,15 @@ static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens
             snprintf(where, sizeof where, "head %d", h);
             ok = compare(out + (size_t)h * D, ref, D, why, sizeof why, where);
         }
+        /* the fused q8_1 output is the f32 output quantized (tests/gpu_util.h reference) */
+        ref_quantize_q8_1(out, (int64_t)H * D, wantq);
+        if (ok && memcmp(outq, wantq, (size_t)H * D + 8 * (size_t)(H * D / 32)) != 0) {
+            snprintf(why, sizeof why, "q8_1 output differs from quantizing the f32 output");
+            ok = 0;
+        }
         t_check(ok, name, "%s", why);
     }
-    free(q), free(out), free(ref);
+    free(q), free(out), free(ref), free(outq), free(wantq);
     cache_free(&c);
 }
 
@@ -160,11 +169,11 @@ static void test_bad_args(void) {
     struct hmoe_err err = {0};
     void *d = dalloc(4096);
     struct hmoe_cuda_kv kv = {.type = HMOE_TYPE_F16, .k = d, .v = d, .n_ctx = 4, .n_head_kv = 4, .head_dim = 96};
-    enum hmoe_status st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, g_stream, &err);
+    enum hmoe_status st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, NULL, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "attn refuses head_dim 96", "status %d: %s", st, err.msg);
     kv.head_dim = 128;
     kv.type = HMOE_TYPE_Q4_K;
-    st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, g_stream, &err);
+    st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, NULL, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "attn refuses a Q4_K cache", "status %d: %s", st, err.msg);
     gpu_free_all();
 }

@@ -16,6 +16,7 @@ struct layer {
     float *x0, *x, *hf, *q, *k, *v, *o, *logits, *z, *wts, *nw, *qn, *kn, *router;
     void *hq, *oq, *zq, *wq, *wk, *wv, *wo, *gate, *up, *down, *scratch;
     int32_t *pos, *ids;
+    unsigned int *counter;
     struct hmoe_cuda_kv kv;
 };
 
@@ -61,8 +62,7 @@ static enum hmoe_status run_layer(struct layer *L, struct hmoe_err *err) {
                                     .eps = 1e-6f, .pos = L->pos,
                                     .rope = {.n_rot = HD, .freq_base = 1e6f, .freq_scale = 1.0f, .mscale = 1.0f}, .kv = L->kv};
     TRY(hmoe_cuda_qk_norm_rope_store(&qa, g_stream, err));
-    TRY(hmoe_cuda_attn_decode(L->q, &L->kv, L->pos, H, 0.125f, 8, L->scratch, L->o, g_stream, err));
-    TRY(hmoe_cuda_quantize_q8_1(L->o, H * HD, 1, H * HD, L->oq, g_stream, err));
+    TRY(hmoe_cuda_attn_decode(L->q, &L->kv, L->pos, H, 0.125f, 8, L->scratch, L->o, L->oq, g_stream, err));
     struct hmoe_cuda_mmv_args mo = {.type = HMOE_TYPE_Q4_K, .w = L->wo, .row_bytes = hmoe_row_bytes(HMOE_TYPE_Q4_K, H * HD),
                                     .nrows = DM, .ncols = H * HD, .x = L->oq, .x_stride_bytes = qo, .ntok = 1, .y = L->x,
                                     .y_stride = DM, .add = L->x, .add_stride = DM};
@@ -70,10 +70,7 @@ static enum hmoe_status run_layer(struct layer *L, struct hmoe_err *err) {
     struct hmoe_cuda_rmsnorm_args rn2 = {.x = L->x, .x_stride = DM, .w = L->nw, .eps = 1e-6f, .nrows = 1, .n = DM, .out_f32 = L->hf,
                                          .out_q8_1 = L->hq};
     TRY(hmoe_cuda_rmsnorm(&rn2, g_stream, err));
-    struct hmoe_cuda_mmv_args mr = {.type = HMOE_TYPE_F32, .w = L->router, .row_bytes = DM * 4, .nrows = E, .ncols = DM,
-                                    .x = L->hf, .x_stride_bytes = DM * 4, .ntok = 1, .y = L->logits, .y_stride = E};
-    TRY(hmoe_cuda_mmv(&mr, g_stream, err));
-    TRY(hmoe_cuda_moe_topk(L->logits, 1, E, K, L->ids, L->wts, g_stream, err));
+    TRY(hmoe_cuda_moe_router_topk(L->router, L->hf, DM, E, K, L->logits, L->ids, L->wts, L->counter, g_stream, err));
     const size_t gb = hmoe_row_bytes(HMOE_TYPE_Q4_K, DM), db = hmoe_row_bytes(HMOE_TYPE_Q6_K, F);
     struct hmoe_cuda_experts g = {.type = HMOE_TYPE_Q4_K, .w = L->gate, .row_bytes = gb, .expert_stride_bytes = gb * F,
                                   .nrows = F, .ncols = DM, .n_expert = E};
@@ -104,6 +101,8 @@ int main(void) {
     L.down = rand_weights(HMOE_TYPE_Q6_K, (int64_t)E * DM, F);
     L.scratch = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, HD, 8));
     L.pos = dalloc(4);
+    L.counter = dalloc(16);
+    hmoe_cuda_memset(g_ctx, L.counter, 0, 16, &(struct hmoe_err){0});
     const size_t kvb = hmoe_cuda_kv_bytes(HMOE_TYPE_F16, NCTX, HKV, HD);
     uint16_t *kvh = malloc(kvb);
     for (size_t i = 0; i < kvb / 2; i++) kvh[i] = hmoe_f32_to_fp16(rng_normal());

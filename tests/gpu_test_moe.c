@@ -69,6 +69,44 @@ static void test_topk(int E, int k, int ties) {
     gpu_free_all();
 }
 
+/* Fused decode router: logits within 1e-5 of the float64 matvec, ids exact against the C top-k of
+ * the GPU's own logits, weights 1e-6; called twice (the device counter must have reset itself). */
+static void test_router_topk(int E, int k, int64_t ncols) {
+    char name[160], why[200] = "";
+    snprintf(name, sizeof name, "moe_router_topk E=%d k=%d over %lld columns, two calls", E, k, (long long)ncols);
+    float *w = malloc((size_t)(E * ncols) * 4), *x = malloc((size_t)ncols * 4), *lg = malloc((size_t)E * 4), *wt = malloc((size_t)k * 4),
+          *rw = malloc((size_t)k * 4);
+    int32_t *ids = malloc((size_t)k * 4), *rid = malloc((size_t)k * 4);
+    for (int64_t i = 0; i < E * ncols; i++) w[i] = rng_normal();
+    float *d_w = dup_dev(w, (size_t)(E * ncols) * 4), *d_x = dalloc((size_t)ncols * 4), *d_lg = dalloc((size_t)E * 4);
+    float *d_wt = dalloc((size_t)k * 4);
+    int32_t *d_ids = dalloc((size_t)k * 4);
+    unsigned int *d_cnt = dalloc(16);
+    struct hmoe_err err = {0};
+    hmoe_cuda_memset(g_ctx, d_cnt, 0, 16, &err);
+    int ok = 1;
+    for (int call = 0; call < 2 && ok; call++) {
+        for (int64_t i = 0; i < ncols; i++) x[i] = rng_normal();
+        to_dev(d_x, x, (size_t)ncols * 4);
+        if (!launched(hmoe_cuda_moe_router_topk(d_w, d_x, ncols, E, k, d_lg, d_ids, d_wt, d_cnt, g_stream, &err), &err, name) ||
+            !from_dev(lg, d_lg, (size_t)E * 4, name) || !from_dev(ids, d_ids, (size_t)k * 4, name) || !from_dev(wt, d_wt, (size_t)k * 4, name))
+            goto out;
+        for (int e = 0; e < E && ok; e++) {
+            double s_ = 0, m = 0;
+            for (int64_t i = 0; i < ncols; i++) s_ += (double)w[e * ncols + i] * x[i], m += fabs((double)w[e * ncols + i] * x[i]);
+            if (!(fabs(lg[e] - s_) <= 1e-5 * m)) snprintf(why, sizeof why, "call %d logit %d: %.9g, want %.9g", call, e, lg[e], s_), ok = 0;
+        }
+        ref_topk(lg, E, k, rid, rw);
+        for (int j = 0; j < k && ok; j++)
+            if (ids[j] != rid[j] || !(fabsf(wt[j] - rw[j]) <= 1e-6f))
+                snprintf(why, sizeof why, "call %d slot %d: expert %d weight %.9g, want %d %.9g", call, j, ids[j], wt[j], rid[j], rw[j]), ok = 0;
+    }
+    t_check(ok, name, "%s", why);
+out:
+    free(w), free(x), free(lg), free(wt), free(rw), free(ids), free(rid);
+    gpu_free_all();
+}
+
 /* ------------------------------------------------ experts ------------------------------------------------ */
 
 struct experts_h {
@@ -522,6 +560,9 @@ int main(void) {
     test_topk(512, 32, 1);
     test_topk(8, 8, 1);
     test_topk(1, 1, 0);
+    test_router_topk(128, 8, 2048);
+    test_router_topk(16, 4, 256);
+    test_router_topk(256, 8, 4096);
     test_decode_experts(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 1);
     test_decode_experts(HMOE_TYPE_Q4_K, HMOE_TYPE_Q4_K, 3);
     test_decode_experts(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 1);

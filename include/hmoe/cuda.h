@@ -159,6 +159,13 @@ enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, void *stream,
 enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_expert, int k, int32_t *d_ids,
                                     float *d_weights, void *stream, struct hmoe_err *err);
 
+/* Decode router in one launch: logits = W (n_expert rows of ncols F32, the GGUF ffn_gate_inp) · x
+ * (f32, one token), then the top-k of hmoe_cuda_moe_topk. d_counter: one device uint32 that is
+ * 0 before the first call (hmoe_cuda_memset); the kernel leaves it 0 again (graph replays). */
+enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_x, int64_t ncols, int n_expert, int k,
+                                           float *d_logits, int32_t *d_ids, float *d_weights, unsigned int *d_counter,
+                                           void *stream, struct hmoe_err *err);
+
 /* Expert weights as stored in GGUF: n_expert matrices of nrows x ncols, expert_stride_bytes apart. */
 struct hmoe_cuda_experts {
     enum hmoe_type type;
@@ -321,12 +328,14 @@ enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, int64_t n, fl
 /* Decode: one query token at position *pos (device int32) attends over cache positions
  * 0..*pos of `kv` (GQA: q head h uses kv head h / (n_head / n_head_kv)). The cache is split in
  * n_split ranges done in parallel and combined (flash-decoding); `scratch` holds
- * hmoe_cuda_attn_decode_scratch_bytes() bytes. out = f32 [n_head * head_dim].
- * head_dim in {32, 64, 128, 256}; n_head / n_head_kv <= 16. n_split 0 = pick from the device. */
+ * hmoe_cuda_attn_decode_scratch_bytes() bytes. Output: f32 [n_head * head_dim] (d_out) and/or
+ * the same row as q8_1 (d_out_q8_1, hmoe_cuda_q8_1_row_bytes(n_head * head_dim) bytes: the o
+ * projection's input without a separate quantize launch); either may be NULL, not both.
+ * head_dim in {32, 64, 128, 256}; n_head / n_head_kv <= 16. n_split 0 = 64. */
 size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split);
 enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct hmoe_cuda_kv *kv, const int32_t *d_pos,
                                        int n_head, float scale, int n_split, void *d_scratch, float *d_out,
-                                       void *stream, struct hmoe_err *err);
+                                       void *d_out_q8_1, void *stream, struct hmoe_err *err);
 
 /* Prefill: ntok query rows (q + t*q_stride, positions pos[t]) attend causally over cache
  * positions 0..pos[t] (the batch's own K/V already stored). Output rows out + t*out_stride as

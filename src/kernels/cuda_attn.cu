@@ -23,7 +23,7 @@ struct attn_rows {
     static constexpr int value = (2048 / D) > 16 ? 16 : (2048 / D);
 };
 
-/* Online-softmax state of R rows, o distributed over lanes (dim lane + 32j). */
+/* Online-softmax state of R rows, o distributed over lanes (dims lane*D/32 .. +D/32-1). */
 template <int D, int R, bool Q8>
 struct attn_warp_state {
     float m[R], l[R], o[R][D / 32];
@@ -51,7 +51,8 @@ struct attn_warp_state {
         for (int r = 0; r < R; r++) s[r] = 0.0f;
         if (lane < nvalid) {
             const uint8_t *krow = kbase + (size_t)t * row_bytes;
-#pragma unroll 2
+            constexpr int KU = D <= 128 ? D / 8 : 16; /* K loads in flight per lane */
+#pragma unroll(KU)
             for (int c = 0; c < D; c += 8) {
                 float kf[8];
                 if (Q8) {
@@ -97,23 +98,46 @@ struct attn_warp_state {
             sp[r * 32 + lane] = p;
         }
         __syncwarp();
-        for (int tt = 0; tt < nvalid; tt++) {
-            const uint8_t *vrow = vbase + (size_t)(t0 + tt) * row_bytes;
-            float vv[D / 32];
+        /* values: lane owns dims lane*(D/32) .. +D/32-1 (one 2..16-byte load per row); VB rows of V
+         * are loaded before they are used, so the loads of a tile overlap */
+        constexpr int DL = D / 32, VB = DL <= 4 ? 16 : 8;
+        for (int tb = 0; tb < nvalid; tb += VB) {
+            float vv[VB][DL];
 #pragma unroll
-            for (int j = 0; j < D / 32; j++) {
-                if (Q8) {
-                    const uint8_t *blk = vrow + 34 * j;
-                    vv[j] = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(blk)) * (float)(int8_t)hmoe_cu_ld_u8(blk + 2 + lane);
+            for (int u = 0; u < VB; u++) {
+                if (tb + u < nvalid) {
+                    const uint8_t *vrow = vbase + (size_t)(t0 + tb + u) * row_bytes;
+                    if (Q8) {
+                        const uint8_t *blk = vrow + 34 * ((lane * DL) / 32);
+                        const float d = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(blk));
+                        const uint8_t *qp = blk + 2 + (lane * DL) % 32;
+#pragma unroll
+                        for (int j = 0; j < DL; j++) vv[u][j] = d * (float)(int8_t)hmoe_cu_ld_u8(qp + j);
+                    } else {
+                        const __half *hp = (const __half *)vrow + lane * DL;
+                        if constexpr (DL == 1) {
+                            vv[u][0] = __half2float(hp[0]);
+                        } else {
+#pragma unroll
+                            for (int j = 0; j < DL; j += 2) {
+                                const float2 f = __half22float2(*(const __half2 *)(hp + j));
+                                vv[u][j] = f.x, vv[u][j + 1] = f.y;
+                            }
+                        }
+                    }
                 } else {
-                    vv[j] = __half2float(((const __half *)vrow)[lane + 32 * j]);
+#pragma unroll
+                    for (int j = 0; j < DL; j++) vv[u][j] = 0.0f;
                 }
             }
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const float pr = sp[r * 32 + tt];
+            for (int u = 0; u < VB; u++) {
 #pragma unroll
-                for (int j = 0; j < D / 32; j++) o[r][j] += pr * vv[j];
+                for (int r = 0; r < R; r++) {
+                    const float pr = (tb + u < nvalid) ? sp[r * 32 + tb + u] : 0.0f;
+#pragma unroll
+                    for (int j = 0; j < DL; j++) o[r][j] += pr * vv[u][j];
+                }
             }
         }
         __syncwarp();
@@ -170,7 +194,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int j = 0; j < D / 32; j++) smem[(warp * R + r) * D + lane + 32 * j] = st.o[r][j];
+        for (int j = 0; j < D / 32; j++) smem[(warp * R + r) * D + lane * (D / 32) + j] = st.o[r][j];
     __syncthreads();
     for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
         const int r = i / D, d = i % D;
@@ -190,24 +214,52 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
     }
 }
 
-/* One block per q head: merge the n_split partial results. */
+/* One block of 128 threads per q head: merge the n_split partial results. Splits are spread over
+ * the threads for the max and the weights (one memory round), then each thread sums its dims
+ * over the splits. Optionally also writes the head's part of the q8_1 row of all heads (the
+ * input of the o projection), saving a quantize launch. */
 template <int D>
-__global__ void attn_decode_combine_kernel(const float *__restrict__ scratch, int n_split, float *__restrict__ out) {
-    const int h = blockIdx.x;
+__global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *__restrict__ scratch, int n_split,
+                                                                  float *__restrict__ out, uint8_t *__restrict__ out_q,
+                                                                  int n_head) {
+    __shared__ float wsp[1024];
+    __shared__ float red[4];
+    const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float *src = scratch + (size_t)h * n_split * (D + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, src[(size_t)s * (D + 2)]);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float Ls = 0.0f, O = 0.0f;
-        if (M != -INFINITY) {
-            for (int s = 0; s < n_split; s++) {
-                const float *p = src + (size_t)s * (D + 2);
-                const float c = expf(p[0] - M);
-                Ls += p[1] * c;
-                O += p[2 + d] * c;
-            }
+    float m = -INFINITY;
+    for (int s = tid; s < n_split; s += 128) m = fmaxf(m, src[(size_t)s * (D + 2)]);
+    m = hmoe_warp_max(m);
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    const float M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    __syncthreads();
+    float ls = 0.0f;
+    for (int s = tid; s < n_split; s += 128) {
+        const float *ps = src + (size_t)s * (D + 2);
+        const float c = M == -INFINITY ? 0.0f : expf(ps[0] - M); /* an empty split has ps[0] = -inf: c = 0 */
+        wsp[s] = c;
+        ls += c * ps[1];
+    }
+    ls = hmoe_warp_sum(ls);
+    if (lane == 0) red[warp] = ls;
+    __syncthreads();
+    const float L = red[0] + red[1] + red[2] + red[3];
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    const int nq = n_head * D; /* q8_1 row of all heads */
+#pragma unroll
+    for (int d0 = 0; d0 < D; d0 += 128) {
+        const int d = d0 + tid;
+        float o = 0.0f;
+        if (d < D) {
+#pragma unroll 8
+            for (int s = 0; s < n_split; s++) o += wsp[s] * src[(size_t)s * (D + 2) + 2 + d];
+            o *= inv;
+            if (out) out[(size_t)h * D + d] = o;
         }
-        out[(size_t)h * D + d] = Ls > 0.0f ? O / Ls : 0.0f;
+        if (out_q && d0 + warp * 32 < D) { /* whole warps inside the head: D % 32 == 0 */
+            const int col = h * D + d0 + warp * 32;
+            hmoe_cu_q8_1_warp(o, (int8_t *)out_q + col, (float2 *)(out_q + nq) + col / 32);
+        }
     }
 }
 
@@ -230,7 +282,7 @@ static const char *attn_check(const struct hmoe_cuda_kv *kv, int n_head, int *G)
 
 template <int D, bool Q8>
 static void decode_launch(const float *q, const struct hmoe_cuda_kv *kv, const int32_t *pos, int G, float scale,
-                          int n_split, float *scratch, float *out, int n_head, cudaStream_t st) {
+                          int n_split, float *scratch, float *out, uint8_t *out_q, int n_head, cudaStream_t st) {
     dim3 grid((unsigned)kv->n_head_kv, (unsigned)n_split);
     if (G <= 4)
         attn_decode_kernel<D, (4 < attn_rows<D>::value ? 4 : attn_rows<D>::value), Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(
@@ -241,29 +293,33 @@ static void decode_launch(const float *q, const struct hmoe_cuda_kv *kv, const i
     else
         attn_decode_kernel<D, attn_rows<D>::value, Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(q, *kv, pos, G, scale, n_split,
                                                                                         scratch);
-    attn_decode_combine_kernel<D><<<(unsigned)n_head, D < 128 ? D : 128, 0, st>>>(scratch, n_split, out);
+    attn_decode_combine_kernel<D><<<(unsigned)n_head, 128, 0, st>>>(scratch, n_split, out, out_q, n_head);
 }
 
 extern "C" enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct hmoe_cuda_kv *kv,
                                                   const int32_t *d_pos, int n_head, float scale, int n_split,
-                                                  void *d_scratch, float *d_out, void *stream, struct hmoe_err *err) {
+                                                  void *d_scratch, float *d_out, void *d_out_q8_1, void *stream,
+                                                  struct hmoe_err *err) {
     int G = 0;
     const char *why = attn_check(kv, n_head, &G);
     HMOE_CUDA_REQUIRE(err, !why, "attn_decode: %s", why);
     if (n_split <= 0) n_split = 64;
-    HMOE_CUDA_REQUIRE(err, n_split <= 1024 && d_q && d_pos && d_scratch && d_out, "attn_decode: n_split %d > 1024 or NULL buffer", n_split);
+    HMOE_CUDA_REQUIRE(err, n_split <= 1024 && d_q && d_pos && d_scratch && (d_out || d_out_q8_1),
+                      "attn_decode: n_split %d > 1024 or NULL buffer", n_split);
+    HMOE_CUDA_REQUIRE(err, !d_out_q8_1 || hmoe_cu_aligned(d_out_q8_1, 16), "attn_decode: q8_1 output must be 16-byte aligned");
+    uint8_t *oq = (uint8_t *)d_out_q8_1;
     cudaStream_t st = hmoe_cu_stream(stream);
     float *scr = (float *)d_scratch;
     const bool q8 = kv->type == HMOE_TYPE_Q8_0;
     switch (kv->head_dim) {
-    case 32: q8 ? decode_launch<32, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st)
-                : decode_launch<32, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st); break;
-    case 64: q8 ? decode_launch<64, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st)
-                : decode_launch<64, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st); break;
-    case 128: q8 ? decode_launch<128, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st)
-                 : decode_launch<128, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st); break;
-    default: q8 ? decode_launch<256, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st)
-                : decode_launch<256, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, n_head, st); break;
+    case 32: q8 ? decode_launch<32, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                : decode_launch<32, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
+    case 64: q8 ? decode_launch<64, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                : decode_launch<64, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
+    case 128: q8 ? decode_launch<128, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                 : decode_launch<128, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
+    default: q8 ? decode_launch<256, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                : decode_launch<256, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
     }
     HMOE_CUDA_LAUNCH_CHECK(err, "attn_decode");
     return HMOE_OK;
@@ -319,7 +375,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
 #pragma unroll
         for (int j = 0; j < D / 32; j++) {
             const float v = st.o[r][j] * inv;
-            const int64_t idx = tok * out_stride + (int64_t)hq * D + lane + 32 * j;
+            const int64_t idx = tok * out_stride + (int64_t)hq * D + lane * (D / 32) + j;
             if (out_f32) out_f32[idx] = v;
             if (out_f16) out_f16[idx] = __float2half_rn(v);
         }

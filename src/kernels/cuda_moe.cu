@@ -4,7 +4,8 @@
  * grouped GEMM of cuda_mmq.cu.
  *
  * Version 1:
- *  topk       one warp per token; k rounds of a warp arg-max (ties -> lower expert index)
+ *  topk       one warp per token; k rounds of a warp arg-max (ties -> lower expert index);
+ *             router_topk fuses the decode router matvec with it (last block done does the top-k)
  *  gate_up    64 threads per row of gate AND up of one slot's expert, 2 rows each: silu(g) * u
  *  down       128 threads per output row walk the (slot, slice) pairs of all k experts of the
  *             token, so each output is sum_j w_j * dot_j plus the residual, written once
@@ -23,15 +24,12 @@
 
 #define TOPK_MAXV 16 /* values per lane: n_expert <= 512 */
 
-__global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, int E, int k, int32_t *__restrict__ ids,
-                                float *__restrict__ weights) {
+/* Top-k of one token's logits by one warp (all 32 lanes call it). */
+__device__ void moe_topk_warp(const float *lg, int E, int k, int32_t *ids, float *weights) {
     const int lane = threadIdx.x & 31;
-    const int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-    if (t >= ntok) return;
-    const float *lg = logits + t * E;
     float v[TOPK_MAXV];
 #pragma unroll
-    for (int i = 0; i < TOPK_MAXV; i++) v[i] = (lane + 32 * i < E) ? lg[lane + 32 * i] : -INFINITY;
+    for (int i = 0; i < TOPK_MAXV; i++) v[i] = (lane + 32 * i < E) ? __ldcg(lg + lane + 32 * i) : -INFINITY;
     uint32_t taken = 0;
     float sel_v = 0.0f, gmax = 0.0f;
     int sel_i = 0;
@@ -69,9 +67,53 @@ __global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, 
     const float p = lane < k ? expf(sel_v - gmax) / se : 0.0f;
     const float ps = hmoe_warp_sum(p);
     if (lane < k) {
-        ids[t * k + lane] = sel_i;
-        weights[t * k + lane] = p / fmaxf(ps, 6.103515625e-5f);
+        ids[lane] = sel_i;
+        weights[lane] = p / fmaxf(ps, 6.103515625e-5f);
     }
+}
+
+__global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, int E, int k, int32_t *__restrict__ ids,
+                                float *__restrict__ weights) {
+    const int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (t >= ntok) return;
+    moe_topk_warp(logits + t * E, E, k, ids + t * k, weights + t * k);
+}
+
+/* Decode router in one launch: block b computes logits 2b, 2b+1 (F32 rows, 128 threads per
+ * row, f32 activations); the last block to finish (device counter; it resets it for the next
+ * launch, so graphs replay) reads all logits back through L2 and runs the top-k. */
+__global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__restrict__ w, const float *__restrict__ x,
+                                                              int ncols, int E, int k, float *logits, int32_t *ids,
+                                                              float *weights, unsigned int *counter) {
+    __shared__ float red[4][2];
+    __shared__ bool last;
+    const int tid = threadIdx.x;
+    const int r0 = 2 * blockIdx.x;
+    float acc[2] = {0.0f, 0.0f};
+    for (int c = 4 * tid; c < ncols; c += 4 * 128) {
+        const float4 xv = *(const float4 *)(x + c);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (r0 + r < E) {
+                const float4 wv = __ldg((const float4 *)(w + (size_t)(r0 + r) * ncols + c));
+                acc[r] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+            }
+        }
+    }
+    hmoe_mmv_group_sum<128>(acc, red);
+    if (tid == 0) {
+        for (int r = 0; r < 2; r++)
+            if (r0 + r < E) logits[r0 + r] = acc[r];
+        __threadfence();
+        last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (tid < 32) {
+        moe_topk_warp(logits, E, k, ids, weights); /* L2 loads (__ldcg): the other blocks' fenced writes */
+    }
+    if (tid == 0) *counter = 0;
 }
 
 extern "C" enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_expert, int k, int32_t *d_ids,
@@ -84,6 +126,20 @@ extern "C" enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t nt
     moe_topk_kernel<<<(unsigned)hmoe_cu_div_up(ntok, 4), 128, 0, hmoe_cu_stream(stream)>>>(d_logits, ntok, n_expert, k,
                                                                                            d_ids, d_weights);
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_topk");
+    return HMOE_OK;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_x, int64_t ncols, int n_expert,
+                                                      int k, float *d_logits, int32_t *d_ids, float *d_weights,
+                                                      unsigned int *d_counter, void *stream, struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, n_expert > 0 && n_expert <= 32 * TOPK_MAXV && k >= 1 && k <= n_expert && k <= 32,
+                      "moe_router_topk: n_expert %d / k %d out of range", n_expert, k);
+    HMOE_CUDA_REQUIRE(err, ncols > 0 && ncols % 4 == 0 && ncols < (1 << 30) && hmoe_cu_aligned(d_w, 16) && hmoe_cu_aligned(d_x, 16),
+                      "moe_router_topk: ncols must be a multiple of 4, w and x 16-byte aligned");
+    HMOE_CUDA_REQUIRE(err, d_counter && d_logits && d_ids && d_weights, "moe_router_topk: NULL buffer");
+    moe_router_topk_kernel<<<(unsigned)hmoe_cu_div_up(n_expert, 2), 128, 0, hmoe_cu_stream(stream)>>>(
+        d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter);
+    HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_topk");
     return HMOE_OK;
 }
 

@@ -124,6 +124,13 @@ enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_e
     (void)d_logits, (void)ntok, (void)n_expert, (void)k, (void)d_ids, (void)d_weights, (void)stream;
     return NO_CUDA(err);
 }
+enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_x, int64_t ncols, int n_expert, int k,
+                                           float *d_logits, int32_t *d_ids, float *d_weights, unsigned int *d_counter,
+                                           void *stream, struct hmoe_err *err) {
+    (void)d_w, (void)d_x, (void)ncols, (void)n_expert, (void)k, (void)d_logits, (void)d_ids, (void)d_weights, (void)d_counter,
+        (void)stream;
+    return NO_CUDA(err);
+}
 enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
                                        const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
                                        size_t x_stride_bytes, float *d_z, int64_t z_stride, void *stream,
@@ -201,9 +208,9 @@ size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split
 }
 enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct hmoe_cuda_kv *kv, const int32_t *d_pos,
                                        int n_head, float scale, int n_split, void *d_scratch, float *d_out,
-                                       void *stream, struct hmoe_err *err) {
+                                       void *d_out_q8_1, void *stream, struct hmoe_err *err) {
     (void)d_q, (void)kv, (void)d_pos, (void)n_head, (void)scale, (void)n_split, (void)d_scratch, (void)d_out,
-        (void)stream;
+        (void)d_out_q8_1, (void)stream;
     return NO_CUDA(err);
 }
 enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int64_t ntok, const int32_t *d_pos,

@@ -4,9 +4,10 @@
  * steps 4-6 and §5 (NEOX pairs (i, i + n_rot/2), theta_i = p * base^(-2i/n_rot), linear and
  * YaRN scaling; the angle is formed in double, which §5 recommends for long contexts).
  *
- * Version 1: rmsnorm one 256-thread block per row (second pass by 32-value blocks so the q8_1
- * output is quantized by one warp per block); qk-norm-rope one warp per head, the head vector
- * staged in shared memory for the rotation partner.
+ * Version 2: rmsnorm one 256-thread block per row, the row held in registers (one memory round;
+ * v1 re-read x and w after the reduction), q8_1 blocks quantized by whole warps; qk-norm-rope one
+ * warp per head, the head vector staged in shared memory for the rotation partner, the angle in
+ * double reduced mod 2 pi before sincosf (v1 called double pow and sincos per pair).
  */
 #include <math.h>
 
@@ -25,13 +26,56 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return s;
 }
 
+#define NORM_MAXPT 16 /* values per thread kept in registers: rows up to 4096 */
+
 __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_rmsnorm_args a) {
     __shared__ float red[NORM_THREADS / 32];
     const int64_t row = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float *x = a.x + row * a.x_stride;
     const float *add = a.add ? a.add + row * a.add_stride : nullptr;
+    uint8_t *qrow = a.out_q8_1 ? (uint8_t *)a.out_q8_1 + row * hmoe_cu_q8_1_row_bytes(a.n) : nullptr;
+    if (a.n <= NORM_THREADS * NORM_MAXPT) {
+        /* one read of x (and add, w): element tid + 256j; with n % 32 == 0 that is lane `lane` of
+         * the 32-block warp + 8j, so the q8_1 blocks are quantized by whole warps */
+        float xv[NORM_MAXPT], wv[NORM_MAXPT], av[NORM_MAXPT], ss = 0.0f;
+        /* all loads first (no store in between), so they are in flight together */
+#pragma unroll
+        for (int j = 0; j < NORM_MAXPT; j++) {
+            const int64_t i = tid + (int64_t)NORM_THREADS * j;
+            const bool in = i < a.n;
+            xv[j] = in ? x[i] : 0.0f;
+            wv[j] = in ? a.w[i] : 0.0f;
+            av[j] = in && add ? add[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NORM_MAXPT; j++) {
+            const int64_t i = tid + (int64_t)NORM_THREADS * j;
+            if (add) {
+                xv[j] += av[j];
+                if (i < a.n) x[i] = xv[j];
+            }
+            ss += xv[j] * xv[j];
+        }
+        ss = block_sum(ss, red);
+        const float r = 1.0f / sqrtf(ss / (float)a.n + a.eps);
+#pragma unroll
+        for (int j = 0; j < NORM_MAXPT; j++) {
+            const int64_t i = tid + (int64_t)NORM_THREADS * j;
+            if (a.n % 32 == 0 ? (32 * (warp + 8 * (int64_t)j) < a.n) : (i < a.n)) { /* warp-uniform when n % 32 == 0 */
+                const float h = (xv[j] * r) * wv[j];
+                if (a.out_f32) a.out_f32[row * a.n + i] = h;
+                if (a.out_f16) ((__half *)a.out_f16)[row * a.n + i] = __float2half_rn(h);
+                if (qrow) {
+                    const int64_t b = warp + 8 * (int64_t)j;
+                    hmoe_cu_q8_1_warp(h, (int8_t *)qrow + 32 * b, (float2 *)(qrow + a.n) + b);
+                }
+            }
+        }
+        return;
+    }
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) {
+    for (int64_t i = tid; i < a.n; i += blockDim.x) {
         float v = x[i];
         if (add) {
             v += add[i];
@@ -42,9 +86,7 @@ __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_
     ss = block_sum(ss, red);
     const float r = 1.0f / sqrtf(ss / (float)a.n + a.eps);
     if (a.n % 32 == 0) {
-        const int lane = threadIdx.x & 31;
-        uint8_t *qrow = a.out_q8_1 ? (uint8_t *)a.out_q8_1 + row * hmoe_cu_q8_1_row_bytes(a.n) : nullptr;
-        for (int64_t b = threadIdx.x >> 5; b < a.n / 32; b += blockDim.x >> 5) {
+        for (int64_t b = warp; b < a.n / 32; b += blockDim.x >> 5) {
             const int64_t i = 32 * b + lane;
             float h = (x[i] * r) * a.w[i];
             if (a.out_f32) a.out_f32[row * a.n + i] = h;
@@ -52,7 +94,7 @@ __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_
             if (qrow) hmoe_cu_q8_1_warp(h, (int8_t *)qrow + 32 * b, (float2 *)(qrow + a.n) + b);
         }
     } else {
-        for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) {
+        for (int64_t i = tid; i < a.n; i += blockDim.x) {
             float h = (x[i] * r) * a.w[i];
             if (a.out_f32) a.out_f32[row * a.n + i] = h;
             if (a.out_f16) ((__half *)a.out_f16)[row * a.n + i] = __float2half_rn(h);
@@ -94,7 +136,7 @@ extern "C" void hmoe_cuda_rope_yarn_corr(struct hmoe_cuda_rope *r, int n_ctx_ori
 
 /* Rotation angle of pair i at position pos (qwen3moe.md §5, §5.1, §5.2). */
 __device__ __forceinline__ double rope_theta(const struct hmoe_cuda_rope &rp, int i, int pos) {
-    double th_extrap = (double)pos * pow((double)rp.freq_base, -2.0 * (double)i / (double)rp.n_rot);
+    double th_extrap = (double)pos * exp2(-2.0 * (double)i / (double)rp.n_rot * log2((double)rp.freq_base));
     double th_interp = (double)rp.freq_scale * th_extrap;
     if (rp.ext_factor == 0.0f) return th_interp;
     double y = ((double)i - rp.corr_low) / fmax(0.001, (double)rp.corr_high - rp.corr_low);
@@ -164,9 +206,12 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) qk_norm_rope_kernel(struct hmo
     __syncwarp();
     const int half = a.rope.n_rot / 2;
     for (int i = lane; i < half; i += 32) {
-        double sn, cs;
-        sincos(rope_theta(a.rope, i, pos), &sn, &cs);
-        const float c = (float)cs * a.rope.mscale, sf = (float)sn * a.rope.mscale;
+        /* angle in double (large positions), reduced to [-pi, pi] in double, then f32 sin/cos */
+        const double th = rope_theta(a.rope, i, pos);
+        const double rd = th - 6.283185307179586 * rint(th * 0.15915494309189535);
+        float sn, cs;
+        sincosf((float)rd, &sn, &cs);
+        const float c = cs * a.rope.mscale, sf = sn * a.rope.mscale;
         const float x0 = s[i], x1 = s[i + half];
         s[i] = x0 * c - x1 * sf;
         s[i + half] = x0 * sf + x1 * c;
