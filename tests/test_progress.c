@@ -18,6 +18,9 @@ int main(void) {
     t_check(strstr(line, "100%") && strstr(line, "ETA 0:00"), "progress: complete", "'%s'", line);
     hmoe_progress_format(line, sizeof line, "x", 0, 5, 0.0);
     t_check(strstr(line, "  0%") && strstr(line, "ETA --:--"), "progress: no rate yet", "'%s'", line);
+    hmoe_progress_format_count(line, sizeof line, "prefill", 256, 512, "tok", 0.5);
+    t_check(strstr(line, "prefill [############............]  50%  256/512 tok  512 tok/s  ETA 0:01") != NULL,
+            "progress: counted units (a prefill in tokens)", "'%s'", line);
     struct hmoe_progress p;
     hmoe_progress_init(&p, "x", 100, false);
     hmoe_progress_update(&p, 50);

@@ -427,4 +427,10 @@ enum hmoe_status hmoe_cuda_hybrid_wait_add(const int32_t *d_nmiss, const uint32_
 enum hmoe_status hmoe_cuda_moe_map_ids(const int32_t *d_ids, int64_t n, const int32_t *d_map, int n_expert,
                                        int32_t *d_out, void *stream, struct hmoe_err *err);
 
+/* Host-to-device copy bandwidth of device `dev` from pinned host memory in GB/s (1e9 B/s):
+ * best of several copies of `bytes` after one untimed copy (src/kernels/cuda_probe.cu).
+ * The PCIe roofline `hmoe bench` reports expert streaming against. HMOE_ERR_UNSUPPORTED in
+ * a CPU-only build. */
+enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err);
+
 #endif

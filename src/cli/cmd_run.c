@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "hmoe/cpu.h"
@@ -56,20 +54,8 @@ static size_t process_escapes(char *s) {
 static int wrap_chat(const struct hmoe_vocab *vocab, const char *tmpl_name, bool no_think, const char *prompt,
                      char **out) {
     enum hmoe_chat_template t;
-    if (tmpl_name) {
-        t = hmoe_chat_template_from_name(tmpl_name);
-        if (t == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-            fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3)\n", tmpl_name);
-            return HMOE_EXIT_USAGE;
-        }
-    } else {
-        t = hmoe_chat_template_detect(vocab->chat_template);
-        if (t == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-            fprintf(stderr, "hmoe: warning: chat template not recognised (hmoe renders: qwen3); using plain ChatML "
-                            "(choose with --chat-template chatml|qwen3)\n");
-            t = HMOE_CHAT_TEMPLATE_CHATML;
-        }
-    }
+    int rc = hmoe_cli_chat_template(vocab, tmpl_name, &t);
+    if (rc) return rc;
     struct hmoe_chat_msg msg = {.role = "user", .content = prompt};
     struct hmoe_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !no_think};
     struct hmoe_err err = {0};
@@ -81,21 +67,6 @@ static void print_ids(const char *what, const int32_t *ids, int n) {
     fprintf(stderr, "%s: [", what);
     for (int i = 0; i < n; i++) fprintf(stderr, "%s%d", i ? ", " : "", ids[i]);
     fprintf(stderr, "]\n");
-}
-
-static void print_timings(double load_s, double prompt_s, int n_prompt, double sample_s, int n_sample, double eval_s,
-                          int n_eval, double total_s, int n_total) {
-    fprintf(stderr, "\n");
-    fprintf(stderr, "       load time = %10.2f ms\n", load_s * 1e3);
-    fprintf(stderr, "   sampling time = %10.2f ms / %5d runs   (%8.2f ms per token, %8.2f tokens per second)\n",
-            sample_s * 1e3, n_sample, n_sample ? sample_s * 1e3 / n_sample : 0.0,
-            sample_s > 0 ? n_sample / sample_s : 0.0);
-    fprintf(stderr, "prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
-            prompt_s * 1e3, n_prompt, n_prompt ? prompt_s * 1e3 / n_prompt : 0.0,
-            prompt_s > 0 ? n_prompt / prompt_s : 0.0);
-    fprintf(stderr, "       eval time = %10.2f ms / %5d runs   (%8.2f ms per token, %8.2f tokens per second)\n",
-            eval_s * 1e3, n_eval, n_eval ? eval_s * 1e3 / n_eval : 0.0, eval_s > 0 ? n_eval / eval_s : 0.0);
-    fprintf(stderr, "      total time = %10.2f ms / %5d tokens\n", total_s * 1e3, n_total);
 }
 
 int hmoe_cmd_run(int argc, char **argv) {
@@ -115,15 +86,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         {"--file", "-f", "FILE", "read the prompt from FILE (bytes used as they are)", HMOE_OPT_STR, &prompt_file},
         {"--n-predict", "-n", "N", "tokens to generate (default 128, -1 = until end of generation or full context)",
          HMOE_OPT_INT, &n_predict},
-        {"--temp", NULL, "T", "temperature (default 0.8; 0 = greedy)", HMOE_OPT_FLOAT, &sp.temp},
-        {"--top-k", NULL, "K", "top-k sampling (default 40, 0 = off)", HMOE_OPT_INT, &sp.top_k},
-        {"--top-p", NULL, "P", "top-p sampling (default 0.95, 1.0 = off)", HMOE_OPT_FLOAT, &sp.top_p},
-        {"--min-p", NULL, "P", "min-p sampling (default 0.05, 0.0 = off)", HMOE_OPT_FLOAT, &sp.min_p},
-        {"--repeat-penalty", NULL, "R", "penalise repeats of recent tokens (default 1.0 = off)", HMOE_OPT_FLOAT,
-         &sp.repeat_penalty},
-        {"--repeat-last-n", NULL, "N", "tokens the repeat penalty looks back over (default 64)", HMOE_OPT_INT,
-         &sp.repeat_last_n},
-        {"--seed", "-s", "SEED", "random seed (default -1 = from the clock)", HMOE_OPT_I64, &seed},
+        HMOE_CLI_SAMPLING_OPTS(sp, seed),
         {"--chat", NULL, NULL, "wrap the prompt as one user turn of the model's chat template", HMOE_OPT_FLAG, &chat},
         {"--no-think", NULL, NULL, "with --chat: thinking off (Qwen3 enable_thinking=false)", HMOE_OPT_FLAG,
          &no_think},
@@ -153,7 +116,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         fprintf(stderr, "hmoe: -n must be -1 or more\n");
         return HMOE_EXIT_USAGE;
     }
-    sp.seed = seed < 0 ? (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) : (uint64_t)seed;
+    hmoe_cli_sampler_seed(&sp, seed);
 
     struct hmoe_err err = {0};
     char *prompt = NULL, *wrapped = NULL;
@@ -177,14 +140,9 @@ int hmoe_cmd_run(int argc, char **argv) {
     bool ds_ok = false;
     rc = hmoe_cli_model_open(&mo, &model, &ctx);
     if (rc) goto done;
-    if (hmoe_vocab_load(model->gguf, &vocab, &err) || hmoe_sampler_init(&sp, model->cfg.n_vocab, &smp, &err)) {
+    if ((rc = hmoe_cli_vocab_open(model, &vocab))) goto done;
+    if (hmoe_sampler_init(&sp, model->cfg.n_vocab, &smp, &err)) {
         rc = hmoe_cli_fail(&err);
-        goto done;
-    }
-    if (vocab->n_tokens != (uint32_t)model->cfg.n_vocab) {
-        fprintf(stderr, "hmoe: the vocabulary has %u tokens but the model has %d logits\n", vocab->n_tokens,
-                model->cfg.n_vocab);
-        rc = HMOE_EXIT_ERROR;
         goto done;
     }
     if (chat) {
@@ -280,8 +238,10 @@ int hmoe_cmd_run(int argc, char **argv) {
     if (ctx_full)
         fprintf(stderr, "hmoe: context full after %d tokens (-c %d); stopping. Raise -c/--ctx-size to generate more.\n",
                 n_past, n_ctx);
-    print_timings(t_loaded - t_start, t_prompt - t_loaded, (int)n_ids, sample_s, n_sample, eval_s, n_eval,
-                  t_end - t_start, (int)n_ids + n_gen);
+    struct hmoe_cli_timings tm = {.load_s = t_loaded - t_start, .prompt_s = t_prompt - t_loaded, .n_prompt = (int)n_ids,
+                                  .sample_s = sample_s, .n_sample = n_sample, .eval_s = eval_s, .n_eval = n_eval,
+                                  .total_s = t_end - t_start, .n_total = (int)n_ids + n_gen};
+    hmoe_cli_print_timings(&tm);
 done:
     if (ds_ok) hmoe_detok_stream_free(&ds);
     free(logits);

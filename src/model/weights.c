@@ -48,9 +48,16 @@ static enum hmoe_status find_shaped(const struct hmoe_gguf *g, const char *name,
 static enum hmoe_status check_matmul_type(const struct hmoe_gguf *g, const struct hmoe_gguf_tensor *t,
                                           struct hmoe_err *err) {
     if (hmoe_type_get(t->type) && hmoe_cpu_supports(t->type)) return HMOE_OK;
+    /* Name what would work: the weight types this build multiplies (the type table's order). */
+    char list[256] = "";
+    size_t n = 0;
+    for (uint32_t ty = 0; ty < HMOE_TYPE_COUNT && n < sizeof list; ty++)
+        if (hmoe_type_get(ty) && hmoe_cpu_supports((enum hmoe_type)ty))
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", hmoe_type_name(ty));
     return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                      "%s: tensor %s has type %s, which has no CPU dot-product kernel in this build (missing kernel)",
-                      g->path, t->name, hmoe_type_name(t->type));
+                      "%s: tensor %s has type %s, which has no CPU dot-product kernel in this build (missing kernel; "
+                      "supported weight types: %s)",
+                      g->path, t->name, hmoe_type_name(t->type), list);
 }
 
 static void mat_from_tensor(const struct hmoe_gguf_tensor *t, struct hmoe_mat *m) {
