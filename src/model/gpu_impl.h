@@ -38,6 +38,7 @@ struct hmoe_gpu {
     void *stream;
     int n_ub;                          /* micro-batch capacity */
     int logit_rows;                    /* LM-head rows per chunk in prefill (LOGITS_ALL) */
+    int attn_split;                    /* decode attention ranges (0 = the kernel's default); HMOE_ATTN_SPLIT */
     struct hmoe_gpu_layer *L;          /* [n_layer] */
     struct hmoe_cuda_buf head_buf;     /* output norm + LM head */
     const float *out_norm;
@@ -87,7 +88,15 @@ struct hmoe_gpu {
     uint64_t n_steps, n_timed;
     char *report;
     size_t report_cap;
+    /* HMOE_GPU_PROFILE=1: device time per operation class of eager (not graph-captured) steps */
+    bool prof_on;
+    int prof_n;
+    void **prof_ev;                    /* [HMOE_GPU_PROF_EVENTS] */
+    int *prof_cls;                     /* class of the interval that starts at each event */
+    double prof_ms[16];
+    uint64_t prof_tokens;
 };
+#define HMOE_GPU_PROF_EVENTS 4096
 
 /* gpu_init.c */
 enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err);
@@ -95,6 +104,7 @@ void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer);
 const char *hmoe_gpu_report(struct hmoe_ctx *c);
 
 /* qwen3moe_gpu.c — one micro-batch through the whole model on the GPU. */
+const char *hmoe_gpu_prof_name(int cls); /* NULL past the last class */
 enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
                                            enum hmoe_logits which, float *logits, struct hmoe_err *err);
 

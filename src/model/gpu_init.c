@@ -81,7 +81,7 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
 static size_t layer_attn_bytes(const struct hmoe_model *m, int il) {
     const struct hmoe_layer_weights *L = &m->w.layers[il];
     const size_t d = (size_t)m->cfg.n_embd, D = (size_t)m->cfg.head_dim, E = (size_t)m->cfg.n_expert;
-    return align256(mat_bytes(&L->attn_q) + mat_bytes(&L->attn_k) + mat_bytes(&L->attn_v)) +
+    return align256(mat_bytes(&L->attn_q) + mat_bytes(&L->attn_k) + mat_bytes(&L->attn_v) + 32) +
            align256(mat_bytes(&L->attn_output)) + 2 * align256(d * 4) + 2 * align256(D * 4) + align256(E * d * 4);
 }
 
@@ -103,18 +103,16 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
     if (st) return st;
     uint8_t *p = L->attn_buf.ptr;
     const size_t bq = mat_bytes(&W->attn_q), bk = mat_bytes(&W->attn_k), bv = mat_bytes(&W->attn_v);
-    /* q, k, v back to back: when types (and so row sizes) agree, rows of all three are one matrix. */
+    /* q, k, v back to back (16-byte aligned starts): when types (and so row sizes) agree and no
+     * padding was needed, the rows of all three are one matrix and one matvec serves them. */
+    const size_t ok = (bq + 15) / 16 * 16, ov = (ok + bk + 15) / 16 * 16;
     gmat_set(&L->wq, &W->attn_q, p);
-    gmat_set(&L->wk, &W->attn_k, p + bq);
-    gmat_set(&L->wv, &W->attn_v, p + bq + bk);
-    const bool qk = W->attn_q.type == W->attn_k.type && W->attn_q.row_bytes == W->attn_k.row_bytes && bq % 16 == 0;
-    const bool qkv = qk && W->attn_v.type == W->attn_q.type && W->attn_v.row_bytes == W->attn_q.row_bytes && bk % 16 == 0;
+    gmat_set(&L->wk, &W->attn_k, p + ok);
+    gmat_set(&L->wv, &W->attn_v, p + ov);
+    const bool qk = W->attn_q.type == W->attn_k.type && W->attn_q.row_bytes == W->attn_k.row_bytes && ok == bq;
+    const bool qkv = qk && W->attn_v.type == W->attn_q.type && W->attn_v.row_bytes == W->attn_q.row_bytes &&
+                     ov == bq + bk;
     L->qkv_fused = qkv ? 3 : qk ? 2 : 0;
-    if (!qk && (bq % 16 || (bq + bk) % 16)) {
-        /* unfused and misaligned: give k and v their own 16-byte aligned places */
-        gmat_set(&L->wk, &W->attn_k, p + (bq + 15) / 16 * 16);
-        gmat_set(&L->wv, &W->attn_v, (uint8_t *)L->wk.w + (bk + 15) / 16 * 16);
-    }
     if ((st = upload(g, (void *)L->wq.w, W->attn_q.data, bq, err)) || (st = upload(g, (void *)L->wk.w, W->attn_k.data, bk, err)) ||
         (st = upload(g, (void *)L->wv.w, W->attn_v.data, bv, err)))
         return st;
@@ -203,7 +201,7 @@ static size_t act_layout(struct hmoe_ctx *c, uint8_t *base) {
     PIECE(z, float *, sm * k * F * 4);
     PIECE(zq, void *, sm * k * hmoe_cuda_q8_1_row_bytes((int64_t)F));
     PIECE(ye, float *, HMOE_MAX(big, sm) * k * d * 4);
-    PIECE(attn_scratch, void *, hmoe_cuda_attn_decode_scratch_bytes((int)H, (int)D, 0));
+    PIECE(attn_scratch, void *, hmoe_cuda_attn_decode_scratch_bytes((int)H, (int)D, HMOE_MAX(g->attn_split, 64)));
     PIECE(logits, float *, (size_t)g->logit_rows * V * 4);
     PIECE(step, int32_t *, (2 + ub) * 4);
     PIECE(counter, unsigned int *, 64);
@@ -219,6 +217,8 @@ static size_t max_dense_halves(const struct hmoe_model *m) {
         const struct hmoe_mat *all[] = {&L->attn_q, &L->attn_k, &L->attn_v, &L->attn_output};
         for (size_t i = 0; i < HMOE_ARRAY_LEN(all); i++)
             mx = HMOE_MAX(mx, (size_t)all[i]->n_out * (size_t)all[i]->n_in);
+        /* q|k|v fused into one product */
+        mx = HMOE_MAX(mx, (size_t)(L->attn_q.n_out + L->attn_k.n_out + L->attn_v.n_out) * (size_t)L->attn_q.n_in);
     }
     return mx;
 }
@@ -242,6 +242,9 @@ void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer) {
     hmoe_cuda_host_free(g->logits_host);
     hmoe_cuda_event_destroy(g->ev0);
     hmoe_cuda_event_destroy(g->ev1);
+    for (int i = 0; g->prof_ev && i < HMOE_GPU_PROF_EVENTS; i++) hmoe_cuda_event_destroy(g->prof_ev[i]);
+    free(g->prof_ev);
+    free(g->prof_cls);
     hmoe_cuda_ctx_free(g->cu);
     free(g->report);
     free(g);
@@ -261,6 +264,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     g->stream = hmoe_cuda_ctx_stream(g->cu);
     g->n_ub = c->p.n_ubatch;
     g->logit_rows = HMOE_MIN(g->n_ub, GPU_LOGIT_ROWS);
+    if (getenv("HMOE_ATTN_SPLIT")) g->attn_split = atoi(getenv("HMOE_ATTN_SPLIT")); /* experiments */
     g->cublas_scratch_halves = g->n_ub > GPU_SMALL_TOKENS ? max_dense_halves(m) : 0;
 
     /* Budget: what the caller allows, else free VRAM minus 1 GiB for the driver and others. */
@@ -347,6 +351,13 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         st = hmoe_cuda_event_create(&g->ev0, err);
         if (!st) st = hmoe_cuda_event_create(&g->ev1, err);
     }
+    if (!st && getenv("HMOE_GPU_PROFILE")) {
+        g->prof_ev = calloc(HMOE_GPU_PROF_EVENTS, sizeof *g->prof_ev);
+        g->prof_cls = calloc(HMOE_GPU_PROF_EVENTS, sizeof *g->prof_cls);
+        if (!g->prof_ev || !g->prof_cls) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < HMOE_GPU_PROF_EVENTS && !st; i++) st = hmoe_cuda_event_create(&g->prof_ev[i], err);
+        g->prof_on = !st;
+    }
     if (!st && any_ram) {
         struct hmoe_sched_hybrid_params hp = {.cu = g->cu, .moe = g->moe, .n_layer = cfg->n_layer,
                                               .n_embd = cfg->n_embd, .n_ub = g->n_ub, .n_threads = c->p.n_threads,
@@ -411,5 +422,15 @@ const char *hmoe_gpu_report(struct hmoe_ctx *c) {
     if (g->n_timed)
         rappend(g, "  decode: %llu steps, GPU %.3f ms/token (device time of the step graph)\n",
                 (unsigned long long)g->n_steps, g->gpu_ms_sum / (double)g->n_timed);
+    if (g->prof_on && g->prof_tokens) {
+        double total = 0;
+        for (int i = 0; hmoe_gpu_prof_name(i); i++) total += g->prof_ms[i];
+        rappend(g, "  profile of eager steps (%llu tokens, %.3f ms device time, us/token):",
+                (unsigned long long)g->prof_tokens, total);
+        for (int i = 0; hmoe_gpu_prof_name(i); i++)
+            if (g->prof_ms[i] > 0)
+                rappend(g, " %s %.2f;", hmoe_gpu_prof_name(i), 1e3 * g->prof_ms[i] / (double)g->prof_tokens);
+        rappend(g, "\n");
+    }
     return g->report ? g->report : "";
 }

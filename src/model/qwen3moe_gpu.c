@@ -23,6 +23,28 @@
         if (st_ != HMOE_OK) return st_;         \
     } while (0)
 
+/* Optional profile (HMOE_GPU_PROFILE=1, eager steps only): an event opens each interval. */
+enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_WO, P_ROUTER, P_EXPERTS, P_HYBRID, P_HEAD, P_COPY, P_COUNT };
+static const char *const prof_names[P_COUNT] = {"rmsnorm", "q|k|v", "qk-norm+rope+store", "attention", "o + residual",
+                                                "router + top-k", "experts", "hybrid (RAM layers)", "final norm + LM head",
+                                                "host<->device copies"};
+static void prof(struct hmoe_gpu *g, int cls) {
+    if (!g->prof_on || g->prof_n >= HMOE_GPU_PROF_EVENTS) return;
+    if (hmoe_cuda_event_record(g->prof_ev[g->prof_n], g->stream, NULL) == HMOE_OK) g->prof_cls[g->prof_n++] = cls;
+}
+static void prof_collect(struct hmoe_gpu *g, int n_tokens) {
+    if (!g->prof_on) return;
+    prof(g, P_COPY);
+    if (g->prof_n > 0) hmoe_cuda_event_sync(g->prof_ev[g->prof_n - 1], NULL);
+    for (int i = 0; i + 1 < g->prof_n; i++) {
+        double ms = 0;
+        if (hmoe_cuda_event_elapsed_ms(g->prof_ev[i], g->prof_ev[i + 1], &ms, NULL) == HMOE_OK) g->prof_ms[g->prof_cls[i]] += ms;
+    }
+    g->prof_n = 0;
+    g->prof_tokens += (uint64_t)n_tokens;
+}
+const char *hmoe_gpu_prof_name(int cls) { return cls >= 0 && cls < P_COUNT ? prof_names[cls] : NULL; }
+
 static bool q8_gemm_type(enum hmoe_type t) { return hmoe_type_info[t].is_quantized && t != HMOE_TYPE_IQ1_M; }
 
 /* Inputs of a product in every form a kernel may want: f32 rows, q8_1 rows, f16 rows. */
@@ -119,10 +141,12 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
     void *s = g->stream;
 
     /* Self-attention (§4.3). */
+    prof(g, P_NORM);
     struct hmoe_cuda_rmsnorm_args n1 = {.x = g->x, .x_stride = d, .w = L->attn_norm, .eps = cfg->rms_eps, .nrows = n,
                                         .n = d, .out_f32 = g->hf, .out_f16 = n > SMALL_TOKENS ? g->h16 : NULL,
                                         .out_q8_1 = g->hq};
     TRY(hmoe_cuda_rmsnorm(&n1, s, err));
+    prof(g, P_QKV);
     const struct act ah = {g->hf, d, g->hq, hmoe_cuda_q8_1_row_bytes(d), n > SMALL_TOKENS ? g->h16 : NULL, d};
     if (L->qkv_fused) {
         struct hmoe_gpu_mat w = L->wq;
@@ -134,29 +158,34 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
         TRY(dense(g, &L->wk, n, &ah, g->qkv + nq, nqkv, NULL, err));
         TRY(dense(g, &L->wv, n, &ah, g->qkv + nq + nk, nqkv, NULL, err));
     }
+    prof(g, P_ROPE);
     struct hmoe_cuda_qkv_args qa = {.q = g->qkv, .k = g->qkv + nq, .v = g->qkv + nq + nk, .q_stride = nqkv,
                                     .kv_stride = nqkv, .ntok = n, .n_head = (int)H, .n_head_kv = (int)Hkv,
                                     .head_dim = (int)D, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = cfg->rms_eps,
                                     .pos = d_pos, .rope = rope_params(cfg), .kv = L->kv};
     TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
+    prof(g, P_ATTN);
     const float scale = 1.0f / sqrtf((float)D);
     const bool wo_float = !hmoe_type_info[L->wo.type].is_quantized;
     const size_t qo = hmoe_cuda_q8_1_row_bytes(no);
     if (n == 1) {
-        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, 0, g->attn_scratch, wo_float ? g->o : NULL,
+        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch, wo_float ? g->o : NULL,
                                   wo_float ? NULL : g->oq, s, err));
     } else {
         TRY(hmoe_cuda_attn_prefill(g->qkv, nqkv, n, d_pos, &L->kv, (int)H, scale, g->o,
                                    n > SMALL_TOKENS ? g->o16 : NULL, no, s, err));
         if (!wo_float) TRY(hmoe_cuda_quantize_q8_1(g->o, no, n, no, g->oq, s, err));
     }
+    prof(g, P_WO);
     const struct act ao = {g->o, no, g->oq, qo, n > SMALL_TOKENS ? g->o16 : NULL, no};
     TRY(dense(g, &L->wo, n, &ao, g->x, d, g->x, err));
+    prof(g, P_NORM);
 
     /* MoE feed-forward (§4.4): router and top-k on the device. */
     struct hmoe_cuda_rmsnorm_args n2 = {.x = g->x, .x_stride = d, .w = L->ffn_norm, .eps = cfg->rms_eps, .nrows = n,
                                         .n = d, .out_f32 = g->hf, .out_f16 = f16 ? g->h16 : NULL, .out_q8_1 = g->hq};
     TRY(hmoe_cuda_rmsnorm(&n2, s, err));
+    prof(g, P_ROUTER);
     if (n == 1) {
         TRY(hmoe_cuda_moe_router_topk(L->router, g->hf, d, E, k, g->rlog, g->ids, g->wts, g->counter, s, err));
     } else {
@@ -166,6 +195,7 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
         TRY(hmoe_cuda_mmv(&r, s, err));
         TRY(hmoe_cuda_moe_topk(g->rlog, n, E, k, g->ids, g->wts, s, err));
     }
+    prof(g, L->resident ? P_EXPERTS : P_HYBRID);
     if (L->resident) return experts(c, &L->gate, &L->up, &L->down, n, err);
     if (!decode) {
         /* Prefill of a layer whose experts live in RAM: streamed to the GPU or run by CPU threads. */
@@ -182,6 +212,7 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
 /* Final RMSNorm and LM head for rows [t0, t0 + rows) of x into g->logits. */
 static enum hmoe_status head(struct hmoe_ctx *c, int64_t t0, int64_t rows, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
+    prof(g, P_HEAD);
     const int64_t d = c->m->cfg.n_embd, V = c->m->cfg.n_vocab;
     const size_t qd = hmoe_cuda_q8_1_row_bytes(d);
     struct hmoe_cuda_rmsnorm_args nf = {.x = g->x + t0 * d, .x_stride = d, .w = g->out_norm, .eps = c->m->cfg.rms_eps,
@@ -224,7 +255,10 @@ static enum hmoe_status forward_decode(struct hmoe_ctx *c, int32_t id, int pos, 
     const bool eager = getenv("HMOE_NO_GRAPH") != NULL;
     if (!g->graph && !eager) {
         TRY(hmoe_cuda_graph_capture_begin(g->cu, err));
+        const bool prof_was = g->prof_on;
+        g->prof_on = false; /* events of a capture cannot be timed */
         enum hmoe_status st = decode_step(c, err);
+        g->prof_on = prof_was;
         struct hmoe_cuda_graph *gr = NULL;
         struct hmoe_err e2 = {0};
         enum hmoe_status st2 = hmoe_cuda_graph_capture_end(g->cu, &gr, st ? &e2 : err);
@@ -238,6 +272,7 @@ static enum hmoe_status forward_decode(struct hmoe_ctx *c, int32_t id, int pos, 
     if (g->ev0) TRY(hmoe_cuda_event_record(g->ev0, g->stream, err));
     if (eager) TRY(decode_step(c, err));
     else TRY(hmoe_cuda_graph_launch(g->cu, g->graph, err));
+    if (eager) prof_collect(g, 1);
     if (g->ev1) TRY(hmoe_cuda_event_record(g->ev1, g->stream, err));
     enum hmoe_status st = g->hyb ? hmoe_sched_hybrid_cpu_step(g->hyb, g->seq, err) : HMOE_OK;
     enum hmoe_status st2 = hmoe_cuda_sync(g->cu, st ? NULL : err);
@@ -271,7 +306,10 @@ enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *id
     TRY(hmoe_cuda_memcpy_async(g->step, g->step_host, (size_t)(2 + n) * sizeof(int32_t), g->stream, err));
     for (int il = 0; il < cfg->n_layer; il++) TRY(layer(c, il, n, false, err));
 
-    if (which == HMOE_LOGITS_NONE) return HMOE_OK;
+    if (which == HMOE_LOGITS_NONE) {
+        prof_collect(g, n);
+        return HMOE_OK;
+    }
     const int64_t t_first = which == HMOE_LOGITS_ALL ? 0 : n - 1;
     for (int64_t t0 = t_first; t0 < n; t0 += g->logit_rows) {
         const int64_t rows = HMOE_MIN((int64_t)g->logit_rows, n - t0);
@@ -280,5 +318,6 @@ enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *id
         TRY(hmoe_cuda_sync(g->cu, err));
         memcpy(logits + (which == HMOE_LOGITS_ALL ? t0 * V : 0), g->logits_host, (size_t)(rows * V) * sizeof(float));
     }
+    prof_collect(g, n);
     return HMOE_OK;
 }

@@ -179,7 +179,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
                               "experts in RAM need a quantized type for the GPU cache kernels (layer %d has %s/%s); "
                               "raise --vram-budget to hold every expert, or use --gpu off",
                               l, hmoe_type_name(w->gate.type), hmoe_type_name(w->down.type));
-        if (w->n_expert_used > HMOE_CUDA_MAILBOX_MAX_K || w->gate.n_mat != w0->gate.n_mat)
+        if (w->n_expert_used > HMOE_CUDA_MAILBOX_MAX_K || w->gate.n_mat != w0->gate.n_mat || w->gate.n_mat > HYB_MAX_EXPERT)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "hybrid: layer %d has an unsupported expert layout", l);
     }
     struct hmoe_sched_hybrid *h = calloc(1, sizeof *h);
@@ -215,6 +215,10 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         h->au = HMOE_MAX(h->au, hmoe_hyb_act_bytes(w->up.type, w->up.n_in));
         h->ad = HMOE_MAX(h->ad, hmoe_hyb_act_bytes(w->down.type, w->down.n_in));
     }
+    /* per-thread / per-expert activation rows start on cache lines */
+    h->ag = (h->ag + 63) / 64 * 64;
+    h->au = (h->au + 63) / 64 * 64;
+    h->ad = (h->ad + 63) / 64 * 64;
     enum hmoe_status st = hmoe_sched_cache_init(h->n_layer, h->E, slots, p->sched->cache_policy, &h->cache, err);
     free(slots);
     if (st) return st;
@@ -233,21 +237,17 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     /* Slot maps (all -1) and the streamed-chunk maps. */
     h->chunk_experts = HMOE_MIN(h->E, CHUNK_EXPERTS);
     h->n_chunks = (h->E + h->chunk_experts - 1) / h->chunk_experts;
-    if (!st) st = hmoe_cuda_buf_alloc(h->cu, al256(L * E * 4) + al256((size_t)h->n_chunks * E * 4), &h->dev, err);
+    const size_t cm_bytes = al256(L * (size_t)h->n_chunks * E * 4);
+    if (!st) st = hmoe_cuda_buf_alloc(h->cu, al256(L * E * 4) + cm_bytes, &h->dev, err);
     if (!st) {
         h->d_slot_of = h->dev.ptr;
         h->d_chunk_map = (int32_t *)((uint8_t *)h->dev.ptr + al256(L * E * 4));
-        st = hmoe_cuda_host_alloc(al256(L * E * 4) + al256((size_t)h->n_chunks * E * 4), false, (void **)&h->map_host, err);
+        st = hmoe_cuda_host_alloc(al256(L * E * 4) + cm_bytes, false, (void **)&h->map_host, err);
     }
     if (!st) {
+        h->chunk_host = h->map_host + al256(L * E * 4) / 4;
         for (size_t i = 0; i < L * E; i++) h->map_host[i] = -1;
-        int32_t *cm = h->map_host + al256(L * E * 4) / 4;
-        for (int c = 0; c < h->n_chunks; c++)
-            for (int e = 0; e < h->E; e++) {
-                const int e0 = c * h->chunk_experts;
-                cm[(size_t)c * E + (size_t)e] = e >= e0 && e < e0 + h->chunk_experts ? e - e0 : -1;
-            }
-        st = hmoe_cuda_upload(h->cu, h->dev.ptr, h->map_host, h->dev.bytes, err);
+        st = hmoe_cuda_upload(h->cu, h->dev.ptr, h->map_host, al256(L * E * 4), err);
     }
     /* Mapped mailboxes and vectors. */
     const size_t mb_bytes = al256(L * sizeof(struct hmoe_cuda_mailbox));
@@ -260,11 +260,11 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     /* CPU team buffers. */
     if (!st) {
         const size_t nt = (size_t)h->nt, k = (size_t)h->k, F = (size_t)h->F;
-        h->xq_g = aligned_alloc(64, al256(nt * (h->ag + 64)));
-        h->xq_u = aligned_alloc(64, al256(nt * (h->au + 64)));
+        h->xq_g = aligned_alloc(64, al256(nt * h->ag));
+        h->xq_u = aligned_alloc(64, al256(nt * h->au));
         h->g = aligned_alloc(64, al256(k * F * 4));
         h->u = aligned_alloc(64, al256(k * F * 4));
-        h->zq = aligned_alloc(64, al256(k * (h->ad + 64)));
+        h->zq = aligned_alloc(64, al256(k * h->ad));
         h->tmp = aligned_alloc(64, al256(nt * d * 4));
         if (!h->xq_g || !h->xq_u || !h->g || !h->u || !h->zq || !h->tmp)
             st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
@@ -288,10 +288,9 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
             if (!st) st = hmoe_cuda_event_create(&h->ev_used[i], err);
         }
     }
-    if (!st && h->n_ub > 8) {
+    if (!st && h->n_ub > 1) {
         st = hmoe_cuda_host_alloc((size_t)h->n_ub * d * 4, false, (void **)&h->pf_h, err);
         if (!st) st = hmoe_cuda_host_alloc((size_t)h->n_ub * d * 4, false, (void **)&h->pf_out, err);
-        if (!st) st = hmoe_cuda_buf_alloc(h->cu, (size_t)h->n_ub * d * 4, &h->pf_dev, err);
     }
     if (st) return st;
 
@@ -347,7 +346,6 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     hmoe_cuda_event_destroy(h->ev_maps);
     hmoe_cuda_stream_destroy(h->fill_stream);
     hmoe_cuda_buf_free(h->cu, &h->dev);
-    hmoe_cuda_buf_free(h->cu, &h->pf_dev);
     hmoe_cuda_host_free(h->map_host);
     hmoe_cuda_host_free(h->mapped);
     hmoe_cuda_host_free(h->pf_h);

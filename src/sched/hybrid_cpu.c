@@ -82,8 +82,8 @@ enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, st
                 }
             const float *hx = h->h_host + (size_t)il * (size_t)d;
             /* A. gate and up rows (each thread quantizes the input itself: no barrier needed) */
-            uint8_t *xg = h->xq_g + (size_t)tid * (h->ag + 64);
-            uint8_t *xu = h->xq_u + (size_t)tid * (h->au + 64);
+            uint8_t *xg = h->xq_g + (size_t)tid * h->ag;
+            uint8_t *xu = h->xq_u + (size_t)tid * h->au;
             const bool same = hmoe_type_info[W->gate.type].vec_dot_type == hmoe_type_info[W->up.type].vec_dot_type;
             int64_t lo, hi;
             split((int64_t)m * F, T, tid, &lo, &hi);
@@ -105,7 +105,7 @@ enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, st
 #pragma omp barrier
             /* B. z of each missed expert quantized for the down matrix */
             for (int j = tid; j < m; j += T)
-                hmoe_hyb_act_quantize(W->down.type, h->g + (size_t)j * (size_t)F, h->zq + (size_t)j * (h->ad + 64), F);
+                hmoe_hyb_act_quantize(W->down.type, h->g + (size_t)j * (size_t)F, h->zq + (size_t)j * h->ad, F);
 #pragma omp barrier
             /* C. output rows: weighted sum over the missed experts, in selection order */
             split(d, T, tid, &lo, &hi);
@@ -114,7 +114,7 @@ enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, st
                 float *tmp = h->tmp + (size_t)tid * (size_t)d;
                 for (int j = 0; j < m; j++) {
                     const uint8_t *wd = (const uint8_t *)W->down.data + (size_t)e_of[j] * W->down.mat_bytes;
-                    hmoe_cpu_gemv(W->down.type, F, wd, W->down.row_bytes, lo, hi, h->zq + (size_t)j * (h->ad + 64), tmp);
+                    hmoe_cpu_gemv(W->down.type, F, wd, W->down.row_bytes, lo, hi, h->zq + (size_t)j * h->ad, tmp);
                     if (j == 0)
                         for (int64_t r = lo; r < hi; r++) res[r] = w_of[0] * tmp[r - lo];
                     else

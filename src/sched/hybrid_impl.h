@@ -9,6 +9,7 @@
 
 #define HYB_TIMEOUT_MS 10000 /* a side that waits longer than this gives up (error, no hang) */
 #define HYB_MAX_PENDING 256  /* cache copies in flight */
+#define HYB_MAX_EXPERT 512   /* experts per layer the scheduler handles */
 
 struct hyb_layer {
     bool ram;                          /* experts live in RAM */
@@ -40,8 +41,9 @@ struct hmoe_sched_hybrid {
     /* device: slot maps and the streamed-chunk maps */
     struct hmoe_cuda_buf dev;
     int32_t *d_slot_of;                /* [n_layer][E] */
-    int32_t *d_chunk_map;              /* [n_chunks][E] */
-    int32_t *map_host;                 /* page-locked mirror of d_slot_of */
+    int32_t *d_chunk_map;              /* [n_layer][n_chunks][E] expert -> place in a streamed chunk, or -1 */
+    int32_t *map_host;                 /* page-locked mirror of d_slot_of, then of d_chunk_map */
+    int32_t *chunk_host;               /* = map_host + its [n_layer][E] part */
     /* expert cache */
     struct hmoe_sched_cache *cache;
     void *fill_stream, *ev_maps;
@@ -69,7 +71,6 @@ struct hmoe_sched_hybrid {
     bool pf_valid;
     int pf_layer, pf_chunk, pf_buf, last_buf;
     float *pf_h, *pf_out;              /* page-locked [n_ub][d] */
-    struct hmoe_cuda_buf pf_dev;       /* [n_ub][d] */
     struct hmoe_sched_moe *cpu_moe;
     /* statistics */
     double t_first, t_last, cpu_ms;
