@@ -1,4 +1,5 @@
-/* model.h — load a MoE model from GGUF, run its forward pass on CPU threads, sample tokens.
+/* model.h — load a MoE model from GGUF, run its forward pass (CPU threads, or the GPU backend
+ * with hmoe_ctx_params.gpu: all on the GPU, or hybrid with experts in RAM), sample tokens.
  *
  * Three structs name the problem (style-examples.md §1): hmoe_model_config (hyper-parameters
  * read and validated from the GGUF metadata), hmoe_model_weights (views into the file

@@ -1,7 +1,9 @@
 /* sched.h — the MoE feed-forward block as one call: route every token of a micro-batch,
  * group the tokens by expert so each expert's weights stream from memory once, and run
- * the SwiGLU experts (qwen3moe.md §4.4). Today everything runs on CPU threads
- * (src/sched/moe_cpu.c); the VRAM expert cache and the hybrid split plug in here later.
+ * the SwiGLU experts (qwen3moe.md §4.4) on CPU threads (src/sched/moe_cpu.c); and for the
+ * GPU backend: where experts live under a VRAM budget (place.c, override.c), the VRAM expert
+ * cache (cache.c), the routing profile (profile.c) and the hybrid CPU+GPU runtime
+ * (hybrid*.c: decode handoff through mapped mailboxes, streamed prefill).
  *
  * Weights are views into the GGUF mapping, described by struct hmoe_mat (shape in ggml
  * order, ne0 contiguous; an expert stack {n_in, n_out, n_mat} is n_mat matrices back to

@@ -272,6 +272,8 @@ void hmoe_ctx_reset_stats(struct hmoe_ctx *c) {
     if (!g) return;
     g->n_steps = g->n_timed = 0;
     g->gpu_ms_sum = 0;
+    g->prof_tokens = 0;
+    memset(g->prof_ms, 0, sizeof g->prof_ms);
     if (g->hyb) hmoe_sched_hybrid_reset_stats(g->hyb);
 }
 

@@ -326,7 +326,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     for (int il = 0; il < cfg->n_layer; il++) {
         g->L[il].resident = plan.where[il] == HMOE_PLACE_GPU;
         any_ram |= !g->L[il].resident;
-        if (g->L[il].resident) g->bytes_experts += eb[il];
+        if (g->L[il].resident) g->bytes_experts += eb[il] * (uint64_t)cfg->n_expert;
     }
 
     /* Upload, then activations and staging. */
