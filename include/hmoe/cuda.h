@@ -36,6 +36,12 @@ bool hmoe_cuda_available(void);
  * HMOE_ERR_UNSUPPORTED in a CPU-only build. */
 enum hmoe_status hmoe_cuda_device_info(int dev, struct hmoe_cuda_device_info *out, struct hmoe_err *err);
 
+/* Host-to-device copy bandwidth of device `dev` from pinned host memory in GB/s (1e9 B/s):
+ * best of several copies of `bytes` after one untimed copy (src/kernels/cuda_probe.cu).
+ * The PCIe roofline `hmoe bench` reports expert streaming against. HMOE_ERR_UNSUPPORTED in
+ * a CPU-only build. */
+enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err);
+
 /* ------------------------------------------------------------------------------------------
  * Context and device memory (cuda_device.cu)
  * ------------------------------------------------------------------------------------------ */
@@ -426,11 +432,5 @@ enum hmoe_status hmoe_cuda_hybrid_wait_add(const int32_t *d_nmiss, const uint32_
  * rows are skipped by the plan, the GEMMs and the combine. */
 enum hmoe_status hmoe_cuda_moe_map_ids(const int32_t *d_ids, int64_t n, const int32_t *d_map, int n_expert,
                                        int32_t *d_out, void *stream, struct hmoe_err *err);
-
-/* Host-to-device copy bandwidth of device `dev` from pinned host memory in GB/s (1e9 B/s):
- * best of several copies of `bytes` after one untimed copy (src/kernels/cuda_probe.cu).
- * The PCIe roofline `hmoe bench` reports expert streaming against. HMOE_ERR_UNSUPPORTED in
- * a CPU-only build. */
-enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err);
 
 #endif
