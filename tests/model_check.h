@@ -17,7 +17,7 @@
 static inline float *mc_read_f32(const char *path, size_t n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    float *v = malloc(n * sizeof(float) + 1);
+    float *v = malloc((n + 1) * sizeof(float)); /* fread below asks for n + 1 to detect a long file */
     size_t got = v ? fread(v, sizeof(float), n + 1, f) : 0;
     fclose(f);
     if (got != n) {

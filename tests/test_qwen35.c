@@ -47,12 +47,14 @@ static void check_rows(const char *name, enum hmoe_status st, const struct hmoe_
             st ? err->msg : "", wp, tol, flips);
 }
 
-static struct hmoe_ctx *new_ctx(struct hmoe_model *m, enum hmoe_type kv, int n_ubatch) {
+/* Two threads only where the threading is under test: on a busy 2-core machine the spin
+ * barriers of tiny parallel loops cost seconds, and one thread gives the same results. */
+static struct hmoe_ctx *new_ctx(struct hmoe_model *m, enum hmoe_type kv, int n_ubatch, int n_threads) {
     struct hmoe_ctx_params cp;
     hmoe_ctx_params_default(&cp);
     cp.n_ctx = 128;
     cp.type_k = cp.type_v = kv;
-    cp.n_threads = 2;
+    cp.n_threads = n_threads;
     cp.n_ubatch = n_ubatch;
     struct hmoe_ctx *c = NULL;
     struct hmoe_err err = {0};
@@ -62,7 +64,7 @@ static struct hmoe_ctx *new_ctx(struct hmoe_model *m, enum hmoe_type kv, int n_u
 
 /* Prefill and token-by-token decode vs llama.cpp for one KV type. */
 static void vs_llamacpp(struct hmoe_model *m, enum hmoe_type kv, double tol) {
-    struct hmoe_ctx *c = new_ctx(m, kv, 512);
+    struct hmoe_ctx *c = new_ctx(m, kv, 512, kv == HMOE_TYPE_F32 ? 2 : 1);
     if (!c) return;
     float *out = malloc(sizeof(float) * N_TOK * N_VOCAB);
     struct hmoe_err err = {0};
@@ -86,7 +88,7 @@ static void ubatch_sizes(struct hmoe_model *m) {
     static const int sizes[] = {1, 7, 16, 70};
     float *out = malloc(sizeof(float) * N_TOK * N_VOCAB);
     for (size_t i = 0; i < HMOE_ARRAY_LEN(sizes); i++) {
-        struct hmoe_ctx *c = new_ctx(m, HMOE_TYPE_F32, sizes[i]);
+        struct hmoe_ctx *c = new_ctx(m, HMOE_TYPE_F32, sizes[i], 1);
         if (!c) continue;
         struct hmoe_err err = {0};
         enum hmoe_status st = hmoe_ctx_decode(c, ids, N_TOK, 0, HMOE_LOGITS_ALL, out, &err);
@@ -102,7 +104,7 @@ static void ubatch_sizes(struct hmoe_model *m) {
  * prefill's rows; then rewinds: to 0 (reset), to n_past (no-op), to a checkpoint, and to a
  * position with no checkpoint (replayed from the remembered tokens). */
 static void prefill_then_decode(struct hmoe_model *m) {
-    struct hmoe_ctx *c = new_ctx(m, HMOE_TYPE_F32, 512);
+    struct hmoe_ctx *c = new_ctx(m, HMOE_TYPE_F32, 512, 1);
     if (!c) return;
     float *out = malloc(sizeof(float) * N_TOK * N_VOCAB);
     struct hmoe_err err = {0};
@@ -330,7 +332,7 @@ static void synth_tiny_runs(void) {
         int32_t tok[N];
         for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 11) % V);
         float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
-        struct hmoe_ctx *c = new_ctx(m, HMOE_TYPE_F16, 512);
+        struct hmoe_ctx *c = new_ctx(m, HMOE_TYPE_F16, 512, 2);
         st = c ? hmoe_ctx_decode(c, tok, N, 0, HMOE_LOGITS_ALL, a, &err) : HMOE_ERR_NOMEM;
         hmoe_ctx_reset(c);
         for (int i = 0; !st && i < N; i++) st = hmoe_ctx_decode(c, &tok[i], 1, i, HMOE_LOGITS_LAST, b + (size_t)i * V, &err);
@@ -381,6 +383,23 @@ int main(void) {
                 "qwen35moe-tiny hyper-parameters and layer pattern",
                 "layers %d n_rot %d D %d Hk %d Hv %d Dk %d Fs %d", c->n_layer, c->n_rot, c->head_dim, c->ssm_n_k_head,
                 c->ssm_n_v_head, c->ssm_head_dim, c->n_ff_shexp);
+        /* No GPU path yet: --gpu on is a clear error, auto runs on the CPU. */
+        struct hmoe_ctx_params cp;
+        hmoe_ctx_params_default(&cp);
+        cp.n_ctx = 64;
+        cp.n_threads = 1;
+        cp.gpu = HMOE_GPU_ON;
+        struct hmoe_ctx *gc = NULL;
+        st = hmoe_ctx_init(m, &cp, &gc, &err);
+        t_check(st == HMOE_ERR_UNSUPPORTED && !gc && strstr(err.msg, "qwen35moe"),
+                "qwen35moe with --gpu on: clear error (CPU only so far)", "status %d: %s", st, err.msg);
+        hmoe_ctx_free(gc);
+        gc = NULL;
+        cp.gpu = HMOE_GPU_AUTO;
+        st = hmoe_ctx_init(m, &cp, &gc, &err);
+        t_check(!st && gc && strcmp(hmoe_ctx_backend(gc), "cpu") == 0, "qwen35moe with --gpu auto runs on the CPU",
+                "status %d: %s", st, err.msg);
+        hmoe_ctx_free(gc);
         vs_llamacpp(m, HMOE_TYPE_F32, 1e-3);
         vs_llamacpp(m, HMOE_TYPE_F16, 1e-2);
         ubatch_sizes(m);

@@ -351,4 +351,86 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
                                         uint16_t *d_out_f16, int64_t out_stride, void *stream,
                                         struct hmoe_err *err);
 
+/* ------------------------------------------------------------------------------------------
+ * Host memory, streams and events (cuda_host.cu) — what the forward pass and the hybrid
+ * scheduler need around the kernels: page-locked buffers (copies from them are DMA, capturable
+ * into a graph, and "mapped" ones are readable/writable by kernels over PCIe), pinning of an
+ * existing range (the mmap'd GGUF), a second stream for background copies, and events.
+ * Streams and events are passed as void * (cudaStream_t / cudaEvent_t).
+ * ------------------------------------------------------------------------------------------ */
+
+/* Page-locked host memory of `bytes`, zeroed. mapped: also addressable from kernels (with unified
+ * addressing the host pointer is the device pointer; hmoe_cuda_host_alloc checks that). */
+enum hmoe_status hmoe_cuda_host_alloc(size_t bytes, bool mapped, void **out, struct hmoe_err *err);
+void hmoe_cuda_host_free(void *p);
+/* Page-lock an existing host range (page-aligned start, whole pages); read_only for PROT_READ
+ * mappings. Fails cleanly (HMOE_ERR_DEVICE) where the driver refuses; callers fall back. */
+enum hmoe_status hmoe_cuda_host_register(void *p, size_t bytes, bool read_only, struct hmoe_err *err);
+void hmoe_cuda_host_unregister(void *p);
+
+/* Copy `bytes` in any direction (host memory must be page-locked for the copy to be
+ * asynchronous and capturable) on `stream`. */
+enum hmoe_status hmoe_cuda_memcpy_async(void *dst, const void *src, size_t bytes, void *stream, struct hmoe_err *err);
+
+enum hmoe_status hmoe_cuda_stream_create(void **out, struct hmoe_err *err); /* non-blocking stream */
+void hmoe_cuda_stream_destroy(void *stream);
+enum hmoe_status hmoe_cuda_stream_sync(void *stream, struct hmoe_err *err);
+
+enum hmoe_status hmoe_cuda_event_create(void **out, struct hmoe_err *err);
+void hmoe_cuda_event_destroy(void *ev);
+enum hmoe_status hmoe_cuda_event_record(void *ev, void *stream, struct hmoe_err *err);
+/* Work queued on `stream` after this call waits for `ev`. */
+enum hmoe_status hmoe_cuda_stream_wait_event(void *stream, void *ev, struct hmoe_err *err);
+/* 1: the event's work is done, 0: still pending, -1: an error (reported by the next sync). */
+int hmoe_cuda_event_query(void *ev);
+enum hmoe_status hmoe_cuda_event_sync(void *ev, struct hmoe_err *err);
+/* Milliseconds between two recorded, completed events. */
+enum hmoe_status hmoe_cuda_event_elapsed_ms(void *start, void *stop, double *ms, struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Hybrid CPU+GPU handoff (cuda_hybrid.cu): per layer of a decode step the GPU publishes the
+ * token's routing and normalised hidden state into a mailbox in mapped host memory, the CPU
+ * computes the experts the GPU does not hold, and the GPU waits (spinning on a flag, no host
+ * round trip, so the whole step stays one CUDA graph) and adds the CPU's result.
+ * ------------------------------------------------------------------------------------------ */
+
+#define HMOE_CUDA_MAILBOX_MAX_K 32
+
+/* One per layer, in mapped page-locked memory. Sequence numbers (per token, never 0 once used)
+ * say which token the contents belong to: the writer fills everything else first. */
+struct hmoe_cuda_mailbox {
+    uint32_t gpu_seq;                        /* GPU -> CPU: ids/wts/miss/h of token `seq` are valid */
+    uint32_t cpu_seq;                        /* CPU -> GPU: the result of token `seq` is valid */
+    int32_t n_miss;                          /* experts of this token that the CPU computes */
+    int32_t k;
+    int32_t ids[HMOE_CUDA_MAILBOX_MAX_K];    /* selected experts, selection order */
+    int32_t miss[HMOE_CUDA_MAILBOX_MAX_K];   /* 1: computed by the CPU, 0: by the GPU */
+    float wts[HMOE_CUDA_MAILBOX_MAX_K];      /* renormalised routing weights */
+    uint64_t gpu_wait_ns;                    /* how long the GPU waited for the CPU (globaltimer) */
+    uint32_t timed_out;                      /* the GPU gave up waiting (CPU side failed) */
+    uint32_t pad[13];
+};
+
+/* For one token: gids[j] = slot_of[ids[j]] (-1 when the expert has no GPU slot), *d_nmiss = the
+ * number of -1s; the mailbox gets ids, wts, miss flags, n_miss, and (only when n_miss > 0) the
+ * n floats of d_h copied to h_host; gpu_seq = *d_seq is written last (after a system fence).
+ * slot_of: device int32 [n_expert]. k <= HMOE_CUDA_MAILBOX_MAX_K. One small block. */
+enum hmoe_status hmoe_cuda_hybrid_publish(const int32_t *d_ids, const float *d_wts, int k, const float *d_h, int64_t n,
+                                          const int32_t *d_slot_of, int n_expert, const uint32_t *d_seq,
+                                          int32_t *d_gids, int32_t *d_nmiss, struct hmoe_cuda_mailbox *mb,
+                                          float *h_host, void *stream, struct hmoe_err *err);
+
+/* When *d_nmiss > 0: wait until mb->cpu_seq == *d_seq, then d_x[i] += res_host[i] for i < n.
+ * Gives up after timeout_ms (sets mb->timed_out, adds nothing) so a failed CPU side cannot hang
+ * the device. */
+enum hmoe_status hmoe_cuda_hybrid_wait_add(const int32_t *d_nmiss, const uint32_t *d_seq, struct hmoe_cuda_mailbox *mb,
+                                           const float *res_host, float *d_x, int64_t n, int timeout_ms, void *stream,
+                                           struct hmoe_err *err);
+
+/* out[i] = map[ids[i]] for i < n (ids outside [0, n_expert) give -1): expert ids of a routed batch
+ * renumbered into a subset of experts held somewhere else (cache slots, a streamed chunk); -1
+ * rows are skipped by the plan, the GEMMs and the combine. */
+enum hmoe_status hmoe_cuda_moe_map_ids(const int32_t *d_ids, int64_t n, const int32_t *d_map, int n_expert,
+                                       int32_t *d_out, void *stream, struct hmoe_err *err);
+
 #endif

@@ -1,4 +1,5 @@
-/* model.h — load a MoE model from GGUF, run its forward pass on CPU threads, sample tokens.
+/* model.h — load a MoE model from GGUF, run its forward pass (CPU threads, or the GPU backend
+ * with hmoe_ctx_params.gpu: all on the GPU, or hybrid with experts in RAM), sample tokens.
  *
  * Three structs name the problem (style-examples.md §1): hmoe_model_config (hyper-parameters
  * read and validated from the GGUF metadata), hmoe_model_weights (views into the file
@@ -147,12 +148,21 @@ const char *hmoe_model_supported_archs(void);
 
 /* --- context: run state + KV cache ------------------------------------------------- */
 
+/* Which backend runs the forward pass. AUTO: the GPU when this build has CUDA and a device
+ * answers, else the CPU. ON: the GPU or an error. */
+enum hmoe_gpu_mode { HMOE_GPU_OFF = 0, HMOE_GPU_AUTO = 1, HMOE_GPU_ON = 2 };
+bool hmoe_gpu_mode_from_name(const char *name, enum hmoe_gpu_mode *out); /* auto|on|off */
+
 struct hmoe_ctx_params {
     int n_ctx;              /* KV cache positions; capped at n_ctx_train with a warning (default 4096) */
     enum hmoe_type type_k;  /* KV cache types: F32, F16 (default), BF16 or Q8_0 */
     enum hmoe_type type_v;
     int n_threads;          /* OpenMP threads (default: physical cores) */
     int n_ubatch;           /* tokens per forward micro-batch (default 512) */
+    enum hmoe_gpu_mode gpu; /* backend: OFF (the library default), AUTO or ON (--gpu) */
+    int gpu_device;         /* CUDA device index (default 0) */
+    struct hmoe_sched_gpu_params sched; /* VRAM budget, expert placement and cache (sched.h) */
+    bool verbose;           /* time every GPU step and keep per-layer statistics (hmoe_ctx_report) */
 };
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p);
 
@@ -183,6 +193,28 @@ int hmoe_ctx_n_past(const struct hmoe_ctx *c);  /* positions held in the KV cach
 int hmoe_ctx_n_ctx(const struct hmoe_ctx *c);   /* capacity after capping */
 const struct hmoe_ctx_params *hmoe_ctx_get_params(const struct hmoe_ctx *c);
 size_t hmoe_ctx_kv_bytes(const struct hmoe_ctx *c);
+/* "cpu", "cuda" (everything on the GPU) or "cuda+cpu" (hybrid: some experts in RAM). */
+const char *hmoe_ctx_backend(const struct hmoe_ctx *c);
+/* Human-readable report of the GPU backend, owned by the context (valid until the next call):
+ * the placement plan and VRAM breakdown (weights by group, KV cache, buffers, expert cache),
+ * the real peak, and with verbose the step statistics (GPU ms/token, hit rates per layer, CPU
+ * expert ms/token, handoff waits, PCIe traffic). "" on the CPU backend. */
+const char *hmoe_ctx_report(struct hmoe_ctx *c);
+
+/* Numbers for `hmoe bench` (zeros where not applicable). */
+struct hmoe_ctx_stats {
+    uint64_t vram_budget_bytes, vram_peak_bytes, vram_used_bytes;
+    uint64_t decode_tokens;      /* single-token steps since the last reset of the statistics */
+    double gpu_ms_per_token;     /* device time of a decode step (verbose only) */
+    double cpu_expert_ms_per_token; /* CPU time spent on missed experts per decode step */
+    double cache_hit_rate;       /* expert hits / expert uses over hybrid layers (1 when all resident) */
+    double pcie_gbps;            /* expert bytes copied host->device / wall time of the steps */
+    double h2d_gbps_probe;       /* pinned host->device bandwidth measured at init (hybrid) */
+    double gpu_wait_us_per_layer; /* GPU waiting for the CPU's result, per hybrid layer and token */
+};
+void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
+void hmoe_ctx_reset_stats(struct hmoe_ctx *c);
+
 /* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0).
  * Models with recurrent state (qwen35moe) cannot rewind that state to any position: it goes
  * back to the newest checkpoint at or before n_keep (or to the empty state), and the next

@@ -1,7 +1,9 @@
 /* sched.h — the MoE feed-forward block as one call: route every token of a micro-batch,
  * group the tokens by expert so each expert's weights stream from memory once, and run
- * the SwiGLU experts (qwen3moe.md §4.4). Today everything runs on CPU threads
- * (src/sched/moe_cpu.c); the VRAM expert cache and the hybrid split plug in here later.
+ * the SwiGLU experts (qwen3moe.md §4.4) on CPU threads (src/sched/moe_cpu.c); and for the
+ * GPU backend: where experts live under a VRAM budget (place.c, override.c), the VRAM expert
+ * cache (cache.c), the routing profile (profile.c) and the hybrid CPU+GPU runtime
+ * (hybrid*.c: decode handoff through mapped mailboxes, streamed prefill).
  *
  * Weights are views into the GGUF mapping, described by struct hmoe_mat (shape in ggml
  * order, ne0 contiguous; an expert stack {n_in, n_out, n_mat} is n_mat matrices back to
@@ -11,6 +13,7 @@
 #define HMOE_SCHED_H
 
 #include "hmoe/common.h"
+#include "hmoe/cuda.h"
 #include "hmoe/types.h"
 
 /* A weight matrix {n_in, n_out}, or a stack of n_mat of them {n_in, n_out, n_mat}. */
@@ -60,5 +63,196 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
 /* Routing decisions of the last hmoe_sched_moe_ffn call: sel[t*k + i] (for tests and the
  * future expert-cache statistics). Valid until the next call. */
 const int32_t *hmoe_sched_moe_last_selection(const struct hmoe_sched_moe *s);
+
+/* --- GPU placement, expert cache and hybrid CPU+GPU scheduling (issue #6) -------------------- */
+
+/* Who computes an expert that has no GPU copy during decode (--moe-miss). */
+enum hmoe_moe_miss {
+    HMOE_MOE_MISS_CPU = 0,      /* CPU threads, at the same time as the GPU computes the hits */
+    HMOE_MOE_MISS_TRANSFER = 1, /* copy it to the GPU first (not implemented: refused at init) */
+    HMOE_MOE_MISS_AUTO = 2,     /* decided from the RAM and PCIe bandwidth measured at start */
+};
+bool hmoe_moe_miss_from_name(const char *name, enum hmoe_moe_miss *out);
+
+/* Expert-cache replacement policy for the dynamic slots (--cache-policy). */
+enum hmoe_cache_policy {
+    HMOE_CACHE_LFU = 0, /* routing counts with exponential decay: replace the coldest slot */
+    HMOE_CACHE_LRU = 1, /* replace the slot whose expert was routed to longest ago */
+};
+
+/* Settings of the GPU backend's placement (what lives in VRAM) and of the hybrid scheduler. */
+struct hmoe_sched_gpu_params {
+    int64_t vram_budget_mib;   /* everything hmoe allocates on the GPU; 0 = free VRAM - 1024 MiB */
+    bool cpu_moe;              /* --cpu-moe: every expert tensor stays in RAM, computed by the CPU */
+    int n_cpu_moe;             /* --n-cpu-moe N: the experts of the first N layers stay in RAM */
+    const char *const *override_tensor; /* -ot REGEX=CPU|GPU (llama.cpp syntax), first match wins */
+    int n_override_tensor;
+    enum hmoe_moe_miss moe_miss;
+    enum hmoe_cache_policy cache_policy;
+    int cache_fills_per_token; /* expert copies started after each decoded token; -1 = auto, 0 = static */
+    bool no_profile;           /* neither read nor write the routing profile */
+    const char *profile_dir;   /* NULL: $XDG_CACHE_HOME/hmoe, else ~/.cache/hmoe */
+    int stream_min_tokens;     /* hybrid prefill streams expert weights to the GPU for micro-batches of at
+                                  least this many tokens (below: CPU threads); 0 = default */
+};
+void hmoe_sched_gpu_params_default(struct hmoe_sched_gpu_params *p);
+
+/* -ot / --override-tensor "REGEX=CPU|GPU" (also CUDA0.. as GPU), POSIX extended regex searched
+ * anywhere in the tensor name, with \d \w \s accepted as in llama.cpp's ECMAScript regexes. */
+struct hmoe_sched_override {
+    void *re;       /* compiled regex_t */
+    bool to_gpu;    /* false: keep in RAM (CPU) */
+    char text[128]; /* as given, for messages */
+};
+enum hmoe_status hmoe_sched_override_parse(const char *spec, struct hmoe_sched_override *out, struct hmoe_err *err);
+void hmoe_sched_override_free(struct hmoe_sched_override *o);
+/* Index of the first rule matching `name`, or -1. */
+int hmoe_sched_override_match(const struct hmoe_sched_override *rules, int n_rules, const char *name);
+
+/* Placement: given what one expert of each layer costs and what must live on the GPU anyway,
+ * decide per layer whether its experts are resident (all of them in VRAM) or stay in RAM with
+ * n_slots VRAM cache slots (0 = computed by the CPU only), and whether hybrid prefill gets a
+ * streaming buffer. Pure arithmetic (tests/test_sched_place.c). */
+enum hmoe_place { HMOE_PLACE_GPU = 0, HMOE_PLACE_RAM = 1 };
+
+struct hmoe_sched_place_req {
+    int n_layer, n_expert;
+    const uint64_t *expert_bytes;     /* [n_layer] gate+up+down bytes of ONE expert */
+    uint64_t fixed_bytes;             /* attention, norms, router, LM head, KV cache, buffers */
+    uint64_t stream_bytes;            /* VRAM for hybrid prefill streaming (0 = none wanted) */
+    uint64_t budget_bytes;
+    bool cpu_moe;
+    int n_cpu_moe;
+    const struct hmoe_sched_override *ot; /* rules applied to blk.N.ffn_{gate,up,down}_exps.weight */
+    int n_ot;
+};
+
+struct hmoe_sched_plan {
+    int n_layer, n_expert;
+    enum hmoe_place *where;  /* [n_layer] */
+    int *n_slots;            /* [n_layer] cache slots of RAM layers */
+    bool explicit_placement; /* --cpu-moe / --n-cpu-moe / -ot decided the layers (no automatic cache) */
+    bool stream;             /* a streaming buffer of stream_bytes is reserved */
+    uint64_t resident_bytes; /* experts of GPU layers */
+    uint64_t cache_bytes;    /* all cache slots */
+    uint64_t total_bytes;    /* fixed + resident + cache + stream */
+    char notes[512];         /* -ot rules that were ignored, why the cache is off, ... */
+};
+enum hmoe_status hmoe_sched_place(const struct hmoe_sched_place_req *req, struct hmoe_sched_plan *out,
+                                  struct hmoe_err *err);
+void hmoe_sched_plan_free(struct hmoe_sched_plan *p);
+/* One line per group of layers: "layers 0-23: RAM, 12 cache slots each (...)". */
+void hmoe_sched_plan_describe(const struct hmoe_sched_plan *p, const uint64_t *expert_bytes, char *buf, size_t cap);
+
+/* Expert cache bookkeeping (cache.c): which expert occupies which VRAM slot of each layer, and
+ * which copies to start. Slots [0, n_static) hold the hot set chosen from routing counts and are
+ * never replaced; the others follow the policy. A planned copy makes its slot invalid at once
+ * (the old expert is gone) and the new expert valid only at commit (its copy has finished). Pure
+ * host logic: tests/test_sched_cache.c. */
+struct hmoe_sched_cache;
+struct hmoe_sched_cache_fill {
+    int layer, expert, slot, old_expert; /* old_expert -1: the slot was empty */
+};
+enum hmoe_status hmoe_sched_cache_init(int n_layer, int n_expert, const int *n_slots, enum hmoe_cache_policy policy,
+                                       struct hmoe_sched_cache **out, struct hmoe_err *err);
+void hmoe_sched_cache_free(struct hmoe_sched_cache *c);
+/* Assign every slot of every layer to the hottest experts by counts[n_layer][n_expert]; the first
+ * static_frac of each layer's slots become static. Writes the copies to make (up to max). */
+int hmoe_sched_cache_seed(struct hmoe_sched_cache *c, const uint64_t *counts, double static_frac,
+                          struct hmoe_sched_cache_fill *out, int max);
+/* One token's k routed experts of a layer (updates the recency / decayed-count scores). */
+void hmoe_sched_cache_touch(struct hmoe_sched_cache *c, int layer, const int32_t *ids, int k);
+/* After a token: at most max replacements where a routed-but-uncached expert of this token beats
+ * the weakest replaceable slot (LFU) or takes the least recently used one (LRU). */
+int hmoe_sched_cache_plan(struct hmoe_sched_cache *c, struct hmoe_sched_cache_fill *out, int max);
+void hmoe_sched_cache_commit(struct hmoe_sched_cache *c, const struct hmoe_sched_cache_fill *f);
+/* Valid slot of (layer, expert) or -1; the whole map of a layer ([n_expert]). */
+int hmoe_sched_cache_slot_of(const struct hmoe_sched_cache *c, int layer, int expert);
+const int32_t *hmoe_sched_cache_map(const struct hmoe_sched_cache *c, int layer);
+
+/* Routing profile (profile.c): counts[n_layer][n_expert] of expert selections for one model file,
+ * kept in <dir>/<hash>.routing (text), hash = FNV-1a of the file size and its first MiB. */
+enum hmoe_status hmoe_sched_profile_path(const char *dir, const void *file_base, uint64_t file_size, char *out,
+                                         size_t cap, struct hmoe_err *err);
+/* HMOE_ERR_NOT_FOUND when there is no profile; HMOE_ERR_FORMAT (with the line) when it is damaged
+ * or belongs to another shape. */
+enum hmoe_status hmoe_sched_profile_load(const char *path, int n_layer, int n_expert, uint64_t *counts,
+                                         struct hmoe_err *err);
+/* Creates the directory if needed; writes a temporary file and renames it over the old one. */
+enum hmoe_status hmoe_sched_profile_save(const char *path, int n_layer, int n_expert, const uint64_t *counts,
+                                         struct hmoe_err *err);
+
+/* --- the hybrid runtime (hybrid.c, GPU builds) ---------------------------------------------- */
+
+/* Inputs of the hybrid scheduler: the MoE weights of every layer (views into the mapping), the
+ * placement, and the CPU workspace used for prefill on CPU threads. */
+struct hmoe_sched_hybrid_params {
+    struct hmoe_cuda_ctx *cu;
+    const struct hmoe_moe_weights *moe; /* [n_layer] */
+    int n_layer, n_embd, n_ub, n_threads;
+    const struct hmoe_sched_plan *plan;
+    const struct hmoe_sched_gpu_params *sched;
+    const void *file_base;              /* the GGUF mapping (pinning, profile hash) */
+    uint64_t file_size;
+    struct hmoe_sched_moe *cpu_moe;     /* CPU workspace for n_ub tokens */
+};
+struct hmoe_sched_hybrid;
+
+/* VRAM the streaming prefill wants (two chunks of experts of the largest layer). */
+uint64_t hmoe_sched_hybrid_stream_bytes(const struct hmoe_moe_weights *moe, int n_layer, int n_ub);
+enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p, struct hmoe_sched_hybrid **out,
+                                        struct hmoe_err *err);
+/* Saves the routing profile (unless disabled) and frees everything. */
+void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h);
+
+/* Decode, inside the step's graph capture, for a RAM layer after the router wrote d_ids/d_wts and
+ * the normalised state is in d_h (f32) and d_hq (q8_1): publish to the mailbox, compute the cached
+ * experts into d_x, wait for the CPU's share and add it. d_z / d_zq: k rows of F (f32 / q8_1),
+ * d_gids: k ints, d_nmiss: this layer's int, d_seq: the step's sequence number. */
+enum hmoe_status hmoe_sched_hybrid_enqueue_decode(struct hmoe_sched_hybrid *h, int il, const int32_t *d_ids,
+                                                  const float *d_wts, const float *d_h, const void *d_hq,
+                                                  size_t hq_stride, float *d_z, void *d_zq, int32_t *d_gids,
+                                                  int32_t *d_nmiss, const uint32_t *d_seq, float *d_x, void *stream,
+                                                  struct hmoe_err *err);
+/* The CPU half of one decode step (call right after launching it): every RAM layer in order,
+ * wait for the GPU's mailbox, compute the missed experts on the thread team, answer. */
+enum hmoe_status hmoe_sched_hybrid_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err);
+/* Between tokens (the step has finished): statistics, routing counts, cache copies to start on the
+ * fill stream, finished copies made visible (slot maps updated on `stream`). */
+enum hmoe_status hmoe_sched_hybrid_after_step(struct hmoe_sched_hybrid *h, void *stream, struct hmoe_err *err);
+
+/* Device scratch the caller (the GPU forward) lends to hybrid prefill. */
+struct hmoe_sched_moe_bufs {
+    const int32_t *ids;    /* [n][k] routed experts */
+    const float *wts;      /* [n][k] */
+    const float *hf;       /* [n][d] normalised input, f32 */
+    const uint16_t *h16;   /* [n][d] the same in f16 */
+    float *x;              /* [n][d] residual stream (+= MoE output) */
+    void *plan;            /* hmoe_cuda_moe_plan_bytes(n_ub, k, n_expert) */
+    int32_t *ids_mapped;   /* [n][k] */
+    uint16_t *z16;         /* [n*k][F] */
+    float *ye;             /* [n*k][d] */
+};
+/* Prefill of RAM layer il for n tokens: the experts stream to the GPU in double-buffered chunks
+ * (micro-batches of at least the break-even size, when a streaming buffer was planned), else CPU
+ * threads compute the MoE from hf. Either way the result is added to x on `stream`. */
+enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
+                                           void *stream, struct hmoe_err *err);
+
+struct hmoe_sched_hybrid_stats {
+    double hit_rate;                 /* expert uses served by the GPU / all uses, RAM layers */
+    double cpu_expert_ms_per_token;  /* CPU threads computing missed experts */
+    double gpu_wait_us_per_layer;    /* GPU spinning for the CPU's result, per RAM layer with misses */
+    double cpu_wait_us_per_layer;    /* CPU spinning for the GPU's mailbox, per RAM layer */
+    double pcie_gbps;                /* cache copies: bytes / wall time between the first and last step */
+    double h2d_gbps_probe;           /* measured at init: page-locked host -> device */
+    uint64_t fills, steps;
+    int prefill_stream_min;          /* micro-batches streamed from this size on */
+    bool pinned;                     /* the expert ranges of the mapping are page-locked */
+};
+void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_sched_hybrid_stats *out);
+void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h);
+/* Placement, cache and, once tokens ran, per-layer hit rates and timings, as text. */
+void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size_t cap);
 
 #endif

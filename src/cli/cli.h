@@ -59,7 +59,35 @@ struct hmoe_cli_model_opts {
     int yarn_orig_ctx;
     bool quiet;       /* no progress bar, no notes (errors and warnings still print) */
     bool no_preload;  /* leave the weights to be paged in on first use */
+    /* GPU backend and hybrid scheduler (HMOE_CLI_GPU_OPTS rows) */
+    const char *gpu, *moe_miss, *cache_policy;
+    int64_t vram_budget_mib;
+    bool cpu_moe, no_profile;
+    int n_cpu_moe, cache_fills, stream_min;
+    struct hmoe_opt_strs ot;
 };
+/* --gpu and the placement / expert-cache flags (llama.cpp names where they exist). */
+#define HMOE_CLI_GPU_OPTS(o)                                                                                     \
+    {"--gpu", NULL, "MODE", "auto (default: the GPU when one is present and this build has CUDA), on, off",     \
+     HMOE_OPT_STR, &(o).gpu},                                                                                   \
+    {"--vram-budget", NULL, "MiB", "everything hmoe puts on the GPU stays under this (default: free VRAM - "    \
+     "1024); experts that do not fit stay in RAM with a VRAM cache", HMOE_OPT_I64, &(o).vram_budget_mib},        \
+    {"--cpu-moe", "-cmoe", NULL, "keep every expert tensor in RAM (computed by CPU threads)", HMOE_OPT_FLAG,    \
+     &(o).cpu_moe},                                                                                             \
+    {"--n-cpu-moe", "-ncmoe", "N", "keep the experts of the first N layers in RAM", HMOE_OPT_INT,              \
+     &(o).n_cpu_moe},                                                                                           \
+    {"--override-tensor", "-ot", "REGEX=CPU|GPU", "place expert tensors whose name matches (repeatable)",       \
+     HMOE_OPT_STRS, &(o).ot},                                                                                   \
+    {"--moe-miss", NULL, "POLICY", "experts missing from VRAM during decode: cpu or auto (default; = cpu)",    \
+     HMOE_OPT_STR, &(o).moe_miss},                                                                              \
+    {"--cache-policy", NULL, "lfu|lru", "expert cache replacement (default lfu)", HMOE_OPT_STR,                \
+     &(o).cache_policy},                                                                                        \
+    {"--cache-fills", NULL, "N", "expert copies to VRAM started per decoded token (default auto; 0 = static "  \
+     "hot set only)", HMOE_OPT_INT, &(o).cache_fills},                                                          \
+    {"--no-profile", NULL, NULL, "do not read or update the routing profile in ~/.cache/hmoe", HMOE_OPT_FLAG,   \
+     &(o).no_profile},                                                                                          \
+    {"--stream-min", NULL, "N", "hybrid prefill streams experts to the GPU for micro-batches of at least N "   \
+     "tokens (default 32; smaller ones run on CPU threads)", HMOE_OPT_INT, &(o).stream_min}
 /* Rows for a command's flag table (llama.cpp names). */
 #define HMOE_CLI_MODEL_OPTS(o)                                                                                   \
     {"--model", "-m", "FILE", "GGUF model file (required)", HMOE_OPT_STR, &(o).model_path},                    \
@@ -84,7 +112,8 @@ struct hmoe_cli_model_opts {
     {"--quiet", "-q", NULL, "no progress bars (they are drawn only when stderr is a terminal anyway)",          \
      HMOE_OPT_FLAG, &(o).quiet},                                                                                \
     {"--no-preload", NULL, NULL, "do not read the weights into memory at start (they are then paged in on "    \
-     "first use, which makes the first tokens slow)", HMOE_OPT_FLAG, &(o).no_preload}
+     "first use, which makes the first tokens slow)", HMOE_OPT_FLAG, &(o).no_preload},                          \
+    HMOE_CLI_GPU_OPTS(o)
 
 void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o);
 /* Load the model and create its context from the flags; prints the error and returns an
@@ -100,6 +129,9 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
  * and the flag to change and sets *rc when the KV cache cannot fit; prints a warning when
  * weights + KV exceed it. Returns true when everything fits (worth preloading). */
 bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc);
+/* With --verbose (log level info): the GPU backend's report (placement, VRAM breakdown, peak and
+ * decode statistics) to stderr; nothing on the CPU backend. */
+void hmoe_cli_ctx_report(struct hmoe_ctx *ctx);
 /* Read the model's weights through the page cache (progress bar when slow and enabled). */
 void hmoe_cli_model_preload(const struct hmoe_model *model, bool show_progress);
 

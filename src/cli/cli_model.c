@@ -18,6 +18,8 @@ void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o) {
     o->n_ubatch = 512;
     o->cache_type_k = "f16";
     o->cache_type_v = "f16";
+    o->gpu = "auto";
+    o->cache_fills = -1;
 }
 
 int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model **model) {
@@ -116,8 +118,41 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
     cp.n_ctx = o->n_ctx;
     cp.n_threads = o->n_threads;
     cp.n_ubatch = o->n_ubatch;
+    if (o->gpu && !hmoe_gpu_mode_from_name(o->gpu, &cp.gpu)) {
+        fprintf(stderr, "hmoe: unknown --gpu '%s' (use auto, on or off)\n", o->gpu);
+        return HMOE_EXIT_USAGE;
+    }
+    if (o->moe_miss && !hmoe_moe_miss_from_name(o->moe_miss, &cp.sched.moe_miss)) {
+        fprintf(stderr, "hmoe: unknown --moe-miss '%s' (use cpu, transfer or auto)\n", o->moe_miss);
+        return HMOE_EXIT_USAGE;
+    }
+    if (o->cache_policy && strcmp(o->cache_policy, "lfu") && strcmp(o->cache_policy, "lru")) {
+        fprintf(stderr, "hmoe: unknown --cache-policy '%s' (use lfu or lru)\n", o->cache_policy);
+        return HMOE_EXIT_USAGE;
+    }
+    if (o->vram_budget_mib < 0 || o->n_cpu_moe < 0 || o->stream_min < 0 || o->cache_fills < -1) {
+        fprintf(stderr, "hmoe: --vram-budget, --n-cpu-moe, --stream-min and --cache-fills must not be negative\n");
+        return HMOE_EXIT_USAGE;
+    }
+    if (o->cache_policy && !strcmp(o->cache_policy, "lru")) cp.sched.cache_policy = HMOE_CACHE_LRU;
+    cp.sched.vram_budget_mib = o->vram_budget_mib;
+    cp.sched.cpu_moe = o->cpu_moe;
+    cp.sched.n_cpu_moe = o->n_cpu_moe;
+    cp.sched.override_tensor = o->ot.v;
+    cp.sched.n_override_tensor = o->ot.n;
+    cp.sched.cache_fills_per_token = o->cache_fills;
+    cp.sched.no_profile = o->no_profile;
+    cp.sched.stream_min_tokens = o->stream_min;
+    cp.verbose = hmoe_log_level >= HMOE_LOG_INFO;
     if (hmoe_ctx_init(model, &cp, ctx, &err)) return hmoe_cli_fail(&err);
+    hmoe_cli_ctx_report(*ctx);
     return HMOE_EXIT_OK;
+}
+
+void hmoe_cli_ctx_report(struct hmoe_ctx *ctx) {
+    if (!ctx || hmoe_log_level < HMOE_LOG_INFO) return;
+    const char *r = hmoe_ctx_report(ctx);
+    if (*r) fputs(r, stderr);
 }
 
 int hmoe_cli_model_open(const struct hmoe_cli_model_opts *o, struct hmoe_model **model, struct hmoe_ctx **ctx) {

@@ -230,6 +230,7 @@ struct bench_cfg {
     const char *type_k, *type_v;
     char cpu[128], gpu[256];
     double h2d_gbps;
+    const struct hmoe_cli_model_opts *gpu_opts; /* --gpu, --vram-budget, ... */
     double *ram_gbps; /* [nt] probe per thread count, 0 = not yet */
 };
 
@@ -237,6 +238,7 @@ struct bench_cfg {
 static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_bench_printer *pr) {
     struct hmoe_cli_model_opts mo;
     hmoe_cli_model_opts_default(&mo);
+    if (cfg->gpu_opts) mo = *cfg->gpu_opts; /* the GPU / placement flags; the rest is set below */
     mo.model_path = path;
     mo.cache_type_k = cfg->type_k;
     mo.cache_type_v = cfg->type_v;
@@ -308,6 +310,16 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                             .vram_peak_mib = HMOE_BENCH_NA, .cache_hit_rate = HMOE_BENCH_NA,
                             .pcie_gbps = HMOE_BENCH_NA};
                         snprintf(r.model_type, sizeof r.model_type, "%s", mf.type);
+                        struct hmoe_ctx_stats cs;
+                        hmoe_ctx_get_stats(b.ctx, &cs);
+                        if (cs.vram_budget_bytes) {
+                            r.backends = strcmp(hmoe_ctx_backend(b.ctx), "cuda") ? "CUDA+CPU" : "CUDA";
+                            r.n_gpu_layers = model->cfg.n_layer + 1;
+                            r.vram_budget_mib = (double)cs.vram_budget_bytes / 1048576.0;
+                            r.vram_peak_mib = (double)cs.vram_peak_bytes / 1048576.0;
+                            r.cache_hit_rate = cs.cache_hit_rate;
+                            r.pcie_gbps = cs.pcie_gbps;
+                        }
                         fill_stats(&r, ns, ts, cfg->reps, n_prompt + n_gen);
                         if (n_gen > 0 && mf.tg_weight_bytes >= 0) {
                             r.bytes_per_token =
@@ -318,6 +330,7 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                         hmoe_bench_print_row(pr, &r);
                     }
                 }
+            hmoe_cli_ctx_report(b.ctx);
             hmoe_ctx_free(b.ctx);
             b.ctx = NULL;
         }
@@ -334,7 +347,10 @@ int hmoe_cmd_bench(int argc, char **argv) {
     int reps = -1, n_batch = 2048, syn_layers = 0;
     const char *out_fmt = "md", *type_k = "f16", *type_v = "f16", *synthetic = NULL, *syn_out = NULL;
     bool no_warmup = false, quiet = false, verbose = false;
+    struct hmoe_cli_model_opts go;
+    hmoe_cli_model_opts_default(&go);
     const struct hmoe_opt opts[] = {
+        HMOE_CLI_GPU_OPTS(go),
         {"--model", "-m", "FILE", "GGUF model (repeatable; default: a synthetic model, see below)", HMOE_OPT_STRS,
          &models},
         {"--n-prompt", "-p", "N,..", "prompt sizes to test (default 512; 0 = no prompt test)", HMOE_OPT_STRS, &p_s},
@@ -392,7 +408,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
         return HMOE_EXIT_USAGE;
     }
     struct bench_cfg cfg = {.reps = reps, .n_batch = n_batch, .warmup = !no_warmup, .quiet = quiet, .type_k = type_k,
-                            .type_v = type_v};
+                            .type_v = type_v, .gpu_opts = &go};
     if ((rc = parse_list("-p", &p_s, small ? 128 : 512, 0, &cfg.p, &cfg.np)) ||
         (rc = parse_list("-n", &n_s, small ? 32 : 128, 0, &cfg.n, &cfg.nn)) ||
         (rc = parse_list("-d", &d_s, 0, 0, &cfg.d, &cfg.nd)) || (rc = parse_list("-t", &t_s, 0, 1, &cfg.t, &cfg.nt)) ||
@@ -425,7 +441,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
     hmoe_bench_print_end(&pr);
     if (pr.fmt == HMOE_BENCH_MD && pr.n_rows && !quiet)
         fprintf(stdout, "\nRAM GB/s: weights + KV read per generated token x t/s; roofline: that / RAM read bandwidth "
-                        "measured at start. GPU columns: '-' (CPU only).\n");
+                        "measured at start (CPU backend; on the GPU the weights are read from VRAM). GPU columns: '-' on the CPU.\n");
     if (tmp_model[0]) {
         unlink(tmp_model);
         signal(SIGINT, SIG_DFL);

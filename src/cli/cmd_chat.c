@@ -310,6 +310,7 @@ done:
     free(s.logits);
     hmoe_sampler_free(s.smp);
     hmoe_vocab_free(s.vocab);
+    hmoe_cli_ctx_report(s.ctx);
     hmoe_ctx_free(s.ctx);
     hmoe_model_free(s.model);
     return rc;

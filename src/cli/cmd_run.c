@@ -251,6 +251,7 @@ done:
     free(wrapped);
     hmoe_sampler_free(smp);
     hmoe_vocab_free(vocab);
+    hmoe_cli_ctx_report(ctx);
     hmoe_ctx_free(ctx);
     hmoe_model_free(model);
     return rc;

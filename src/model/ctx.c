@@ -8,10 +8,12 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "hmoe/cpu.h"
-#include "model/model_impl.h"
+#include "hmoe/cuda.h"
+#include "model/gpu_impl.h"
 #include "model/qwen35_impl.h"
 
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
@@ -20,6 +22,23 @@ void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
     p->type_v = HMOE_TYPE_F16;
     p->n_threads = 0; /* physical cores */
     p->n_ubatch = 512;
+    p->gpu = HMOE_GPU_OFF;
+    p->gpu_device = 0;
+    hmoe_sched_gpu_params_default(&p->sched);
+    p->verbose = false;
+}
+
+bool hmoe_gpu_mode_from_name(const char *name, enum hmoe_gpu_mode *out) {
+    static const struct {
+        const char *name;
+        enum hmoe_gpu_mode mode;
+    } modes[] = {{"auto", HMOE_GPU_AUTO}, {"on", HMOE_GPU_ON}, {"off", HMOE_GPU_OFF}};
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(modes); i++)
+        if (strcasecmp(name, modes[i].name) == 0) {
+            *out = modes[i].mode;
+            return true;
+        }
+    return false;
 }
 
 static const struct {
@@ -85,6 +104,7 @@ static void free_run_state(struct hmoe_run_state *rs, int n_layer) {
 
 void hmoe_ctx_free(struct hmoe_ctx *c) {
     if (!c) return;
+    hmoe_gpu_free(c->gpu, c->m->cfg.n_layer);
     free_run_state(&c->rs, c->m->cfg.n_layer);
     free(c);
 }
@@ -160,6 +180,38 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     return st;
 }
 
+/* --gpu auto|on: the GPU backend, or (auto only) the CPU with a note when there is no GPU or
+ * the model/settings need something the GPU path lacks. */
+static enum hmoe_status init_gpu(struct hmoe_ctx *c, struct hmoe_err *err) {
+    if (c->m->cfg.arch_id != HMOE_ARCH_QWEN3MOE) { /* qwen35moe: CPU only so far (recurrent state) */
+        if (c->p.gpu == HMOE_GPU_ON)
+            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                              "--gpu on: the GPU backend does not run %s yet; use --gpu off (the CPU runs it)",
+                              c->m->cfg.arch);
+        HMOE_INFO("%s has no GPU path yet: running on the CPU", c->m->cfg.arch);
+        c->p.gpu = HMOE_GPU_OFF;
+        return HMOE_OK;
+    }
+    if (!hmoe_cuda_available()) {
+        if (c->p.gpu == HMOE_GPU_ON)
+            return HMOE_RAISE(err, HMOE_ERR_DEVICE, "--gpu on: %s",
+                              HMOE_HAVE_CUDA ? "no CUDA device found (is the NVIDIA driver loaded?)"
+                                             : "this hmoe was built without CUDA (rebuild with nvcc on PATH)");
+        HMOE_INFO("no usable GPU: running on the CPU");
+        c->p.gpu = HMOE_GPU_OFF;
+        return HMOE_OK;
+    }
+    struct hmoe_err e2 = {0};
+    enum hmoe_status st = hmoe_gpu_init(c, c->p.gpu == HMOE_GPU_ON ? err : &e2);
+    if (st == HMOE_OK) return HMOE_OK;
+    hmoe_gpu_free(c->gpu, c->m->cfg.n_layer);
+    c->gpu = NULL;
+    if (c->p.gpu == HMOE_GPU_ON) return st;
+    HMOE_WARN("GPU not used (%s); running on the CPU", e2.msg);
+    c->p.gpu = HMOE_GPU_OFF;
+    return HMOE_OK;
+}
+
 enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx_params *params,
                                struct hmoe_ctx **out, struct hmoe_err *err) {
     *out = NULL;
@@ -193,6 +245,7 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent;
     c->kv_bytes = (size_t)n_kv_layers * (size_t)p.n_ctx * (size_t)cfg->n_head_kv * (c->k_row_bytes + c->v_row_bytes);
     st = alloc_run_state(c, err);
+    if (!st && p.gpu != HMOE_GPU_OFF) st = init_gpu(c, err);
     if (st) {
         hmoe_ctx_free(c);
         return st;
@@ -205,6 +258,44 @@ int hmoe_ctx_n_past(const struct hmoe_ctx *c) { return c->n_past; }
 int hmoe_ctx_n_ctx(const struct hmoe_ctx *c) { return c->p.n_ctx; }
 const struct hmoe_ctx_params *hmoe_ctx_get_params(const struct hmoe_ctx *c) { return &c->p; }
 size_t hmoe_ctx_kv_bytes(const struct hmoe_ctx *c) { return c->kv_bytes; }
+
+const char *hmoe_ctx_backend(const struct hmoe_ctx *c) {
+    if (!c->gpu) return "cpu";
+    return c->gpu->hyb ? "cuda+cpu" : "cuda";
+}
+
+const char *hmoe_ctx_report(struct hmoe_ctx *c) { return c->gpu ? hmoe_gpu_report(c) : ""; }
+
+void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
+    memset(out, 0, sizeof *out);
+    const struct hmoe_gpu *g = c->gpu;
+    if (!g) return;
+    out->vram_budget_bytes = g->budget_bytes;
+    out->vram_peak_bytes = hmoe_cuda_ctx_peak_bytes(g->cu);
+    out->vram_used_bytes = hmoe_cuda_ctx_used_bytes(g->cu);
+    out->decode_tokens = g->n_steps;
+    out->gpu_ms_per_token = g->n_timed ? g->gpu_ms_sum / (double)g->n_timed : 0.0;
+    out->cache_hit_rate = 1.0;
+    if (g->hyb) {
+        struct hmoe_sched_hybrid_stats hs;
+        hmoe_sched_hybrid_get_stats(g->hyb, &hs);
+        out->cpu_expert_ms_per_token = hs.cpu_expert_ms_per_token;
+        out->cache_hit_rate = hs.hit_rate;
+        out->pcie_gbps = hs.pcie_gbps;
+        out->h2d_gbps_probe = hs.h2d_gbps_probe;
+        out->gpu_wait_us_per_layer = hs.gpu_wait_us_per_layer;
+    }
+}
+
+void hmoe_ctx_reset_stats(struct hmoe_ctx *c) {
+    struct hmoe_gpu *g = c->gpu;
+    if (!g) return;
+    g->n_steps = g->n_timed = 0;
+    g->gpu_ms_sum = 0;
+    g->prof_tokens = 0;
+    memset(g->prof_ms, 0, sizeof g->prof_ms);
+    if (g->hyb) hmoe_sched_hybrid_reset_stats(g->hyb);
+}
 
 void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep) {
     if (n_keep < 0) n_keep = 0;
@@ -257,7 +348,8 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
         float *lo = logits_out;
         if (which == HMOE_LOGITS_ALL) lo = logits_out + (size_t)off * (size_t)V;
         else if (which == HMOE_LOGITS_LAST && off + m < n) w = HMOE_LOGITS_NONE;
-        enum hmoe_status st = forward(c, ids + off, m, pos0 + off, w, lo, err);
+        enum hmoe_status st = c->gpu ? hmoe_qwen3moe_forward_gpu(c, ids + off, m, pos0 + off, w, lo, err)
+                                     : forward(c, ids + off, m, pos0 + off, w, lo, err);
         if (st) return st;
         c->n_past = pos0 + off + m;
         if (c->rs.rec) c->rs.rec->n_state = c->n_past;

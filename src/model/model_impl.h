@@ -43,6 +43,7 @@ struct hmoe_ctx {
                                   softmax(QK) V is one cpu.h product over positions */
     size_t kv_bytes;           /* whole cache */
     struct hmoe_run_state rs;
+    struct hmoe_gpu *gpu;      /* GPU backend state (gpu_impl.h), NULL on the CPU */
 };
 
 /* config.c */

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# gpu_device_run.sh — what one call on the GPU machine runs for the GPU engine (src/model/qwen3moe_gpu.c,
+# src/sched/hybrid*.c): link the CLI, the GPU tests and the CUDA benches against a libhmoe.a built
+# beforehand (nvcc is slow; CUDA_ARCH=90), run the tests (+ compute-sanitizer on the quick subset),
+# write the synthetic Qwen3-30B-A3B files and measure all-GPU and hybrid speed. Logs go to $OUT.
+#   bench/gpu_device_run.sh STEPS...   steps: link test sanitize synth bench hybrid iq2 zipf
+# Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT.
+set -u
+cd "$(dirname "$0")/.."
+LIB=${LIB:-/tmp/libhmoe.a}
+[ -f "$LIB" ] || gunzip -c prebuilt/libhmoe.a.gz > "$LIB"
+SHARED=${SHARED:-../shared}
+OUT=${OUT:-/tmp/out}
+B=/tmp/b
+mkdir -p $B/tests $B/bench "$OUT"
+CF="-std=c11 -O2 -fopenmp -Iinclude -Isrc -Itests -DHMOE_HAVE_CUDA=1 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64"
+LD="-L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcublas -lcudart -lstdc++ -lm -lpthread"
+Q4=/tmp/q4.gguf
+log() { echo "### $*" | tee -a "$OUT/summary.txt"; }
+# detailed logs go to $D and come back as one tarball (the device tool returns at most 8 files)
+D=$OUT/d; mkdir -p $D
+trap 'tar czf "$OUT/logs.tgz" -C "$D" . && rm -rf "$D"' EXIT
+for step in "$@"; do
+case $step in
+link)
+    log "link"
+    cc $CF -o hmoe src/cli/*.c $LIB $LD 2>&1 | tail -5
+    for t in tests/gpu_test_*.c; do n=$(basename $t .c); cc $CF -o $B/tests/$n $t $LIB $LD 2>&1 | tail -3; done
+    for t in bench/bench_cuda_decode.c; do n=$(basename $t .c); cc $CF -o $B/bench/$n $t $LIB $LD 2>&1 | tail -3; done
+    nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv | tee -a "$OUT/summary.txt"
+    ;;
+test)
+    log "gpu tests"
+    HMOE_SHARED=$SHARED timeout 200 $B/tests/gpu_test_forward > "$OUT/test_forward.log" 2>&1; echo "rc=$?" >> "$OUT/test_forward.log"
+    grep -E "FAIL|passed" "$OUT/test_forward.log" | head -40 | tee -a "$OUT/summary.txt"
+    ;;
+tests_all)
+    log "all gpu tests"
+    HMOE_SHARED=$SHARED BUILD=$B timeout 300 ./tests/run_gpu.sh > "$D/test_all.log" 2>&1
+    grep -E "FAIL|passed" "$D/test_all.log" | tail -20 | tee -a "$OUT/summary.txt"
+    ;;
+sanitize)
+    log "compute-sanitizer memcheck (quick subset)"
+    HMOE_TEST_QUICK=1 HMOE_SHARED=$SHARED timeout 240 compute-sanitizer --tool memcheck --print-limit 10 \
+        $B/tests/gpu_test_forward > "$D/sanitize.log" 2>&1
+    grep -E "ERROR SUMMARY|FAIL|passed|Invalid" "$D/sanitize.log" | head -20 | tee -a "$OUT/summary.txt"
+    ;;
+synth)
+    log "synth"
+    [ -f $Q4 ] || timeout 200 ./hmoe synth --preset qwen3-30b-a3b --vocab $SHARED/fixtures/tokenizer/qwen3-vocab.gguf -q -o $Q4 2>&1 | tail -3
+    ls -la $Q4 | tee -a "$OUT/summary.txt"
+    ;;
+bench)
+    log "all-GPU bench (Q4_K_M)"
+    timeout 240 ./hmoe bench -m $Q4 -p 512,4096 -n 128 -r 3 -ub 4096 --gpu on -v > "$D/bench_gpu.log" 2>&1
+    grep -E "^\||backend|decode:|MiB|error" "$D/bench_gpu.log" | head -40 | tee -a "$OUT/summary.txt"
+    HMOE_NO_GRAPH=1 timeout 120 ./hmoe bench -m $Q4 -p 0 -n 64 -r 1 --gpu on > "$D/bench_nograph.log" 2>&1
+    grep -E "^\|" "$D/bench_nograph.log" | tail -1 | sed 's/^/no graph: /' | tee -a "$OUT/summary.txt"
+    timeout 60 $B/bench/bench_cuda_decode > "$D/bench_cuda_decode.log" 2>&1; tail -3 "$D/bench_cuda_decode.log" | tee -a "$OUT/summary.txt"
+    ;;
+profile)
+    log "profile: prefill 512 / 4096, eager decode (HMOE_GPU_PROFILE=1)"
+    for pu in "512 512" "4096 4096"; do set -- $pu
+        HMOE_GPU_PROFILE=1 timeout 100 ./hmoe bench -m $Q4 -p $1 -n 0 -r 2 -ub $2 --gpu on -v > "$D/prof_pp$1.log" 2>&1
+        grep -E "^\| qwen|profile of" "$D/prof_pp$1.log" | tee -a "$OUT/summary.txt"; done
+    HMOE_NO_GRAPH=1 HMOE_GPU_PROFILE=1 timeout 100 ./hmoe bench -m $Q4 -p 0 -n 32 -r 1 --gpu on -v > "$D/prof_tg.log" 2>&1
+    grep -E "^\| qwen|profile of" "$D/prof_tg.log" | tee -a "$OUT/summary.txt"
+    for sp in 4 8 16 32; do
+        HMOE_ATTN_SPLIT=$sp timeout 60 ./hmoe bench -m $Q4 -p 0 -n 128 -r 2 --gpu on > "$D/split.log" 2>&1
+        grep -E "^\| qwen" "$D/split.log" | sed "s/^/attn split $sp: /" | tee -a "$OUT/summary.txt"; done
+    ;;
+zsynth)
+    [ -f /tmp/zipf.gguf ] || timeout 200 ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $SHARED/fixtures/tokenizer/qwen3-vocab.gguf -q -o /tmp/zipf.gguf 2>&1 | tail -3
+    ;;
+hybrid2)
+    for f in $Q4 /tmp/zipf.gguf; do for b in 2048 10240 14336; do
+        log "hybrid --no-profile $f --vram-budget $b"
+        timeout 150 ./hmoe bench -m $f -p 512,2048 -n 128 -r 2 -ub 2048 --vram-budget $b --no-profile -v > "$D/h.log" 2>&1
+        grep -E "^\| qwen|decode:|error" "$D/h.log" | head -8 | tee -a "$OUT/summary.txt"
+    done; done
+    ;;
+iq2)
+    log "IQ2_XXS mix, all GPU"
+    [ -f /tmp/iq2.gguf ] || timeout 200 ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $SHARED/fixtures/tokenizer/qwen3-vocab.gguf -q -o /tmp/iq2.gguf 2>&1 | tail -3
+    timeout 150 ./hmoe bench -m /tmp/iq2.gguf -p 512,4096 -n 128 -r 2 -ub 4096 --gpu on > "$D/iq2.log" 2>&1
+    grep -E "^\| qwen|error" "$D/iq2.log" | tee -a "$OUT/summary.txt"
+    ;;
+hybrid)
+    for b in 2048 10240 14336; do
+        log "hybrid --vram-budget $b"
+        timeout 240 ./hmoe bench -m $Q4 -p 512 -n 128 -r 2 -ub 2048 --vram-budget $b -v > "$D/bench_hyb_$b.log" 2>&1
+        grep -E "^\||hybrid|decode:|hit rate|layers|note|error|allocated" "$D/bench_hyb_$b.log" | head -30 | tee -a "$OUT/summary.txt"
+    done
+    ;;
+esac
+done

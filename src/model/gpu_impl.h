@@ -1,0 +1,111 @@
+/* gpu_impl.h — private to src/model: the state of the GPU backend of a context (weights
+ * uploaded once, KV cache and activation buffers in VRAM, page-locked staging, the captured
+ * decode graph) and the functions of gpu_init.c / qwen3moe_gpu.c. Buffers are sized once for
+ * the largest micro-batch; decoding allocates nothing. Layout of the per-step parameter block:
+ * step[0] = sequence number of the decode step (hybrid mailboxes), step[1] unused,
+ * step[2 + t] = position of token t.
+ */
+#ifndef HMOE_MODEL_GPU_IMPL_H
+#define HMOE_MODEL_GPU_IMPL_H
+
+#include "hmoe/cuda.h"
+#include "model/model_impl.h"
+
+/* A dense matrix in VRAM. */
+struct hmoe_gpu_mat {
+    enum hmoe_type type;
+    const void *w;
+    size_t row_bytes;
+    int64_t nrows, ncols;
+};
+
+struct hmoe_gpu_layer {
+    struct hmoe_cuda_buf attn_buf;     /* q|k|v|o weights and the layer's F32 vectors, one allocation */
+    struct hmoe_gpu_mat wq, wk, wv, wo;
+    int qkv_fused;                     /* 3: one matvec for q|k|v, 2: q|k fused + v, 0: three */
+    const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *router; /* device, F32 */
+    struct hmoe_cuda_buf exp_buf;      /* resident experts (gate|up|down), or none */
+    struct hmoe_cuda_experts gate, up, down; /* resident experts (w = NULL when the layer is in RAM) */
+    bool resident;                     /* all experts of this layer on the GPU */
+    struct hmoe_cuda_buf kv_buf;
+    struct hmoe_cuda_kv kv;
+};
+
+struct hmoe_sched_hybrid;
+
+struct hmoe_gpu {
+    struct hmoe_cuda_ctx *cu;
+    void *stream;
+    int n_ub;                          /* micro-batch capacity */
+    int logit_rows;                    /* LM-head rows per chunk in prefill (LOGITS_ALL) */
+    int attn_split;                    /* decode attention ranges (0 = the kernel's default); HMOE_ATTN_SPLIT */
+    struct hmoe_gpu_layer *L;          /* [n_layer] */
+    struct hmoe_cuda_buf head_buf;     /* output norm + LM head */
+    const float *out_norm;
+    struct hmoe_gpu_mat out;
+    /* activations (device) */
+    struct hmoe_cuda_buf act_buf;      /* everything below, one allocation */
+    float *x;                          /* [n_ub][d] residual stream */
+    float *hf;                         /* [n_ub][d] normalised, f32 */
+    uint16_t *h16;                     /* [n_ub][d] normalised, f16 */
+    void *hq;                          /* [n_ub] q8_1 rows of d */
+    float *qkv;                        /* [n_ub][nq + nk + nv] */
+    float *o;                          /* [n_ub][H*Dv] attention output f32 */
+    uint16_t *o16;                     /* [n_ub][H*Dv] f16 */
+    void *oq;                          /* [n_ub] q8_1 rows of H*Dv */
+    float *rlog;                       /* [n_ub][E] router logits */
+    int32_t *ids;                      /* [n_ub][k] */
+    float *wts;                        /* [n_ub][k] */
+    int32_t *gids;                     /* [k] hybrid: expert ids mapped to cache slots */
+    int32_t *ids_mapped;               /* [n_ub][k] hybrid prefill: ids renumbered into a streamed chunk */
+    int32_t *nmiss;                    /* [n_layer] hybrid: misses of the current token per layer */
+    void *plan;                        /* expert plan of n_ub tokens */
+    uint16_t *z16;                     /* [n_ub*k][F] gate/up output f16 (grouped path) */
+    float *z;                          /* [small*k][F] gate/up output f32 (matvec path) */
+    void *zq;                          /* [small*k] q8_1 rows of F */
+    float *ye;                         /* [n_ub*k][d] per-expert down outputs (grouped path) */
+    void *attn_scratch;
+    float *logits;                     /* [logit_rows][V] */
+    int32_t *step;                     /* [2 + n_ub] see the header comment */
+    unsigned int *counter;             /* router_topk's block counter */
+    uint16_t *cublas_scratch;          /* largest dense matrix as f16 */
+    size_t cublas_scratch_halves;
+    size_t act_bytes_total;
+    /* page-locked host staging */
+    float *emb_host;                   /* [n_ub][d] embedding rows (the CPU looks them up) */
+    int32_t *step_host;                /* [2 + n_ub] */
+    float *logits_host;                /* [logit_rows][V] */
+    /* decode graph: captured on the first single-token step, replayed after */
+    struct hmoe_cuda_graph *graph;
+    uint32_t seq;                      /* decode steps so far (the mailbox sequence number) */
+    struct hmoe_sched_hybrid *hyb;     /* NULL when every expert is resident */
+    struct hmoe_moe_weights *moe;      /* [n_layer] the MoE weight views handed to the scheduler */
+    char plan_text[4096];              /* placement, for the report */
+    /* accounting for the report */
+    uint64_t bytes_attn, bytes_experts, bytes_head, bytes_kv, budget_bytes;
+    void *ev0, *ev1;                   /* step timing (verbose) */
+    double gpu_ms_sum;
+    uint64_t n_steps, n_timed;
+    char *report;
+    size_t report_cap;
+    /* HMOE_GPU_PROFILE=1: device time per operation class of eager (not graph-captured) steps */
+    bool prof_on;
+    int prof_n;
+    void **prof_ev;                    /* [HMOE_GPU_PROF_EVENTS] */
+    int *prof_cls;                     /* class of the interval that starts at each event */
+    double prof_ms[16];
+    uint64_t prof_tokens;
+};
+#define HMOE_GPU_PROF_EVENTS 4096
+
+/* gpu_init.c */
+enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err);
+void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer);
+const char *hmoe_gpu_report(struct hmoe_ctx *c);
+
+/* qwen3moe_gpu.c — one micro-batch through the whole model on the GPU. */
+const char *hmoe_gpu_prof_name(int cls); /* NULL past the last class */
+enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
+                                           enum hmoe_logits which, float *logits, struct hmoe_err *err);
+
+#endif

@@ -1,0 +1,436 @@
+/* gpu_init.c — set up the GPU backend of a context (gpu_impl.h): decide placement under the
+ * VRAM budget (src/sched: which layers keep their experts in VRAM), upload the weights once
+ * (attention matrices as stored, q|k|v back to back when their types match so one matvec
+ * serves all three; norms and router F32; resident expert stacks as stored), allocate the KV
+ * cache (f16 or q8_0, cuda.h layout) and every activation buffer for the largest micro-batch,
+ * and write the VRAM report. Experts of layers kept in RAM belong to the hybrid scheduler
+ * (src/sched/hybrid.c). Relies on cuda.h; qwen3moe.md §2 for the tensors.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpu_impl.h"
+
+#define GPU_SMALL_TOKENS 8  /* micro-batches up to this size use the matvec kernels */
+#define GPU_LOGIT_ROWS 32   /* LM-head rows per chunk when every row's logits are wanted */
+#define CUBLAS_WS_BYTES ((uint64_t)32 << 20)
+
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+static void gmat_set(struct hmoe_gpu_mat *g, const struct hmoe_mat *m, const void *dev) {
+    g->type = m->type;
+    g->w = dev;
+    g->row_bytes = m->row_bytes;
+    g->nrows = m->n_out;
+    g->ncols = m->n_in;
+}
+
+static size_t mat_bytes(const struct hmoe_mat *m) { return (size_t)m->n_out * m->row_bytes; }
+
+/* Rules the GPU kernels need that the CPU path does not (checked before anything is uploaded). */
+static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmoe_ctx_params *p, struct hmoe_err *err) {
+    const struct hmoe_model_config *cfg = &m->cfg;
+    if (p->type_k != p->type_v || (p->type_k != HMOE_TYPE_F16 && p->type_k != HMOE_TYPE_Q8_0))
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "the GPU KV cache is f16 or q8_0 for both K and V (asked: -ctk %s -ctv %s); use -ctk/-ctv f16 "
+                          "or q8_0, or --gpu off",
+                          hmoe_type_name(p->type_k), hmoe_type_name(p->type_v));
+    if (cfg->head_dim_v != cfg->head_dim || (cfg->head_dim != 32 && cfg->head_dim != 64 && cfg->head_dim != 128 &&
+                                             cfg->head_dim != 256) ||
+        cfg->n_head / cfg->n_head_kv > 16)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "GPU attention needs head_dim in {32,64,128,256} equal for K and V and at most 16 query heads "
+                          "per KV head (model: %d/%d, %d/%d); use --gpu off",
+                          cfg->head_dim, cfg->head_dim_v, cfg->n_head, cfg->n_head_kv);
+    if (cfg->n_embd % 64 || cfg->n_ff_exp % 32 || cfg->n_expert > 256 || cfg->n_expert_used > HMOE_CUDA_MAILBOX_MAX_K)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "GPU path needs n_embd %% 64 == 0, expert FFN %% 32 == 0, at most 256 experts and 32 used "
+                          "(model: %d, %d, %d, %d); use --gpu off",
+                          cfg->n_embd, cfg->n_ff_exp, cfg->n_expert, cfg->n_expert_used);
+    const struct hmoe_mat *mats[2] = {&m->w.output, NULL};
+    if (!hmoe_cuda_type_supported(mats[0]->type))
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: type %s has no GPU kernels; use --gpu off", mats[0]->name,
+                          hmoe_type_name(mats[0]->type));
+    for (int il = 0; il < cfg->n_layer; il++) {
+        const struct hmoe_layer_weights *L = &m->w.layers[il];
+        const struct hmoe_mat *all[] = {&L->attn_q, &L->attn_k, &L->attn_v, &L->attn_output,
+                                        &L->moe.gate, &L->moe.up, &L->moe.down};
+        for (size_t i = 0; i < HMOE_ARRAY_LEN(all); i++)
+            if (!hmoe_cuda_type_supported(all[i]->type))
+                return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: type %s has no GPU kernels; use --gpu off",
+                                  all[i]->name, hmoe_type_name(all[i]->type));
+        if (L->attn_q_bias || L->attn_k_bias || L->attn_v_bias)
+            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                              "layer %d has Q/K/V biases, which the GPU path does not apply yet; use --gpu off", il);
+        if (L->moe.router.type != HMOE_TYPE_F32)
+            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: the GPU router needs F32 (file has %s); use --gpu off",
+                              L->moe.router.name, hmoe_type_name(L->moe.router.type));
+        if (L->moe.gate.type != L->moe.up.type || L->moe.gate.row_bytes != L->moe.up.row_bytes ||
+            L->moe.gate.mat_bytes != L->moe.up.mat_bytes || L->moe.gate.mat_bytes % 16 || L->moe.down.mat_bytes % 16)
+            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                              "layer %d: the GPU expert kernels need gate and up in one type (%s vs %s) and 16-byte "
+                              "aligned experts; use --gpu off",
+                              il, hmoe_type_name(L->moe.gate.type), hmoe_type_name(L->moe.up.type));
+    }
+    return HMOE_OK;
+}
+
+/* Bytes of the attention block of one layer as laid out in attn_buf (with the F32 vectors). */
+static size_t layer_attn_bytes(const struct hmoe_model *m, int il) {
+    const struct hmoe_layer_weights *L = &m->w.layers[il];
+    const size_t d = (size_t)m->cfg.n_embd, D = (size_t)m->cfg.head_dim, E = (size_t)m->cfg.n_expert;
+    return align256(mat_bytes(&L->attn_q) + mat_bytes(&L->attn_k) + mat_bytes(&L->attn_v) + 32) +
+           align256(mat_bytes(&L->attn_output)) + 2 * align256(d * 4) + 2 * align256(D * 4) + align256(E * d * 4);
+}
+
+static uint64_t layer_expert_bytes(const struct hmoe_layer_weights *L) {
+    return (uint64_t)L->moe.gate.mat_bytes + L->moe.up.mat_bytes + L->moe.down.mat_bytes;
+}
+
+static enum hmoe_status upload(struct hmoe_gpu *g, void *dst, const void *src, size_t bytes, struct hmoe_err *err) {
+    return hmoe_cuda_upload(g->cu, dst, src, bytes, err);
+}
+
+static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    const struct hmoe_model *m = c->m;
+    const struct hmoe_layer_weights *W = &m->w.layers[il];
+    struct hmoe_gpu_layer *L = &g->L[il];
+    const size_t d = (size_t)m->cfg.n_embd, D = (size_t)m->cfg.head_dim, E = (size_t)m->cfg.n_expert;
+    enum hmoe_status st = hmoe_cuda_buf_alloc(g->cu, layer_attn_bytes(m, il), &L->attn_buf, err);
+    if (st) return st;
+    uint8_t *p = L->attn_buf.ptr;
+    const size_t bq = mat_bytes(&W->attn_q), bk = mat_bytes(&W->attn_k), bv = mat_bytes(&W->attn_v);
+    /* q, k, v back to back (16-byte aligned starts): when types (and so row sizes) agree and no
+     * padding was needed, the rows of all three are one matrix and one matvec serves them. */
+    const size_t ok = (bq + 15) / 16 * 16, ov = (ok + bk + 15) / 16 * 16;
+    gmat_set(&L->wq, &W->attn_q, p);
+    gmat_set(&L->wk, &W->attn_k, p + ok);
+    gmat_set(&L->wv, &W->attn_v, p + ov);
+    const bool qk = W->attn_q.type == W->attn_k.type && W->attn_q.row_bytes == W->attn_k.row_bytes && ok == bq;
+    const bool qkv = qk && W->attn_v.type == W->attn_q.type && W->attn_v.row_bytes == W->attn_q.row_bytes &&
+                     ov == bq + bk;
+    L->qkv_fused = qkv ? 3 : qk ? 2 : 0;
+    if ((st = upload(g, (void *)L->wq.w, W->attn_q.data, bq, err)) || (st = upload(g, (void *)L->wk.w, W->attn_k.data, bk, err)) ||
+        (st = upload(g, (void *)L->wv.w, W->attn_v.data, bv, err)))
+        return st;
+    p += align256(bq + bk + bv + 32);
+    gmat_set(&L->wo, &W->attn_output, p);
+    if ((st = upload(g, p, W->attn_output.data, mat_bytes(&W->attn_output), err))) return st;
+    p += align256(mat_bytes(&W->attn_output));
+    const struct {
+        const float **dst;
+        const float *src;
+        size_t n;
+    } vecs[] = {{&L->attn_norm, W->attn_norm, d}, {&L->ffn_norm, W->ffn_norm, d}, {&L->q_norm, W->attn_q_norm, D},
+                {&L->k_norm, W->attn_k_norm, D}, {&L->router, (const float *)W->moe.router.data, E * d}};
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(vecs); i++) {
+        *vecs[i].dst = (const float *)p;
+        if ((st = upload(g, p, vecs[i].src, vecs[i].n * 4, err))) return st;
+        p += align256(vecs[i].n * 4);
+    }
+    if ((size_t)(p - (uint8_t *)L->attn_buf.ptr) > L->attn_buf.bytes)
+        return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: attention buffer layout overflow", il);
+
+    /* KV cache: K and V of n_ctx positions, head-major (cuda.h). */
+    const size_t kvb = hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, m->cfg.n_head_kv, m->cfg.head_dim);
+    if ((st = hmoe_cuda_buf_alloc(g->cu, 2 * align256(kvb), &L->kv_buf, err))) return st;
+    L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
+                                  .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim};
+    if ((st = hmoe_cuda_memset(g->cu, L->kv_buf.ptr, 0, L->kv_buf.bytes, err))) return st;
+
+    /* Expert stacks of resident layers, as stored. */
+    const struct hmoe_moe_weights *X = &W->moe;
+    L->gate = (struct hmoe_cuda_experts){.type = X->gate.type, .row_bytes = X->gate.row_bytes,
+                                         .expert_stride_bytes = X->gate.mat_bytes, .nrows = X->gate.n_out,
+                                         .ncols = X->gate.n_in, .n_expert = X->gate.n_mat};
+    L->up = L->gate;
+    L->up.type = X->up.type;
+    L->down = (struct hmoe_cuda_experts){.type = X->down.type, .row_bytes = X->down.row_bytes,
+                                         .expert_stride_bytes = X->down.mat_bytes, .nrows = X->down.n_out,
+                                         .ncols = X->down.n_in, .n_expert = X->down.n_mat};
+    if (!L->resident) return HMOE_OK;
+    const size_t gb = X->gate.mat_bytes * (size_t)X->gate.n_mat, ub = X->up.mat_bytes * (size_t)X->up.n_mat,
+                 db = X->down.mat_bytes * (size_t)X->down.n_mat;
+    if ((st = hmoe_cuda_buf_alloc(g->cu, align256(gb) + align256(ub) + align256(db), &L->exp_buf, err))) return st;
+    uint8_t *e = L->exp_buf.ptr;
+    L->gate.w = e;
+    L->up.w = e + align256(gb);
+    L->down.w = e + align256(gb) + align256(ub);
+    if ((st = upload(g, (void *)L->gate.w, X->gate.data, gb, err)) || (st = upload(g, (void *)L->up.w, X->up.data, ub, err)) ||
+        (st = upload(g, (void *)L->down.w, X->down.data, db, err)))
+        return st;
+    return HMOE_OK;
+}
+
+/* Activation buffers: one allocation carved into the pieces of gpu_impl.h (base 0: sizes only). */
+static uintptr_t carve(uintptr_t *p, size_t bytes) {
+    uintptr_t r = *p;
+    *p += align256(bytes);
+    return r;
+}
+
+static size_t act_layout(struct hmoe_ctx *c, uint8_t *base) {
+    struct hmoe_gpu *g = c->gpu;
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    const size_t ub = (size_t)g->n_ub, d = (size_t)cfg->n_embd, H = (size_t)cfg->n_head, Hkv = (size_t)cfg->n_head_kv,
+                 D = (size_t)cfg->head_dim, E = (size_t)cfg->n_expert, k = (size_t)cfg->n_expert_used,
+                 F = (size_t)cfg->n_ff_exp, V = (size_t)cfg->n_vocab, L = (size_t)cfg->n_layer;
+    const size_t nqkv = (H + 2 * Hkv) * D, no = H * D, sm = (size_t)HMOE_MIN(g->n_ub, GPU_SMALL_TOKENS);
+    const size_t big = ub > GPU_SMALL_TOKENS ? ub : 0; /* rows of the grouped-GEMM buffers */
+    uintptr_t p = (uintptr_t)base;
+#define PIECE(field, type, bytes) g->field = (type)carve(&p, (bytes))
+    PIECE(x, float *, ub * d * 4);
+    PIECE(hf, float *, ub * d * 4);
+    PIECE(h16, uint16_t *, ub * d * 2);
+    PIECE(hq, void *, ub * hmoe_cuda_q8_1_row_bytes((int64_t)d));
+    PIECE(qkv, float *, ub * nqkv * 4);
+    PIECE(o, float *, ub * no * 4);
+    PIECE(o16, uint16_t *, ub * no * 2);
+    PIECE(oq, void *, ub * hmoe_cuda_q8_1_row_bytes((int64_t)no));
+    PIECE(rlog, float *, ub * E * 4);
+    PIECE(ids, int32_t *, ub * k * 4);
+    PIECE(wts, float *, ub * k * 4);
+    PIECE(gids, int32_t *, HMOE_CUDA_MAILBOX_MAX_K * 4);
+    PIECE(ids_mapped, int32_t *, ub * k * 4);
+    PIECE(nmiss, int32_t *, L * 4);
+    PIECE(plan, void *, hmoe_cuda_moe_plan_bytes((int64_t)ub, (int)k, (int)E));
+    PIECE(z16, uint16_t *, HMOE_MAX(big, sm) * k * F * 2);
+    PIECE(z, float *, sm * k * F * 4);
+    PIECE(zq, void *, sm * k * hmoe_cuda_q8_1_row_bytes((int64_t)F));
+    PIECE(ye, float *, HMOE_MAX(big, sm) * k * d * 4);
+    PIECE(attn_scratch, void *, hmoe_cuda_attn_decode_scratch_bytes((int)H, (int)D, HMOE_MAX(g->attn_split, 64)));
+    PIECE(logits, float *, (size_t)g->logit_rows * V * 4);
+    PIECE(step, int32_t *, (2 + ub) * 4);
+    PIECE(counter, unsigned int *, 64);
+    PIECE(cublas_scratch, uint16_t *, g->cublas_scratch_halves * 2);
+#undef PIECE
+    return (size_t)(p - (uintptr_t)base);
+}
+
+static size_t max_dense_halves(const struct hmoe_model *m) {
+    size_t mx = 0;
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        const struct hmoe_layer_weights *L = &m->w.layers[il];
+        const struct hmoe_mat *all[] = {&L->attn_q, &L->attn_k, &L->attn_v, &L->attn_output};
+        for (size_t i = 0; i < HMOE_ARRAY_LEN(all); i++)
+            mx = HMOE_MAX(mx, (size_t)all[i]->n_out * (size_t)all[i]->n_in);
+        /* q|k|v fused into one product */
+        mx = HMOE_MAX(mx, (size_t)(L->attn_q.n_out + L->attn_k.n_out + L->attn_v.n_out) * (size_t)L->attn_q.n_in);
+    }
+    return mx;
+}
+
+void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer) {
+    if (!g) return;
+    if (g->cu) hmoe_cuda_sync(g->cu, NULL);
+    hmoe_sched_hybrid_free(g->hyb);
+    hmoe_cuda_graph_free(g->graph);
+    for (int il = 0; g->L && il < n_layer; il++) {
+        hmoe_cuda_buf_free(g->cu, &g->L[il].attn_buf);
+        hmoe_cuda_buf_free(g->cu, &g->L[il].exp_buf);
+        hmoe_cuda_buf_free(g->cu, &g->L[il].kv_buf);
+    }
+    free(g->L);
+    free(g->moe);
+    hmoe_cuda_buf_free(g->cu, &g->head_buf);
+    hmoe_cuda_buf_free(g->cu, &g->act_buf);
+    hmoe_cuda_host_free(g->emb_host);
+    hmoe_cuda_host_free(g->step_host);
+    hmoe_cuda_host_free(g->logits_host);
+    hmoe_cuda_event_destroy(g->ev0);
+    hmoe_cuda_event_destroy(g->ev1);
+    for (int i = 0; g->prof_ev && i < HMOE_GPU_PROF_EVENTS; i++) hmoe_cuda_event_destroy(g->prof_ev[i]);
+    free(g->prof_ev);
+    free(g->prof_cls);
+    hmoe_cuda_ctx_free(g->cu);
+    free(g->report);
+    free(g);
+}
+
+enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
+    const struct hmoe_model *m = c->m;
+    const struct hmoe_model_config *cfg = &m->cfg;
+    enum hmoe_status st = check_model(m, &c->p, err);
+    if (st) return st;
+    struct hmoe_gpu *g = calloc(1, sizeof *g);
+    if (!g) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    c->gpu = g;
+    g->L = calloc((size_t)cfg->n_layer, sizeof *g->L);
+    if (!g->L) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    if ((st = hmoe_cuda_ctx_init(&g->cu, c->p.gpu_device, err))) return st;
+    g->stream = hmoe_cuda_ctx_stream(g->cu);
+    g->n_ub = c->p.n_ubatch;
+    g->logit_rows = HMOE_MIN(g->n_ub, GPU_LOGIT_ROWS);
+    if (getenv("HMOE_ATTN_SPLIT")) g->attn_split = atoi(getenv("HMOE_ATTN_SPLIT")); /* experiments */
+    g->cublas_scratch_halves = g->n_ub > GPU_SMALL_TOKENS ? max_dense_halves(m) : 0;
+
+    /* Budget: what the caller allows, else free VRAM minus 1 GiB for the driver and others. */
+    struct hmoe_cuda_device_info di;
+    if ((st = hmoe_cuda_device_info(c->p.gpu_device, &di, err))) return st;
+    const uint64_t MiB = (uint64_t)1 << 20;
+    g->budget_bytes = c->p.sched.vram_budget_mib > 0 ? (uint64_t)c->p.sched.vram_budget_mib * MiB
+                      : di.free_bytes > 1024 * MiB ? di.free_bytes - 1024 * MiB
+                                                   : di.free_bytes / 2;
+
+    /* What must live on the GPU whatever happens to the experts. */
+    uint64_t attn = 0;
+    for (int il = 0; il < cfg->n_layer; il++) attn += layer_attn_bytes(m, il);
+    const uint64_t head = align256((size_t)cfg->n_embd * 4) + align256(mat_bytes(&m->w.output));
+    const uint64_t kv = (uint64_t)cfg->n_layer * 2 *
+                        align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv, cfg->head_dim));
+    const uint64_t act = act_layout(c, NULL) + (g->n_ub > GPU_SMALL_TOKENS ? CUBLAS_WS_BYTES : 0);
+    g->bytes_attn = attn;
+    g->bytes_head = head;
+    g->bytes_kv = kv;
+    g->act_bytes_total = act;
+
+    uint64_t *eb = malloc((size_t)cfg->n_layer * sizeof *eb);
+    g->moe = malloc((size_t)cfg->n_layer * sizeof *g->moe);
+    if (!eb || !g->moe) {
+        free(eb);
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    }
+    for (int il = 0; il < cfg->n_layer; il++) {
+        eb[il] = layer_expert_bytes(&m->w.layers[il]);
+        g->moe[il] = m->w.layers[il].moe;
+    }
+    struct hmoe_sched_override *ot = NULL;
+    int n_ot = c->p.sched.n_override_tensor;
+    if (n_ot > 0) {
+        ot = calloc((size_t)n_ot, sizeof *ot);
+        if (!ot) {
+            free(eb);
+            return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        }
+        for (int i = 0; i < n_ot && !st; i++) st = hmoe_sched_override_parse(c->p.sched.override_tensor[i], &ot[i], err);
+    }
+    struct hmoe_sched_plan plan = {0};
+    if (!st) {
+        struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
+                                           .fixed_bytes = attn + head + kv + act,
+                                           .stream_bytes = hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub),
+                                           .budget_bytes = g->budget_bytes, .cpu_moe = c->p.sched.cpu_moe,
+                                           .n_cpu_moe = c->p.sched.n_cpu_moe, .ot = ot, .n_ot = n_ot};
+        st = hmoe_sched_place(&req, &plan, err);
+    }
+    for (int i = 0; i < n_ot; i++) hmoe_sched_override_free(&ot[i]);
+    free(ot);
+    if (st) {
+        free(eb);
+        return st;
+    }
+    bool any_ram = false;
+    for (int il = 0; il < cfg->n_layer; il++) {
+        g->L[il].resident = plan.where[il] == HMOE_PLACE_GPU;
+        any_ram |= !g->L[il].resident;
+        if (g->L[il].resident) g->bytes_experts += eb[il] * (uint64_t)cfg->n_expert;
+    }
+
+    /* Upload, then activations and staging. */
+    for (int il = 0; il < cfg->n_layer && !st; il++) st = upload_layer(c, il, err);
+    if (!st) st = hmoe_cuda_buf_alloc(g->cu, (size_t)head, &g->head_buf, err);
+    if (!st) {
+        g->out_norm = g->head_buf.ptr;
+        gmat_set(&g->out, &m->w.output, (uint8_t *)g->head_buf.ptr + align256((size_t)cfg->n_embd * 4));
+        st = upload(g, g->head_buf.ptr, m->w.output_norm, (size_t)cfg->n_embd * 4, err);
+        if (!st) st = upload(g, (void *)g->out.w, m->w.output.data, mat_bytes(&m->w.output), err);
+    }
+    if (!st) st = hmoe_cuda_buf_alloc(g->cu, act_layout(c, NULL), &g->act_buf, err);
+    if (!st) {
+        act_layout(c, g->act_buf.ptr);
+        st = hmoe_cuda_memset(g->cu, g->act_buf.ptr, 0, g->act_buf.bytes, err);
+    }
+    if (!st) st = hmoe_cuda_host_alloc((size_t)g->n_ub * (size_t)cfg->n_embd * 4, false, (void **)&g->emb_host, err);
+    if (!st) st = hmoe_cuda_host_alloc((size_t)(2 + g->n_ub) * 4, false, (void **)&g->step_host, err);
+    if (!st)
+        st = hmoe_cuda_host_alloc((size_t)g->logit_rows * (size_t)cfg->n_vocab * 4, false, (void **)&g->logits_host, err);
+    if (!st && c->p.verbose) {
+        st = hmoe_cuda_event_create(&g->ev0, err);
+        if (!st) st = hmoe_cuda_event_create(&g->ev1, err);
+    }
+    if (!st && getenv("HMOE_GPU_PROFILE")) {
+        g->prof_ev = calloc(HMOE_GPU_PROF_EVENTS, sizeof *g->prof_ev);
+        g->prof_cls = calloc(HMOE_GPU_PROF_EVENTS, sizeof *g->prof_cls);
+        if (!g->prof_ev || !g->prof_cls) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < HMOE_GPU_PROF_EVENTS && !st; i++) st = hmoe_cuda_event_create(&g->prof_ev[i], err);
+        g->prof_on = !st;
+    }
+    if (!st && any_ram) {
+        struct hmoe_sched_hybrid_params hp = {.cu = g->cu, .moe = g->moe, .n_layer = cfg->n_layer,
+                                              .n_embd = cfg->n_embd, .n_ub = g->n_ub, .n_threads = c->p.n_threads,
+                                              .plan = &plan, .sched = &c->p.sched, .file_base = m->gguf->base,
+                                              .file_size = m->gguf->file_size, .cpu_moe = c->rs.moe};
+        st = hmoe_sched_hybrid_init(&hp, &g->hyb, err);
+    }
+    if (!st) st = hmoe_cuda_sync(g->cu, err);
+    if (!st) hmoe_sched_plan_describe(&plan, eb, g->plan_text, sizeof g->plan_text);
+    free(eb);
+    hmoe_sched_plan_free(&plan);
+    return st;
+}
+
+/* --- report --------------------------------------------------------------------------- */
+
+static void rappend(struct hmoe_gpu *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rappend(struct hmoe_gpu *g, const char *fmt, ...) {
+    size_t len = g->report ? strlen(g->report) : 0;
+    if (g->report_cap - len < 1024) {
+        size_t cap = g->report_cap ? g->report_cap * 2 : 8192;
+        char *r = realloc(g->report, cap);
+        if (!r) return;
+        if (!g->report) r[0] = 0;
+        g->report = r;
+        g->report_cap = cap;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->report + len, g->report_cap - len, fmt, ap);
+    va_end(ap);
+}
+
+const char *hmoe_gpu_report(struct hmoe_ctx *c) {
+    struct hmoe_gpu *g = c->gpu;
+    if (!g) return "";
+    if (g->report) g->report[0] = 0;
+    const double MiB = 1048576.0;
+    struct hmoe_cuda_device_info di;
+    struct hmoe_err e = {0};
+    const char *dev = hmoe_cuda_device_info(c->p.gpu_device, &di, &e) == HMOE_OK ? di.name : "?";
+    rappend(g, "GPU %d (%s): backend %s, VRAM budget %.0f MiB\n", c->p.gpu_device, dev, hmoe_ctx_backend(c),
+            (double)g->budget_bytes / MiB);
+    rappend(g, "  attention weights + norms + router  %9.1f MiB\n", (double)g->bytes_attn / MiB);
+    rappend(g, "  resident experts                    %9.1f MiB\n", (double)g->bytes_experts / MiB);
+    rappend(g, "  output norm + LM head               %9.1f MiB\n", (double)g->bytes_head / MiB);
+    rappend(g, "  KV cache (%s, %d positions)       %9.1f MiB\n", hmoe_type_name(c->p.type_k), c->p.n_ctx,
+            (double)g->bytes_kv / MiB);
+    rappend(g, "  activation buffers (%d-token ubatch) %8.1f MiB\n", g->n_ub, (double)g->act_buf.bytes / MiB);
+    rappend(g, "%s", g->plan_text);
+    if (g->hyb) {
+        char *buf = malloc(65536);
+        if (buf) {
+            hmoe_sched_hybrid_report(g->hyb, buf, 65536);
+            rappend(g, "%s", buf);
+            free(buf);
+        }
+    }
+    rappend(g, "  allocated now %.1f MiB, peak %.1f MiB (+%.0f MiB cuBLAS workspace when prefill used it)\n",
+            (double)hmoe_cuda_ctx_used_bytes(g->cu) / MiB, (double)hmoe_cuda_ctx_peak_bytes(g->cu) / MiB,
+            g->n_ub > GPU_SMALL_TOKENS ? (double)CUBLAS_WS_BYTES / MiB : 0.0);
+    if (g->n_timed)
+        rappend(g, "  decode: %llu steps, GPU %.3f ms/token (device time of the step graph)\n",
+                (unsigned long long)g->n_steps, g->gpu_ms_sum / (double)g->n_timed);
+    if (g->prof_on && g->prof_tokens) {
+        double total = 0;
+        for (int i = 0; hmoe_gpu_prof_name(i); i++) total += g->prof_ms[i];
+        rappend(g, "  profile of eager steps (%llu tokens, %.3f ms device time, us/token):",
+                (unsigned long long)g->prof_tokens, total);
+        for (int i = 0; hmoe_gpu_prof_name(i); i++)
+            if (g->prof_ms[i] > 0)
+                rappend(g, " %s %.2f;", hmoe_gpu_prof_name(i), 1e3 * g->prof_ms[i] / (double)g->prof_tokens);
+        rappend(g, "\n");
+    }
+    return g->report ? g->report : "";
+}

@@ -1,0 +1,89 @@
+/* hybrid_impl.h — private to src/sched: the state of the hybrid CPU+GPU scheduler shared by
+ * hybrid.c (setup, decode enqueue, cache copies, statistics), hybrid_cpu.c (the CPU thread
+ * team's half of a decode step) and hybrid_prefill.c (streamed or CPU prefill of RAM layers).
+ */
+#ifndef HMOE_SCHED_HYBRID_IMPL_H
+#define HMOE_SCHED_HYBRID_IMPL_H
+
+#include "hmoe/sched.h"
+
+#define HYB_TIMEOUT_MS 10000 /* a side that waits longer than this gives up (error, no hang) */
+#define HYB_MAX_PENDING 256  /* cache copies in flight */
+#define HYB_MAX_EXPERT 512   /* experts per layer the scheduler handles */
+
+struct hyb_layer {
+    bool ram;                          /* experts live in RAM */
+    int n_slots;                       /* VRAM cache slots */
+    struct hmoe_cuda_buf pool;
+    struct hmoe_cuda_experts gate, up, down; /* the slots as expert stacks (n_expert = n_slots) */
+    bool pinned;                       /* its expert ranges of the mapping are page-locked */
+    uint64_t uses, hits;               /* expert selections, and those served by VRAM */
+    uint64_t gpu_wait_ns, gpu_waits;   /* GPU spinning for the CPU (steps with misses) */
+    uint64_t cpu_wait_ns;              /* CPU spinning for the GPU's mailbox */
+};
+
+struct hyb_pending {
+    struct hmoe_sched_cache_fill f;
+    void *ev;                          /* recorded after the copy */
+};
+
+struct hmoe_sched_hybrid {
+    struct hmoe_cuda_ctx *cu;
+    struct hmoe_moe_weights *moe;      /* [n_layer] copy of the views */
+    int n_layer, d, E, k, F, n_ub, nt;
+    struct hmoe_sched_gpu_params sp;
+    struct hyb_layer *L;
+    int n_ram;
+    /* mapped page-locked host memory: mailboxes, hidden states, CPU results */
+    void *mapped;
+    struct hmoe_cuda_mailbox *mb;      /* [n_layer] */
+    float *h_host, *res_host;          /* [n_layer][d] each */
+    /* device: slot maps and the streamed-chunk maps */
+    struct hmoe_cuda_buf dev;
+    int32_t *d_slot_of;                /* [n_layer][E] */
+    int32_t *d_chunk_map;              /* [n_layer][n_chunks][E] expert -> place in a streamed chunk, or -1 */
+    int32_t *map_host;                 /* page-locked mirror of d_slot_of, then of d_chunk_map */
+    int32_t *chunk_host;               /* = map_host + its [n_layer][E] part */
+    /* expert cache */
+    struct hmoe_sched_cache *cache;
+    void *fill_stream, *ev_maps;
+    struct hyb_pending pend[HYB_MAX_PENDING];
+    void *ev_pool[HYB_MAX_PENDING];
+    int n_pend, n_ev_free;
+    int fills_per_token;
+    bool seeded, profile_loaded, profile_on;
+    uint64_t *counts;                  /* [n_layer][E] selections seen in this session */
+    uint64_t *profile;                 /* [n_layer][E] loaded from the profile file */
+    char profile_path[4096];
+    /* CPU team buffers */
+    size_t ag, au, ad;                 /* activation bytes: gate/up input (d), down input (F) */
+    uint8_t *xq_g, *xq_u;              /* [nt][ag], [nt][au] */
+    float *g, *u;                      /* [k][F] */
+    uint8_t *zq;                       /* [k][ad] */
+    float *tmp;                        /* [nt][d] */
+    /* prefill streaming */
+    bool stream;
+    int chunk_experts, n_chunks, stream_min;
+    size_t chunk_bytes;
+    struct hmoe_cuda_buf stage[2];
+    struct hmoe_cuda_experts sg[2], su[2], sd[2];
+    void *ev_copy[2], *ev_used[2];
+    bool pf_valid;
+    int pf_layer, pf_chunk, pf_buf, last_buf;
+    float *pf_h, *pf_out;              /* page-locked [n_ub][d] */
+    struct hmoe_sched_moe *cpu_moe;
+    /* statistics */
+    double t_first, t_last, cpu_ms;
+    uint64_t steps, fills, fill_bytes, stream_bytes_total;
+    double h2d_probe_gbps;
+    char notes[512];
+};
+
+/* hybrid_cpu.c */
+enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err);
+
+/* Activation bytes / conversion for a weight type (F32 partners take f32 rows). */
+size_t hmoe_hyb_act_bytes(enum hmoe_type t, int64_t n);
+void hmoe_hyb_act_quantize(enum hmoe_type t, const float *x, void *dst, int64_t n);
+
+#endif

@@ -1,0 +1,148 @@
+/* test_sched_cache.c — expert-cache bookkeeping (src/sched/cache.c) and the routing profile file
+ * (src/sched/profile.c): the hot set is the most-routed experts, static slots are never replaced,
+ * LRU evicts the least recently routed expert, LFU keeps a hotter expert, a copy in flight is not
+ * visible until committed, the per-token copy limit holds, and a profile survives a round trip
+ * (damaged or mismatched files are rejected with a message). Expectations are the documented
+ * policies (sched.h), not this code's output.
+ */
+#include <unistd.h>
+
+#include "harness.h"
+#include "hmoe/sched.h"
+
+static void commit_all(struct hmoe_sched_cache *c, const struct hmoe_sched_cache_fill *f, int n) {
+    for (int i = 0; i < n; i++) hmoe_sched_cache_commit(c, &f[i]);
+}
+
+static void test_seed_and_lru(void) {
+    struct hmoe_err err = {0};
+    struct hmoe_sched_cache *c = NULL;
+    const int slots[2] = {4, 0};
+    if (hmoe_sched_cache_init(2, 8, slots, HMOE_CACHE_LRU, &c, &err)) {
+        t_check(0, "cache init", "%s", err.msg);
+        return;
+    }
+    /* layer 0 counts: experts 5, 2, 7, 0 hottest (in that order) */
+    const uint64_t counts[16] = {10, 1, 30, 0, 2, 50, 3, 20, /* layer 1 */ 1, 1, 1, 1, 1, 1, 1, 1};
+    struct hmoe_sched_cache_fill f[16];
+    int n = hmoe_sched_cache_seed(c, counts, 0.5, f, 16);
+    t_check(n == 4 && f[0].expert == 5 && f[1].expert == 2 && f[2].expert == 7 && f[3].expert == 0 && f[0].layer == 0,
+            "seed: the 4 slots get the 4 most-routed experts, hottest first", "n %d, experts %d %d %d %d", n, f[0].expert,
+            f[1].expert, f[2].expert, f[3].expert);
+    t_check(hmoe_sched_cache_slot_of(c, 0, 5) == -1, "a seeded expert is not visible before its copy is committed",
+            "slot %d", hmoe_sched_cache_slot_of(c, 0, 5));
+    commit_all(c, f, n);
+    t_check(hmoe_sched_cache_slot_of(c, 0, 5) == 0 && hmoe_sched_cache_slot_of(c, 0, 0) == 3 &&
+                hmoe_sched_cache_slot_of(c, 0, 1) == -1 && hmoe_sched_cache_slot_of(c, 1, 0) == -1,
+            "after commit: slot map of the hot set; a layer without slots maps nothing", "%s", "wrong map");
+    /* tokens: expert 7 (slot 2, dynamic) used at token 0, expert 0 (slot 3) never; token 1 routes
+     * expert 1 (miss): LRU evicts the dynamic slot used longest ago = slot 3 (expert 0) */
+    const int32_t t0[2] = {7, 5};
+    hmoe_sched_cache_touch(c, 0, t0, 2);
+    n = hmoe_sched_cache_plan(c, f, 4);
+    t_check(n == 0, "no miss, no copy", "%d copies", n);
+    const int32_t t1[2] = {1, 5};
+    hmoe_sched_cache_touch(c, 0, t1, 2);
+    n = hmoe_sched_cache_plan(c, f, 4);
+    t_check(n == 1 && f[0].expert == 1 && f[0].slot == 3 && f[0].old_expert == 0 &&
+                hmoe_sched_cache_slot_of(c, 0, 0) == -1 && hmoe_sched_cache_slot_of(c, 0, 1) == -1,
+            "LRU: a miss replaces the least recently routed dynamic slot; the victim leaves the map at once",
+            "n %d slot %d old %d", n, n ? f[0].slot : -1, n ? f[0].old_expert : -1);
+    commit_all(c, f, n);
+    t_check(hmoe_sched_cache_slot_of(c, 0, 1) == 3, "the new expert is visible after commit", "%s", "not visible");
+    /* static slots (0, 1: experts 5, 2) are never victims: fill every dynamic slot with misses */
+    const int32_t t2[4] = {3, 4, 6, 2};
+    hmoe_sched_cache_touch(c, 0, t2, 4);
+    n = hmoe_sched_cache_plan(c, f, 8);
+    bool static_kept = true;
+    for (int i = 0; i < n; i++) static_kept &= f[i].slot >= 2;
+    t_check(n == 2 && static_kept && hmoe_sched_cache_slot_of(c, 0, 5) == 0 && hmoe_sched_cache_slot_of(c, 0, 2) == 1,
+            "static slots are never replaced; only the 2 dynamic ones take misses", "n %d", n);
+    commit_all(c, f, n);
+    /* per-token limit */
+    const int32_t t3[3] = {0, 7, 1};
+    hmoe_sched_cache_touch(c, 0, t3, 3);
+    n = hmoe_sched_cache_plan(c, f, 1);
+    t_check(n == 1, "at most the per-token number of copies is planned", "n %d", n);
+    hmoe_sched_cache_free(c);
+}
+
+static void test_lfu(void) {
+    struct hmoe_err err = {0};
+    struct hmoe_sched_cache *c = NULL;
+    const int slots[1] = {2};
+    if (hmoe_sched_cache_init(1, 8, slots, HMOE_CACHE_LFU, &c, &err)) {
+        t_check(0, "cache init (LFU)", "%s", err.msg);
+        return;
+    }
+    const uint64_t zero[8] = {0};
+    struct hmoe_sched_cache_fill f[8];
+    int n = hmoe_sched_cache_seed(c, zero, 0.0, f, 8); /* all dynamic: experts 0, 1 */
+    commit_all(c, f, n);
+    /* expert 0 routed on 5 tokens: hot; expert 1 never; then expert 6 once: LFU evicts 1, not 0 */
+    for (int t = 0; t < 5; t++) {
+        const int32_t ids[1] = {0};
+        hmoe_sched_cache_touch(c, 0, ids, 1);
+        hmoe_sched_cache_plan(c, f, 0);
+    }
+    const int32_t ids6[1] = {6};
+    hmoe_sched_cache_touch(c, 0, ids6, 1);
+    n = hmoe_sched_cache_plan(c, f, 4);
+    t_check(n == 1 && f[0].old_expert == 1 && f[0].expert == 6, "LFU: a miss replaces the coldest slot, not the hot one",
+            "n %d old %d", n, n ? f[0].old_expert : -1);
+    commit_all(c, f, n);
+    /* expert 3 once: its score (1) beats expert 6's decayed 0.9 but not expert 0's (about 3.3):
+     * exactly one replacement, of expert 6 */
+    const int32_t ids3[1] = {3};
+    hmoe_sched_cache_touch(c, 0, ids3, 1);
+    n = hmoe_sched_cache_plan(c, f, 4);
+    t_check(n == 1 && f[0].old_expert == 6 && hmoe_sched_cache_slot_of(c, 0, 0) >= 0,
+            "LFU keeps the frequently routed expert", "n %d old %d", n, n ? f[0].old_expert : -1);
+    hmoe_sched_cache_free(c);
+}
+
+static void test_profile(void) {
+    struct hmoe_err err = {0};
+    char dir[] = "/tmp/hmoe_prof_XXXXXX";
+    if (!mkdtemp(dir)) {
+        t_check(0, "profile temp dir", "mkdtemp failed");
+        return;
+    }
+    char sub[256], path[512];
+    snprintf(sub, sizeof sub, "%s/a/b", dir);
+    const char file[] = "GGUF fake header bytes";
+    enum hmoe_status st = hmoe_sched_profile_path(sub, file, sizeof file, path, sizeof path, &err);
+    char path2[512];
+    hmoe_sched_profile_path(sub, file, sizeof file - 1, path2, sizeof path2, &err);
+    t_check(!st && strstr(path, "/a/b/") && strstr(path, ".routing") && strcmp(path, path2) != 0,
+            "profile path: <dir>/<hash>.routing, the hash depends on the file", "%s vs %s", path, path2);
+    uint64_t counts[2 * 3] = {1, 2, 3, 4000000000000ull, 0, 7}, back[6] = {0};
+    st = hmoe_sched_profile_load(path, 2, 3, back, &err);
+    t_check(st == HMOE_ERR_NOT_FOUND, "no profile yet: NOT_FOUND", "status %d", (int)st);
+    st = hmoe_sched_profile_save(path, 2, 3, counts, &err);
+    if (!st) st = hmoe_sched_profile_load(path, 2, 3, back, &err);
+    t_check(!st && memcmp(counts, back, sizeof counts) == 0, "profile round trip (directories created, 64-bit counts)",
+            "%s", err.msg);
+    st = hmoe_sched_profile_load(path, 3, 3, back, &err);
+    t_check(st == HMOE_ERR_FORMAT && strstr(err.msg, "2 layers"), "a profile of another shape is rejected", "%s",
+            err.msg);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("hmoe-routing-profile 1\nlayers 2 experts 3\n1 2\n", f);
+        fclose(f);
+    }
+    st = hmoe_sched_profile_load(path, 2, 3, back, &err);
+    t_check(st == HMOE_ERR_FORMAT && strstr(err.msg, "layer"), "a truncated profile is rejected with the layer", "%s",
+            err.msg);
+    remove(path);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) {}
+}
+
+int main(void) {
+    test_seed_and_lru();
+    test_lfu();
+    test_profile();
+    return t_summary();
+}
