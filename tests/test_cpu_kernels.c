@@ -57,6 +57,13 @@ static const struct fp16_fields fp16_fields[] = {
     {HMOE_TYPE_Q2_K, 2, {offsetof(struct hmoe_block_q2_k, d), offsetof(struct hmoe_block_q2_k, dmin)}},
     {HMOE_TYPE_Q3_K, 1, {offsetof(struct hmoe_block_q3_k, d)}},
     {HMOE_TYPE_Q8_0, 1, {offsetof(struct hmoe_block_q8_0, d)}},
+    {HMOE_TYPE_IQ2_XXS, 1, {offsetof(struct hmoe_block_iq2_xxs, d)}},
+    {HMOE_TYPE_IQ2_XS, 1, {offsetof(struct hmoe_block_iq2_xs, d)}},
+    {HMOE_TYPE_IQ2_S, 1, {offsetof(struct hmoe_block_iq2_s, d)}},
+    {HMOE_TYPE_IQ3_XXS, 1, {offsetof(struct hmoe_block_iq3_xxs, d)}},
+    {HMOE_TYPE_IQ3_S, 1, {offsetof(struct hmoe_block_iq3_s, d)}},
+    {HMOE_TYPE_IQ4_XS, 1, {offsetof(struct hmoe_block_iq4_xs, d)}},
+    {HMOE_TYPE_IQ4_NL, 1, {offsetof(struct hmoe_block_iq4_nl, d)}},
 };
 
 /* Fill `nrows` rows of `ncols` random weights of type t. */
@@ -101,7 +108,8 @@ static const char *path_tag(enum hmoe_cpu_path p) { return hmoe_cpu_path_name(p)
 
 /* ---------------- fixture checks ---------------- */
 
-static const char *const fixture_types[] = {"Q4_K", "Q6_K", "Q5_K", "Q8_0", "F16", "Q2_K"};
+static const char *const fixture_types[] = {"Q4_K", "Q6_K",    "Q5_K",   "Q8_0",  "F16",
+                                            "Q2_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_S"};
 
 static void check_fixture(const char *tname, enum hmoe_cpu_path path) {
     char name[160], file[64];
@@ -212,7 +220,8 @@ done:
 
 static const enum hmoe_type random_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q8_0,
                                               HMOE_TYPE_F32,  HMOE_TYPE_F16,  HMOE_TYPE_BF16, HMOE_TYPE_Q2_K,
-                                              HMOE_TYPE_Q3_K};
+                                              HMOE_TYPE_Q3_K, HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
+                                              HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S, HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {

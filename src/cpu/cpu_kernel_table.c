@@ -37,5 +37,8 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_F32, HMOE_CPU_AVX512, f32_avx512),
     WEIGHT(HMOE_TYPE_F16, HMOE_CPU_AVX512, f16_avx512),
     WEIGHT(HMOE_TYPE_BF16, HMOE_CPU_AVX512, bf16_avx512),
+    WEIGHT(HMOE_TYPE_IQ2_XXS, HMOE_CPU_AVX512, iq2_xxs_avx512),
+    WEIGHT(HMOE_TYPE_IQ2_XS, HMOE_CPU_AVX512, iq2_xs_avx512),
+    WEIGHT(HMOE_TYPE_IQ2_S, HMOE_CPU_AVX512, iq2_s_avx512),
 };
 const int hmoe_cpu_kernel_row_count = (int)(sizeof hmoe_cpu_kernel_rows / sizeof hmoe_cpu_kernel_rows[0]);
