@@ -40,5 +40,9 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_IQ2_XXS, HMOE_CPU_AVX512, iq2_xxs_avx512),
     WEIGHT(HMOE_TYPE_IQ2_XS, HMOE_CPU_AVX512, iq2_xs_avx512),
     WEIGHT(HMOE_TYPE_IQ2_S, HMOE_CPU_AVX512, iq2_s_avx512),
+    WEIGHT(HMOE_TYPE_IQ3_XXS, HMOE_CPU_AVX512, iq3_xxs_avx512),
+    WEIGHT(HMOE_TYPE_IQ3_S, HMOE_CPU_AVX512, iq3_s_avx512),
+    WEIGHT(HMOE_TYPE_IQ4_XS, HMOE_CPU_AVX512, iq4_xs_avx512),
+    WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX512, iq4_nl_avx512),
 };
 const int hmoe_cpu_kernel_row_count = (int)(sizeof hmoe_cpu_kernel_rows / sizeof hmoe_cpu_kernel_rows[0]);

@@ -115,32 +115,6 @@ static inline void iq2_expand(const struct iq2_luts *L, __m512i ca, __m512i cb, 
     }
 }
 
-/* Per-token part, one scale per chunk (sc2) or per 16 elements (sclo: slices 0-1, schi). */
-static inline __attribute__((always_inline)) void iq2_dots(const __m512i va[4], const __m512i vb[4], __m512i sclo,
-                                                           __m512i schi, const int split, __m512d dd,
-                                                           const struct hmoe_cpu_iq_act *a, __m512d *acc) {
-    const __m512d s = _mm512_mul_pd(dd, _mm512_set1_pd(a->d));
-    if (!split) {
-        __m512i pa = _mm512_load_si512(a->corr[0]), pb = pa;
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            const __m512i av = _mm512_load_si512(a->qs + 64 * g);
-            pa = _mm512_dpbusd_epi32(pa, va[g], av);
-            pb = _mm512_dpbusd_epi32(pb, vb[g], av);
-        }
-        *acc = hmoe_iq512_acc_chunks(*acc, pa, pb, sclo, s);
-    } else {
-        __m512i pal = _mm512_load_si512(a->corr[0]), pbl = pal, pah = _mm512_load_si512(a->corr[1]), pbh = pah;
-        const __m512i a0 = _mm512_load_si512(a->qs), a1 = _mm512_load_si512(a->qs + 64);
-        const __m512i a2 = _mm512_load_si512(a->qs + 128), a3 = _mm512_load_si512(a->qs + 192);
-        pal = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pal, va[0], a0), va[1], a1);
-        pbl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pbl, vb[0], a0), vb[1], a1);
-        pah = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pah, va[2], a2), va[3], a3);
-        pbh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pbh, vb[2], a2), vb[3], a3);
-        *acc = hmoe_iq512_acc_halves(*acc, pal, pbl, pah, pbh, sclo, schi, s);
-    }
-}
-
 /* kind 0: IQ2_XXS, 1: IQ2_XS, 2: IQ2_S */
 static inline __attribute__((always_inline)) void iq2_tile(const char *wa, const char *wb, int64_t nb,
                                                            const struct hmoe_cpu_iq_act *x, float *oa, float *ob,
@@ -196,7 +170,7 @@ static inline __attribute__((always_inline)) void iq2_tile(const char *wa, const
         iq2_expand(&L, ca, cb, sg, va, vb);
         const __m512d dd = hmoe_iq512_pair_d(ba, bb);
 #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) iq2_dots(va, vb, sclo, schi, kind != 0, dd, x + t * nb + i, &acc[t]);
+        for (int t = 0; t < T; t++) hmoe_iq512_dots(va, vb, sclo, schi, kind != 0, dd, x + t * nb + i, &acc[t]);
     }
     for (int t = 0; t < T; t++) hmoe_iq512_store_pair(acc[t], 0.125, oa + t, ob + t);
 }

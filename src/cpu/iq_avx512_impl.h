@@ -11,6 +11,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "iq_act_impl.h"
+
 /* A 64-bit element mask from memory through a general register: a scalar load plus
  * kmovq k, r64 (measured faster than kmovq k, m64 on Zen 5). The empty asm keeps the
  * compiler from turning the vector store + reload into vector-to-GPR extracts. */
@@ -96,6 +98,35 @@ static inline void hmoe_iq512_store_pair(__m512d acc, double f, float *oa, float
 static inline __m512i hmoe_iq512_top_nibble_scales(__m512i qa, __m512i qb) {
     const __m512i s = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(qa, 59), _mm512_srli_epi64(qb, 27));
     return _mm512_or_si512(s, _mm512_set1_epi32(1));
+}
+
+/* The per-token part of every 256-element body: slices va / vb (64 ± weight, unsigned)
+ * of rows A and B dotted with the re-laid activations `a`, one integer scale per chunk
+ * (sclo) or per 16 elements (split: sclo for slices 0-1, schi for 2-3), into *acc with
+ * the block scales dd (row A even lanes, B odd) times the activation scale. */
+static inline __attribute__((always_inline)) void hmoe_iq512_dots(const __m512i va[4], const __m512i vb[4], __m512i sclo,
+                                                           __m512i schi, const int split, __m512d dd,
+                                                           const struct hmoe_cpu_iq_act *a, __m512d *acc) {
+    const __m512d s = _mm512_mul_pd(dd, _mm512_set1_pd(a->d));
+    if (!split) {
+        __m512i pa = _mm512_load_si512(a->corr[0]), pb = pa;
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            const __m512i av = _mm512_load_si512(a->qs + 64 * g);
+            pa = _mm512_dpbusd_epi32(pa, va[g], av);
+            pb = _mm512_dpbusd_epi32(pb, vb[g], av);
+        }
+        *acc = hmoe_iq512_acc_chunks(*acc, pa, pb, sclo, s);
+    } else {
+        __m512i pal = _mm512_load_si512(a->corr[0]), pbl = pal, pah = _mm512_load_si512(a->corr[1]), pbh = pah;
+        const __m512i a0 = _mm512_load_si512(a->qs), a1 = _mm512_load_si512(a->qs + 64);
+        const __m512i a2 = _mm512_load_si512(a->qs + 128), a3 = _mm512_load_si512(a->qs + 192);
+        pal = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pal, va[0], a0), va[1], a1);
+        pbl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pbl, vb[0], a0), vb[1], a1);
+        pah = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pah, va[2], a2), va[3], a3);
+        pbh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(pbh, vb[2], a2), vb[3], a3);
+        *acc = hmoe_iq512_acc_halves(*acc, pal, pbl, pah, pbh, sclo, schi, s);
+    }
 }
 
 #endif
