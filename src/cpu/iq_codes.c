@@ -57,6 +57,12 @@ static void build_all(void) {
     ok &= build(&codes.iq3xxs, hmoe_iq3xxs_grid, HMOE_IQ3XXS_GRID_COUNT, 4);
     ok &= build(&codes.iq3s, hmoe_iq3s_grid, HMOE_IQ3S_GRID_COUNT, 4);
     memcpy(codes.ksigns, hmoe_ksigns_iq2xs, sizeof codes.ksigns);
+    for (int i = 0; i < 256; i++) {
+        uint64_t v = 0;
+        for (int k = 0; k < 8; k++) v |= (uint64_t)((i >> k) & 1 ? 0xff : 0x01) << (8 * k);
+        codes.signs_pm1[i] = v;
+    }
+    for (int i = 0; i < 128; i++) codes.ksigns_pm1[i] = codes.signs_pm1[hmoe_ksigns_iq2xs[i]];
     for (int i = 0; i < 64; i++) codes.iq4nl_u8[i] = (uint8_t)(hmoe_kvalues_iq4nl[i & 15] + 128);
     for (int i = 0; i < 32; i++) {
         const int v = hmoe_kvalues_iq4nl[i & 15];

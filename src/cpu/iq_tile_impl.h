@@ -107,4 +107,47 @@ typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, cons
         }                                                                                                              \
     }
 
+/* ---- Natural-layout variant (AVX2 bodies): one row at a time, Q8_K / Q8_0 activations
+ * as quantized, BODY1(w, nb, x, x_stride_bytes, out, T) with out[t] = dot(row w, act t). */
+typedef void (*hmoe_iq_row_fn)(const char *w, int64_t nb, const char *x, size_t xs, float *out);
+
+#define HMOE_IQ_ROW_ONE(NAME, BODY, T)                                                                                 \
+    static void NAME##_t##T(const char *w, int64_t nb, const char *x, size_t xs, float *o) {                           \
+        BODY(w, nb, x, xs, o, T);                                                                                      \
+    }
+
+#define HMOE_IQ_ROW_TILES(NAME, BODY)                                                                                  \
+    HMOE_IQ_ROW_ONE(NAME, BODY, 1)                                                                                     \
+    HMOE_IQ_ROW_ONE(NAME, BODY, 2)                                                                                     \
+    HMOE_IQ_ROW_ONE(NAME, BODY, 3)                                                                                     \
+    HMOE_IQ_ROW_ONE(NAME, BODY, 4)                                                                                     \
+    static const hmoe_iq_row_fn NAME##_tiles[5] = {0, NAME##_t1, NAME##_t2, NAME##_t3, NAME##_t4};
+
+/* gemv / gemm over the row tiles of NAME; BLCK = elements per weight block. */
+#define HMOE_IQ_DEFINE_GEMV_GEMM_ROWS(SUFFIX, NAME, BLCK)                                                              \
+    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                float *y) {                                                                            \
+        const char *w0 = (const char *)w;                                                                              \
+        for (int64_t r = 0; r < nrows; r++) {                                                                          \
+            hmoe_iq_prefetch(w0 + (size_t)(r + HMOE_IQ_PREFETCH_ROWS) * row_bytes, row_bytes);                         \
+            NAME##_t1(w0 + (size_t)r * row_bytes, ncols / (BLCK), (const char *)xq, 0, y + r);                         \
+        }                                                                                                              \
+    }                                                                                                                  \
+    void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
+        const char *w0 = (const char *)w;                                                                              \
+        for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_IQ_TILE_ROWS) {                                                    \
+            int64_t r1 = r0 + HMOE_IQ_TILE_ROWS < nrows ? r0 + HMOE_IQ_TILE_ROWS : nrows;                              \
+            for (int64_t t0 = 0; t0 < ntok; t0 += 4) {                                                                 \
+                int64_t nt = ntok - t0 < 4 ? ntok - t0 : 4;                                                            \
+                for (int64_t r = r0; r < r1; r++) {                                                                    \
+                    float o[4];                                                                                        \
+                    NAME##_tiles[nt](w0 + (size_t)r * row_bytes, ncols / (BLCK), (const char *)xq + (size_t)t0 * xq_stride, \
+                                     xq_stride, o);                                                                    \
+                    for (int64_t t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = o[t];                \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
 #endif
