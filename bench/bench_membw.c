@@ -1,6 +1,7 @@
 /* bench_membw.c — RAM read bandwidth with 1..N OpenMP threads: the roofline for the
  * decode kernels (a token's expert weights are read once from RAM, so gemv can at best
- * run at this speed). Streams a buffer much larger than the last-level cache with
+ * run at this speed). Streams a buffer much larger than the last-level cache (default
+ * 2 GiB; the dev VM reports a 512 MiB L3, and a 256 MiB buffer reads at L3 speed) with
  * AVX-512 (or AVX2) loads on the path hmoe_cpu_init() picks; reports GB/s (1e9 B/s).
  *
  * Build: make bench CUDA=0      Run: ./build/bench/bench_membw [-m MiB] [-t N] [-r reps] [-o json]
@@ -12,15 +13,22 @@
 #include "bench_util.h"
 
 int main(int argc, char **argv) {
-    size_t mib = 1024;
+    size_t mib = 2048;
     int max_threads = hmoe_cpu_physical_cores(), reps = 5, json = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) mib = (size_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "-t") && i + 1 < argc) max_threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-o") && i + 1 < argc) json = !strcmp(argv[++i], "json");
+        if (!strcmp(argv[i], "-H"))
+            bench_hugepages = 1;
+        else if (!strcmp(argv[i], "-m") && i + 1 < argc)
+            mib = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
+            max_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            json = !strcmp(argv[++i], "json");
         else {
-            fprintf(stderr, "usage: %s [-m MiB (1024)] [-t max threads (physical cores)] [-r reps (5)] [-o json]\n",
+            fprintf(stderr,
+                    "usage: %s [-m MiB (2048)] [-t max threads (physical cores)] [-r reps (5)] [-H] [-o json]\n",
                     argv[0]);
             return 2;
         }
@@ -45,18 +53,23 @@ int main(int argc, char **argv) {
     }
     uint64_t got = hmoe_cpu_path() == HMOE_CPU_AVX512 ? bench_read_avx512(buf, 1 << 20)
                    : hmoe_cpu_path() == HMOE_CPU_AVX2 ? bench_read_avx2(buf, 1 << 20)
-                                                       : want;
+                                                      : want;
     if (got != want) {
         fprintf(stderr, "bench_membw: probe sum mismatch (%llu vs %llu)\n", (unsigned long long)got,
                 (unsigned long long)want);
         return 1;
     }
-    if (json) printf("{\"path\": \"%s\", \"buffer_mib\": %zu, \"read_gbs\": [", hmoe_cpu_path_name(hmoe_cpu_path()), mib);
-    else printf("read bandwidth, %s loads, %zu MiB buffer, best of %d\n", hmoe_cpu_path_name(hmoe_cpu_path()), mib, reps);
+    if (json)
+        printf("{\"path\": \"%s\", \"buffer_mib\": %zu, \"read_gbs\": [", hmoe_cpu_path_name(hmoe_cpu_path()), mib);
+    else
+        printf("read bandwidth, %s loads, %zu MiB buffer, best of %d\n", hmoe_cpu_path_name(hmoe_cpu_path()), mib,
+               reps);
     for (int t = 1; t <= max_threads; t++) {
         double gbs = bench_read_gbs(buf, n, t, reps);
-        if (json) printf("%s{\"threads\": %d, \"gbs\": %.2f}", t > 1 ? ", " : "", t, gbs);
-        else printf("  %2d thread%s  %7.2f GB/s\n", t, t > 1 ? "s" : " ", gbs);
+        if (json)
+            printf("%s{\"threads\": %d, \"gbs\": %.2f}", t > 1 ? ", " : "", t, gbs);
+        else
+            printf("  %2d thread%s  %7.2f GB/s\n", t, t > 1 ? "s" : " ", gbs);
     }
     if (json) printf("]}\n");
     free(buf);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "hmoe/common.h"
 #include "hmoe/cpu.h"
@@ -64,9 +65,11 @@ static volatile uint64_t bench_sink;
 
 /* Page-aligned buffer of n bytes, first touched by `nthreads` threads in the same static
  * split the probes use (so pages are spread like the data they later stream). */
+static int bench_hugepages; /* -H: ask for transparent huge pages (madvise) */
 static void *bench_alloc_touched(size_t n, int nthreads) {
     void *p = NULL;
-    if (posix_memalign(&p, 4096, n) != 0) return NULL;
+    if (posix_memalign(&p, (size_t)2 << 20, n) != 0) return NULL;
+    if (bench_hugepages) madvise(p, n, MADV_HUGEPAGE);
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (size_t i = 0; i < n; i += 4096) memset((char *)p + i, (int)(i >> 12) & 0xff, 4096);
     return p;
@@ -85,9 +88,12 @@ static double bench_read_gbs(const uint8_t *buf, size_t n, int nthreads, int rep
             int nt = omp_get_num_threads(), id = omp_get_thread_num();
             size_t per = (n / (size_t)nt) & ~(size_t)4095;
             const uint8_t *p = buf + per * (size_t)id;
-            if (path == HMOE_CPU_AVX512) total += bench_read_avx512(p, per);
-            else if (path == HMOE_CPU_AVX2) total += bench_read_avx2(p, per);
-            else total += bench_read_scalar(p, per);
+            if (path == HMOE_CPU_AVX512)
+                total += bench_read_avx512(p, per);
+            else if (path == HMOE_CPU_AVX2)
+                total += bench_read_avx2(p, per);
+            else
+                total += bench_read_scalar(p, per);
         }
         double dt = hmoe_time_s() - t0;
         bench_sink += total;
@@ -113,12 +119,13 @@ static float bench_normal(void) {
 
 /* Random weights of type t: random bytes, then finite fp16 scales where the block has
  * them (random bytes there would be Inf/NaN and say nothing about speed). */
-static void bench_fill_weights(enum hmoe_type t, uint8_t *w, size_t bytes) {
+static inline void bench_fill_weights(enum hmoe_type t, uint8_t *w, size_t bytes) {
     const struct hmoe_type_info *ti = &hmoe_type_info[t];
     if (!ti->is_quantized) {
         for (size_t e = 0; e < bytes / (size_t)ti->type_size; e++) {
             float v = 0.02f * bench_normal();
-            if (ti->type_size == 4) memcpy(w + 4 * e, &v, 4);
+            if (ti->type_size == 4)
+                memcpy(w + 4 * e, &v, 4);
             else {
                 uint16_t h = t == HMOE_TYPE_F16 ? hmoe_f32_to_fp16(v) : hmoe_f32_to_bf16(v);
                 memcpy(w + 2 * e, &h, 2);
@@ -131,7 +138,11 @@ static void bench_fill_weights(enum hmoe_type t, uint8_t *w, size_t bytes) {
         memcpy(w + i, &v, 8);
     }
     /* fp16 fields per block: K-quants from the table below, every other block type starts with d */
-    static const struct { enum hmoe_type t; int n; size_t off[2]; } fields[] = {
+    static const struct {
+        enum hmoe_type t;
+        int n;
+        size_t off[2];
+    } fields[] = {
         {HMOE_TYPE_Q4_K, 2, {offsetof(struct hmoe_block_q4_k, d), offsetof(struct hmoe_block_q4_k, dmin)}},
         {HMOE_TYPE_Q5_K, 2, {offsetof(struct hmoe_block_q5_k, d), offsetof(struct hmoe_block_q5_k, dmin)}},
         {HMOE_TYPE_Q6_K, 1, {offsetof(struct hmoe_block_q6_k, d), 0}},

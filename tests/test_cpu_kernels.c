@@ -31,7 +31,7 @@ static uint64_t rng_u64(void) {
     return rng_state * 0x2545f4914f6cdd1dull;
 }
 static float rng_unit(void) { return (float)((rng_u64() >> 40) * (1.0 / 16777216.0)); } /* [0,1) */
-static float rng_normal(void) {                                                          /* ~N(0,1) */
+static float rng_normal(void) {                                                         /* ~N(0,1) */
     float s = 0;
     for (int i = 0; i < 12; i++) s += rng_unit();
     return s - 6.0f;
@@ -73,7 +73,8 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
     if (t == HMOE_TYPE_F32 || t == HMOE_TYPE_F16 || t == HMOE_TYPE_BF16) {
         for (size_t e = 0; e < bytes / (size_t)ti->type_size; e++) {
             float v = 0.05f * rng_normal();
-            if (t == HMOE_TYPE_F32) memcpy(w + 4 * e, &v, 4);
+            if (t == HMOE_TYPE_F32)
+                memcpy(w + 4 * e, &v, 4);
             else {
                 uint16_t h = t == HMOE_TYPE_F16 ? hmoe_f32_to_fp16(v) : hmoe_f32_to_bf16(v);
                 memcpy(w + 2 * e, &h, 2);
@@ -154,7 +155,8 @@ static void check_fixture(const char *tname, enum hmoe_cpu_path path) {
         bad_hex |= hmoe_hex_decode(hmoe_json_get_str(acts->items[a], "x_quant_hex", ""), xq + a * act_bytes,
                                    act_bytes) != (long)act_bytes;
         const struct hmoe_json *xa = hmoe_json_get(acts->items[a], "x");
-        if (!xa || xa->n != (size_t)ncols) bad_hex = 1;
+        if (!xa || xa->n != (size_t)ncols)
+            bad_hex = 1;
         else
             for (int64_t i = 0; i < ncols; i++) x[a * (size_t)ncols + (size_t)i] = (float)xa->items[i]->num;
     }
@@ -173,7 +175,8 @@ static void check_fixture(const char *tname, enum hmoe_cpu_path path) {
 
     /* Dot products: gemv per row range, gemm over all activations, matmul. */
     float *y = calloc(nr * na, sizeof(float)), *y2 = calloc(nr * na, sizeof(float));
-    for (size_t a = 0; a < na; a++) hmoe_cpu_gemv(wt, ncols, w, row_bytes, 0, (int64_t)nr, xq + a * act_bytes, y + a * nr);
+    for (size_t a = 0; a < na; a++)
+        hmoe_cpu_gemv(wt, ncols, w, row_bytes, 0, (int64_t)nr, xq + a * act_bytes, y + a * nr);
     hmoe_cpu_gemm(wt, ncols, w, row_bytes, 0, (int64_t)nr, xq, act_bytes, (int64_t)na, y2, nr);
     int gv_bad = -1, gm_bad = -1;
     float gv_got = 0, gm_got = 0, want_at = 0;
@@ -218,10 +221,10 @@ done:
 
 /* ---------------- random checks against the references ---------------- */
 
-static const enum hmoe_type random_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q8_0,
-                                              HMOE_TYPE_F32,  HMOE_TYPE_F16,  HMOE_TYPE_BF16, HMOE_TYPE_Q2_K,
-                                              HMOE_TYPE_Q3_K, HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
-                                              HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S, HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL};
+static const enum hmoe_type random_types[] = {
+    HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
+    HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
+    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {
@@ -249,7 +252,8 @@ static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {
             float *x = malloc((size_t)n * sizeof(float));
             rng_acts(x, n);
             if (rep == 1) /* specials: ties at ±max, subnormals, huge values */
-                for (int64_t i = 0; i < n; i++) x[i] = (i % 3 == 0) ? 1e-40f * (float)(i + 1) : (i % 3 == 1 ? 2.5f : -2.5f);
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = (i % 3 == 0) ? 1e-40f * (float)(i + 1) : (i % 3 == 1 ? 2.5f : -2.5f);
             if (rep == 2)
                 for (int64_t i = 0; i < n; i++) x[i] = (i & 1 ? -1.0f : 1.0f) * (65519.0f + (float)i);
             if (rep == 3) /* non-finite values: the SIMD code must treat them as the reference does */
@@ -273,8 +277,8 @@ static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {
             if (memcmp(q1, q2, nb) != 0) {
                 size_t k = 0;
                 while (q1[k] == q2[k]) k++;
-                snprintf(detail, sizeof detail, "rep %d n=%lld: byte %zu is %02x, ref %02x", rep, (long long)n, k, q2[k],
-                         q1[k]);
+                snprintf(detail, sizeof detail, "rep %d n=%lld: byte %zu is %02x, ref %02x", rep, (long long)n, k,
+                         q2[k], q1[k]);
                 bad = 1;
             }
             free(x);
@@ -295,9 +299,11 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
         return;
     }
     const int64_t b = ti->blck == 1 ? 16 : ti->blck;
-    /* (ncols, nrows): one block; many blocks; rows off every tile multiple; float tails. */
-    const int64_t shapes[][2] = {{b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}};
-    const int64_t float_shapes[][2] = {{1, 3}, {17, 5}, {100, 9}, {1001, 4}};
+    /* (ncols, nrows): one block; many blocks; rows off every tile multiple (4 in gemv, 16 and
+     * 64 in gemm chunks); rows too long for gemm's prepared-activation buffer (gemv fallback) */
+    const int64_t shapes[][2] = {
+        {b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}, {2 * b, 67}, {232 * 256 / b * b, 3}};
+    const int64_t float_shapes[][2] = {{1, 3}, {17, 5}, {100, 9}, {1001, 4}}; /* tails: ncols % 16 != 0 */
     int bad = 0;
     char detail[200] = "";
     for (size_t s = 0; s < HMOE_ARRAY_LEN(shapes) + (ti->blck == 1 ? HMOE_ARRAY_LEN(float_shapes) : 0) && !bad; s++) {
@@ -307,7 +313,8 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
         const int64_t ntok_max = 9;
         uint8_t *w = malloc(row_bytes * (size_t)nrows), *xq = malloc(act_bytes * (size_t)ntok_max);
         float *x = malloc(sizeof(float) * (size_t)(ncols * ntok_max));
-        float *ref = malloc(sizeof(float) * (size_t)(nrows * ntok_max)), *y = malloc(sizeof(float) * (size_t)(nrows * ntok_max));
+        float *ref = malloc(sizeof(float) * (size_t)(nrows * ntok_max)),
+              *y = malloc(sizeof(float) * (size_t)(nrows * ntok_max));
         rng_weights(wt, ncols, nrows, w);
         for (int64_t t = 0; t < ntok_max; t++) {
             rng_acts(x + t * ncols, ncols);
@@ -330,8 +337,9 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
             for (int64_t t = 0; t < ntok && !bad; t++)
                 for (int64_t r = 0; r < nrows && !bad; r++)
                     if (!close_enough(y[t * nrows + r], ref[t * nrows + r]))
-                        bad = snprintf(detail, sizeof detail, "gemm ntok %lld ncols %lld row %lld tok %lld: %.9g vs ref %.9g",
-                                       (long long)ntok, (long long)ncols, (long long)r, (long long)t, y[t * nrows + r],
+                        bad = snprintf(detail, sizeof detail,
+                                       "gemm ntok %lld ncols %lld row %lld tok %lld: %.9g vs ref %.9g", (long long)ntok,
+                                       (long long)ncols, (long long)r, (long long)t, y[t * nrows + r],
                                        ref[t * nrows + r]);
         }
         if (!bad) {
@@ -339,8 +347,8 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
             hmoe_cpu_matmul(wt, ncols, nrows, w, row_bytes, x, (size_t)ncols, ntok_max, y, (size_t)nrows, scratch);
             for (int64_t i = 0; i < nrows * ntok_max && !bad; i++)
                 if (!close_enough(y[i], ref[i]))
-                    bad = snprintf(detail, sizeof detail, "matmul ncols %lld out %lld: %.9g vs ref %.9g", (long long)ncols,
-                                   (long long)i, y[i], ref[i]);
+                    bad = snprintf(detail, sizeof detail, "matmul ncols %lld out %lld: %.9g vs ref %.9g",
+                                   (long long)ncols, (long long)i, y[i], ref[i]);
             free(scratch);
         }
         free(w);
@@ -352,7 +360,39 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     t_check(!bad, name, "%s", detail);
 }
 
+/* hmoe_cpu_init() reads HMOE_CPU: a valid name picks that path (capped at the CPU's best),
+ * anything else keeps the best path. */
+static void check_env_override(void) {
+    const enum hmoe_cpu_path best = hmoe_cpu_force_path(HMOE_CPU_AVX512);
+    static const struct {
+        const char *value;
+        enum hmoe_cpu_path want;
+    } cases[] = {{"scalar", HMOE_CPU_SCALAR}, {"AVX2", HMOE_CPU_AVX2}, {"avx512", HMOE_CPU_AVX512}, {"sse9", 99}};
+    int bad = -1;
+    enum hmoe_log_level saved = hmoe_log_level;
+    hmoe_log_level = HMOE_LOG_ERROR; /* the bad value's warning is expected */
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(cases); i++) {
+        setenv("HMOE_CPU", cases[i].value, 1);
+        hmoe_cpu_init();
+        enum hmoe_cpu_path want = cases[i].want == 99 ? best : cases[i].want;
+        if (want > best) want = best;
+        if (hmoe_cpu_path() != want && bad < 0) bad = (int)i;
+    }
+    hmoe_log_level = saved;
+    unsetenv("HMOE_CPU");
+    hmoe_cpu_init();
+    t_check(bad < 0 && hmoe_cpu_path() == best, "HMOE_CPU selects a path, capped at the CPU's best",
+            "HMOE_CPU=%s gave %s (best %s)", bad >= 0 ? cases[bad].value : "(unset)",
+            hmoe_cpu_path_name(hmoe_cpu_path()), hmoe_cpu_path_name(best));
+    int cores = hmoe_cpu_physical_cores();
+    t_check(cores >= 1 && cores <= 4096, "physical core count is sane", "got %d", cores);
+    t_check(!hmoe_cpu_supports(HMOE_TYPE_I32) && !hmoe_cpu_supports((enum hmoe_type)4) &&
+                !hmoe_cpu_supports((enum hmoe_type)HMOE_TYPE_COUNT) && hmoe_cpu_supports(HMOE_TYPE_Q4_K),
+            "hmoe_cpu_supports: kernel types yes, plain ints / retired / out-of-range ids no", "wrong answer");
+}
+
 int main(void) {
+    check_env_override();
     const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX2, HMOE_CPU_AVX512};
     for (size_t p = 0; p < HMOE_ARRAY_LEN(paths); p++) {
         enum hmoe_cpu_path got = hmoe_cpu_force_path(paths[p]);

@@ -1,12 +1,7 @@
-/* test_quant_fixtures.c — the reference kernels of the type table against llama.cpp.
- *
- * For every fixtures/kernels/<TYPE>.json (fixtures/README.md §3): table geometry and
- * pairing, each row's raw bytes dequantize bit-exactly to `dequant`; each activation `x`
- * quantizes byte-exactly to `x_quant_hex` with the vec_dot_type's quantize_ref and back
- * bit-exactly to `x_quant_dequant`; each `vec_dot` within 1e-5 relative (1e-6 absolute
- * near zero). Also the three worked blocks of quants.md §11 (FNV-1a of all outputs and
- * the bit patterns of the first 32).
- */
+/* test_quant_fixtures.c — the type table's reference kernels against llama.cpp: for every
+ * fixtures/kernels/<TYPE>.json (fixtures/README.md §3) the table geometry, bit-exact
+ * dequant of each row, byte-exact activation quantization (and its dequant), vec_dot within
+ * 1e-5 relative; plus the three worked blocks of quants.md §11 (FNV-1a, first 32 bits). */
 #include <stdint.h>
 
 #include "harness.h"

@@ -1,14 +1,8 @@
-/* quant_blocks.h — the byte layout of every ggml block format, one struct per type.
- *
- * Shared by C (kernels, tests) and CUDA (.cu files include it), so it uses only plain
- * sized-integer members: fp16 fields are uint16_t (convert with hmoe/fp16.h), multi-byte
- * fields that are not naturally aligned in the file are byte arrays (read them with
- * memcpy, little-endian). Each struct is pinned to its size from quants.md §1 by
- * HMOE_BLOCK_SIZE_CHECK. Field meanings: quants.md §3 (legacy), §4 (K-quants),
- * §5 (I-quants), §6 (FP4), §7 (others), §8 (activation formats).
- * Blocks inside a tensor are packed back to back without padding, so a block pointer is
- * only 1- or 2-byte aligned: never cast one to a wider type.
- */
+/* quant_blocks.h — the byte layout of every ggml block format, one struct per type,
+ * each pinned to its size from quants.md §1 (field meanings: §3-§8). Shared by C and CUDA:
+ * only sized-integer members, fp16 fields as uint16_t (see hmoe/fp16.h), unaligned
+ * multi-byte fields as byte arrays (read with memcpy, little-endian). Blocks are packed
+ * back to back, so a block pointer is only 1- or 2-byte aligned: never cast it wider. */
 #ifndef HMOE_QUANT_BLOCKS_H
 #define HMOE_QUANT_BLOCKS_H
 

@@ -59,7 +59,8 @@ typedef void (*hmoe_dequant_row_fn)(const void *src, float *dst, int64_t n);
 typedef void (*hmoe_quant_row_fn)(const float *src, void *dst, int64_t n);
 
 /* Dot product of one weight row (n elements, weight type) with one activation row
- * already quantized to the weight type's vec_dot_type. */
+ * already quantized to the weight type's vec_dot_type. The references form llama.cpp's
+ * integer partial sums exactly (quants.md §8.4) and do the float part in double. */
 typedef float (*hmoe_vec_dot_fn)(int64_t n, const void *w_row, const void *act_row);
 
 struct hmoe_type_info {

@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int init_done;                              /* 1 once the table below is valid */
-static enum hmoe_cpu_path cpu_best = HMOE_CPU_SCALAR;     /* what the hardware + OS allow */
-static enum hmoe_cpu_path cpu_path = HMOE_CPU_SCALAR;     /* what we run */
+static atomic_int init_done;                             /* 1 once the table below is valid */
+static enum hmoe_cpu_path cpu_best = HMOE_CPU_SCALAR;    /* what the hardware + OS allow */
+static enum hmoe_cpu_path cpu_path = HMOE_CPU_SCALAR;    /* what we run */
 static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id */
 
 static uint64_t read_xcr0(void) {
@@ -69,12 +69,15 @@ static enum hmoe_cpu_path path_from_env(enum hmoe_cpu_path best) {
     const char *e = getenv("HMOE_CPU");
     if (!e || !*e) return best;
     enum hmoe_cpu_path want = best;
-    if (!strcasecmp(e, "scalar")) want = HMOE_CPU_SCALAR;
-    else if (!strcasecmp(e, "avx2")) want = HMOE_CPU_AVX2;
-    else if (!strcasecmp(e, "avx512")) want = HMOE_CPU_AVX512;
-    else HMOE_WARN("HMOE_CPU=%s is not one of scalar, avx2, avx512; using %s\n", e, hmoe_cpu_path_name(best));
-    if (want > best)
-        HMOE_WARN("HMOE_CPU=%s: this CPU only supports %s; using that\n", e, hmoe_cpu_path_name(best));
+    if (!strcasecmp(e, "scalar"))
+        want = HMOE_CPU_SCALAR;
+    else if (!strcasecmp(e, "avx2"))
+        want = HMOE_CPU_AVX2;
+    else if (!strcasecmp(e, "avx512"))
+        want = HMOE_CPU_AVX512;
+    else
+        HMOE_WARN("HMOE_CPU=%s is not one of scalar, avx2, avx512; using %s\n", e, hmoe_cpu_path_name(best));
+    if (want > best) HMOE_WARN("HMOE_CPU=%s: this CPU only supports %s; using that\n", e, hmoe_cpu_path_name(best));
     return want < best ? want : best;
 }
 
@@ -163,8 +166,10 @@ void hmoe_cpu_gemv(enum hmoe_type wtype, int64_t ncols, const void *w, size_t ro
     ensure_init();
     if (r1 <= r0) return;
     const char *w0 = (const char *)w + (size_t)r0 * row_bytes;
-    if (kernels[wtype].gemv) kernels[wtype].gemv(ncols, w0, row_bytes, r1 - r0, xq, y);
-    else gemv_ref(wtype, ncols, w0, row_bytes, r1 - r0, xq, y);
+    if (kernels[wtype].gemv)
+        kernels[wtype].gemv(ncols, w0, row_bytes, r1 - r0, xq, y);
+    else
+        gemv_ref(wtype, ncols, w0, row_bytes, r1 - r0, xq, y);
 }
 
 void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
@@ -179,8 +184,10 @@ void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t ro
     for (int64_t t = 0; t < ntok; t++) {
         const void *xt = (const char *)xq + (size_t)t * xq_stride_bytes;
         float *yt = y + (size_t)t * y_stride;
-        if (kernels[wtype].gemv) kernels[wtype].gemv(ncols, w0, row_bytes, r1 - r0, xt, yt);
-        else gemv_ref(wtype, ncols, w0, row_bytes, r1 - r0, xt, yt);
+        if (kernels[wtype].gemv)
+            kernels[wtype].gemv(ncols, w0, row_bytes, r1 - r0, xt, yt);
+        else
+            gemv_ref(wtype, ncols, w0, row_bytes, r1 - r0, xt, yt);
     }
 }
 
@@ -199,8 +206,10 @@ void hmoe_cpu_matmul(enum hmoe_type wtype, int64_t ncols, int64_t nrows, const v
         int64_t per = ((nrows + nt - 1) / nt + 15) & ~(int64_t)15;
         int64_t r0 = per * id, r1 = HMOE_MIN(nrows, r0 + per);
         if (r0 < r1) {
-            if (ntok == 1) hmoe_cpu_gemv(wtype, ncols, w, row_bytes, r0, r1, scratch, y + r0);
-            else hmoe_cpu_gemm(wtype, ncols, w, row_bytes, r0, r1, scratch, act_bytes, ntok, y + r0, y_stride);
+            if (ntok == 1)
+                hmoe_cpu_gemv(wtype, ncols, w, row_bytes, r0, r1, scratch, y + r0);
+            else
+                hmoe_cpu_gemm(wtype, ncols, w, row_bytes, r0, r1, scratch, act_bytes, ntok, y + r0, y_stride);
         }
     }
 }

@@ -40,10 +40,10 @@ extern const int hmoe_cpu_kernel_row_count;
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want);
 
 /* ---- SIMD kernels (defined in the *_avx2.c / *_avx512.c files) ---- */
-#define HMOE_CPU_DECLARE_WEIGHT(name)                                                                                \
-    void hmoe_cpu_gemv_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,        \
-                              float *y);                                                                             \
-    void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,        \
+#define HMOE_CPU_DECLARE_WEIGHT(name)                                                                                  \
+    void hmoe_cpu_gemv_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
+                              float *y);                                                                               \
+    void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
                               size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
 
 /* activation quantizers (bit-identical to the type table's quantize_ref) */

@@ -5,8 +5,14 @@
  */
 #include "cpu_impl.h"
 
-#define ACT(type, path, name) {type, path, {.quantize = hmoe_cpu_quantize_##name}}
-#define WEIGHT(type, path, name) {type, path, {.gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name}}
+#define ACT(type, path, name)                                                                                          \
+    {                                                                                                                  \
+        type, path, { .quantize = hmoe_cpu_quantize_##name }                                                           \
+    }
+#define WEIGHT(type, path, name)                                                                                       \
+    {                                                                                                                  \
+        type, path, { .gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name }                                     \
+    }
 
 const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     /* AVX2 (+FMA, F16C) */

@@ -14,49 +14,54 @@ static inline __m256 ld_bf16(const char *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-#define FLOAT_TILE_BODY(LD, esize, type)                                                                             \
-    do {                                                                                                             \
-        const char *wc = (const char *)w;                                                                            \
-        __m256d lo[HMOE_TILE_MAX_TOK], hi[HMOE_TILE_MAX_TOK];                                                        \
-        for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm256_setzero_pd();                                             \
-        int64_t e = 0;                                                                                               \
-        for (; e + 8 <= n; e += 8) {                                                                                 \
-            const __m256 wv = LD(wc + (size_t)e * (esize));                                                          \
-            const __m256d w0 = _mm256_cvtps_pd(_mm256_castps256_ps128(wv));                                          \
-            const __m256d w1 = _mm256_cvtps_pd(_mm256_extractf128_ps(wv, 1));                                        \
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                                   \
-                const __m256 xv = LD(x + (size_t)t * xs + (size_t)e * (esize));                                      \
-                lo[t] = _mm256_fmadd_pd(w0, _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), lo[t]);                     \
-                hi[t] = _mm256_fmadd_pd(w1, _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), hi[t]);                   \
-            }                                                                                                        \
-        }                                                                                                            \
-        for (int t = 0; t < T; t++) {                                                                                \
-            const __m256d v = _mm256_add_pd(lo[t], hi[t]);                                                           \
-            __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));                         \
-            double s = _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));                                   \
-            if (e < n)                                                                                               \
-                s += hmoe_type_info[type].vec_dot_ref(n - e, wc + (size_t)e * (esize),                               \
-                                                      x + (size_t)t * xs + (size_t)e * (esize));                     \
-            out[t] = (float)s;                                                                                       \
-        }                                                                                                            \
+/* out[r*T + t] = dot(row r at w + r*rb, x_t) over n elements of `esize` bytes; LD widens 8. */
+#define FLOAT_TILE_BODY(LD, esize, type)                                                                               \
+    do {                                                                                                               \
+        __m256d lo[HMOE_TILE_MAX_TOK], hi[HMOE_TILE_MAX_TOK];                                                          \
+        for (int k = 0; k < R * T; k++) lo[k] = hi[k] = _mm256_setzero_pd();                                           \
+        int64_t e = 0;                                                                                                 \
+        for (; e + 8 <= n; e += 8) {                                                                                   \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                      \
+                if (T == 1 && (e * (esize)) % 64 == 0) /* one line per 64 bytes, next row tile */                      \
+                    __builtin_prefetch(w + (size_t)(r + R) * rb + (size_t)e * (esize), 0, 3);                          \
+                const __m256 wv = LD(w + (size_t)r * rb + (size_t)e * (esize));                                        \
+                const __m256d w0 = _mm256_cvtps_pd(_mm256_castps256_ps128(wv));                                        \
+                const __m256d w1 = _mm256_cvtps_pd(_mm256_extractf128_ps(wv, 1));                                      \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                                  \
+                    const __m256 xv = LD(x + (size_t)t * xs + (size_t)e * (esize));                                    \
+                    lo[r * T + t] = _mm256_fmadd_pd(w0, _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), lo[r * T + t]);   \
+                    hi[r * T + t] = _mm256_fmadd_pd(w1, _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), hi[r * T + t]); \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int r = 0; r < R; r++)                                                                                    \
+            for (int t = 0; t < T; t++) {                                                                              \
+                const __m256d v = _mm256_add_pd(lo[r * T + t], hi[r * T + t]);                                         \
+                __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));                       \
+                double s = _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));                                 \
+                if (e < n)                                                                                             \
+                    s += hmoe_type_info[type].vec_dot_ref(n - e, w + (size_t)r * rb + (size_t)e * (esize),             \
+                                                          x + (size_t)t * xs + (size_t)e * (esize));                   \
+                out[r * T + t] = (float)s;                                                                             \
+            }                                                                                                          \
     } while (0)
 
-static inline __attribute__((always_inline)) void f32_tile(const void *w, int64_t n, const char *x, size_t xs,
-                                                           float *out, const int T) {
+static inline __attribute__((always_inline)) void f32_tile(const char *w, size_t rb, int64_t n, const char *x,
+                                                           size_t xs, float *out, const int R, const int T) {
     FLOAT_TILE_BODY(ld_f32, 4, HMOE_TYPE_F32);
 }
-static inline __attribute__((always_inline)) void f16_tile(const void *w, int64_t n, const char *x, size_t xs,
-                                                           float *out, const int T) {
+static inline __attribute__((always_inline)) void f16_tile(const char *w, size_t rb, int64_t n, const char *x,
+                                                           size_t xs, float *out, const int R, const int T) {
     FLOAT_TILE_BODY(ld_f16, 2, HMOE_TYPE_F16);
 }
-static inline __attribute__((always_inline)) void bf16_tile(const void *w, int64_t n, const char *x, size_t xs,
-                                                            float *out, const int T) {
+static inline __attribute__((always_inline)) void bf16_tile(const char *w, size_t rb, int64_t n, const char *x,
+                                                            size_t xs, float *out, const int R, const int T) {
     FLOAT_TILE_BODY(ld_bf16, 2, HMOE_TYPE_BF16);
 }
 
 HMOE_TILE_INSTANCES(f32256, f32_tile)
-HMOE_DEFINE_GEMV_GEMM(f32_avx2, f32256, 1, HMOE_GEMV_ROWS_BY_TILE)
+HMOE_DEFINE_GEMV_GEMM(f32_avx2, f32256, 1)
 HMOE_TILE_INSTANCES(f16256, f16_tile)
-HMOE_DEFINE_GEMV_GEMM(f16_avx2, f16256, 1, HMOE_GEMV_ROWS_BY_TILE)
+HMOE_DEFINE_GEMV_GEMM(f16_avx2, f16256, 1)
 HMOE_TILE_INSTANCES(bf16256, bf16_tile)
-HMOE_DEFINE_GEMV_GEMM(bf16_avx2, bf16256, 1, HMOE_GEMV_ROWS_BY_TILE)
+HMOE_DEFINE_GEMV_GEMM(bf16_avx2, bf16256, 1)

@@ -9,6 +9,7 @@
  */
 #include <immintrin.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "cpu_impl.h"
 #include "hmoe/quant_blocks.h"
@@ -27,16 +28,17 @@ static inline __m256i k45_scales_mins(const void *block) {
     return _mm256_cvtepu8_epi16(_mm_ternarylogic_epi32(a, m, hi2, 0xEA)); /* (a & m) | hi2 */
 }
 
-/* out[t] = dot(weight row w (nb blocks), activation row t) for t < T. T and the layout
- * arguments are constants after inlining, so acc[] lives in registers and loops unroll.
- * Both block types start with d, dmin, scales[12]; qs_off / qh_off locate the quants. */
-static inline __attribute__((always_inline)) void k45_tile(const void *w, int64_t nb, const char *x, size_t xs,
-                                                           float *out, const int T, const size_t block_bytes,
-                                                           const size_t qs_off, const int has_qh, const size_t qh_off) {
+/* out[r*T + t] = dot(weight row r (nb blocks at w + r*rb), activation row t). R, T and the
+ * layout arguments are constants after inlining, so acc[] lives in registers and loops
+ * unroll. Both block types start with d, dmin, scales[12]; qs_off / qh_off locate the quants. */
+static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t rb, int64_t nb, const char *x,
+                                                           size_t xs, float *out, const int R, const int T,
+                                                           const size_t block_bytes, const size_t qs_off,
+                                                           const int has_qh, const size_t qh_off) {
     /* Accumulate in double, as the references do: the scale and min terms of a row cancel
      * heavily, and float sums of them lose ~eps·Σ|terms| (up to 1e-4 relative). */
     __m512d acc[HMOE_TILE_MAX_TOK];
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_pd();
+    for (int k = 0; k < R * T; k++) acc[k] = _mm512_setzero_pd();
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     /* shift 0 for the lower 16 words (low nibbles), 4 for the upper 16 (high nibbles) */
     const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
@@ -51,34 +53,202 @@ static inline __attribute__((always_inline)) void k45_tile(const void *w, int64_
     const __m512i ix3 = _mm512_add_epi16(ix2, two);
     const __m256i ixm = _mm256_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *b = (const uint8_t *)w + (size_t)i * block_bytes;
-        const __m256i scmn16 = k45_scales_mins(b);
-        const __m512i scmn = _mm512_castsi256_si512(scmn16);
-        const __m512i s0 = _mm512_permutexvar_epi16(ix0, scmn), s1 = _mm512_permutexvar_epi16(ix1, scmn);
-        const __m512i s2 = _mm512_permutexvar_epi16(ix2, scmn), s3 = _mm512_permutexvar_epi16(ix3, scmn);
-        const __m256i mn = _mm256_permutexvar_epi16(ixm, scmn16);
-        __m512i q[4];
-        __m512i qh = _mm512_setzero_si512();
-        if (has_qh) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
 #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qs_off + 32 * p)));
-            q[p] = _mm512_and_si512(_mm512_srlv_epi16(raw, shift), m4);
-            if (has_qh) {
-                __mmask64 hbit = _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit0, 2 * p));
-                q[p] = _mm512_mask_add_epi8(q[p], hbit, q[p], b4);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *b = (const uint8_t *)w + (size_t)r * rb + (size_t)i * block_bytes;
+            if (T == 1) hmoe_prefetch_block((const char *)b + R * rb, block_bytes);
+            const __m256i scmn16 = k45_scales_mins(b);
+            const __m512i scmn = _mm512_castsi256_si512(scmn16);
+            const __m512i s0 = _mm512_permutexvar_epi16(ix0, scmn), s1 = _mm512_permutexvar_epi16(ix1, scmn);
+            const __m512i s2 = _mm512_permutexvar_epi16(ix2, scmn), s3 = _mm512_permutexvar_epi16(ix3, scmn);
+            const __m256i mn = _mm256_permutexvar_epi16(ixm, scmn16);
+            __m512i q[4];
+            __m512i qh = _mm512_setzero_si512();
+            if (has_qh) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qs_off + 32 * p)));
+                q[p] = _mm512_and_si512(_mm512_srlv_epi16(raw, shift), m4);
+                if (has_qh) {
+                    __mmask64 hbit = _mm512_test_epi8_mask(qh, _mm512_slli_epi16(bit0, 2 * p));
+                    q[p] = _mm512_mask_add_epi8(q[p], hbit, q[p], b4);
+                }
+            }
+            const struct hmoe_block_q4_k *hdr = (const struct hmoe_block_q4_k *)b; /* d, dmin: same offsets in Q5_K */
+            const double d = _cvtsh_ss(hdr->d), dmin = _cvtsh_ss(hdr->dmin);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)t * xs) + i;
+                __m512i is = _mm512_madd_epi16(_mm512_maddubs_epi16(q[0], _mm512_loadu_si512(a->qs)), s0);
+                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[1], _mm512_loadu_si512(a->qs + 64)), s1);
+                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[2], _mm512_loadu_si512(a->qs + 128)), s2);
+                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[3], _mm512_loadu_si512(a->qs + 192)), s3);
+                /* fold the 16 lanes to 8; mins: MN[j] * (bsums[2j] + bsums[2j+1]) */
+                const __m256i is8 = _mm256_add_epi32(_mm512_castsi512_si256(is), _mm512_extracti64x4_epi64(is, 1));
+                const __m256i ms8 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), mn);
+                const double da = a->d;
+                acc[r * T + t] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(is8), _mm512_set1_pd(d * da), acc[r * T + t]);
+                acc[r * T + t] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(ms8), _mm512_set1_pd(-dmin * da), acc[r * T + t]);
             }
         }
-        const struct hmoe_block_q4_k *hdr = (const struct hmoe_block_q4_k *)b; /* d, dmin: same offsets in Q5_K */
+    }
+    for (int k = 0; k < R * T; k++) out[k] = (float)_mm512_reduce_add_pd(acc[k]);
+}
+
+/* Decode path (one token, 4 rows): the same integer sums in a layout that needs fewer
+ * instructions per block, which matters because decode must keep up with RAM:
+ *  - quants: two 64-byte loads; low / high nibbles of qs[0..63] are sub-blocks (0, 2) and
+ *    (1, 3) — elements [0..31 | 64..95] and [32..63 | 96..127] — so the activations are
+ *    loaded in that order instead (two 32-byte halves, shared by the 4 rows);
+ *  - floats: the 4 rows' 8-lane int32 sums and mins are reduced together (vphaddd tree)
+ *    into [IS0, MS0, IS1, MS1, ..] and scaled by [d0, dmin0, d1, ..]·[da, -da, ..] with one
+ *    double FMA per block for all 4 rows. */
+static inline __m512i ld2x32(const int8_t *lo, const int8_t *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
+                              _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_t rb, int64_t nb, const char *x,
+                                                            float *out, const size_t block_bytes, const size_t qs_off,
+                                                            const int has_qh, const size_t qh_off) {
+    __m512d acc = _mm512_setzero_pd();
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    /* scale words: L0 = sub-blocks (0, 2), H0 = (1, 3), L1 = (4, 6), H1 = (5, 7) */
+    const __m512i ixl0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i one = _mm512_set1_epi16(1), four = _mm512_set1_epi16(4);
+    const __m512i ixh0 = _mm512_add_epi16(ixl0, one), ixl1 = _mm512_add_epi16(ixl0, four);
+    const __m512i ixh1 = _mm512_add_epi16(ixh0, four);
+    const __m256i ixm = _mm256_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    /* Q5_K: the qh bit of each half of L0, H0, L1, H1 (bit e/32 of qh[e%32]) */
+    const __m512i bl0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(4), 1);
+    const __m512i bh0 = _mm512_add_epi8(bl0, bl0), bl1 = _mm512_slli_epi16(bl0, 4), bh1 = _mm512_slli_epi16(bh0, 4);
+    const __m512d sign = _mm512_castsi512_pd(_mm512_set_epi64(INT64_MIN, 0, INT64_MIN, 0, INT64_MIN, 0, INT64_MIN, 0));
+    for (int64_t i = 0; i < nb; i++) {
+        const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)x + i;
+        const __m512i al0 = ld2x32(a->qs, a->qs + 64), ah0 = ld2x32(a->qs + 32, a->qs + 96);
+        const __m512i al1 = ld2x32(a->qs + 128, a->qs + 192), ah1 = ld2x32(a->qs + 160, a->qs + 224);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+        __m256i is8[4], ms8[4];
+        uint32_t dd[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *b = (const uint8_t *)w + (size_t)r * rb + (size_t)i * block_bytes;
+            hmoe_prefetch_block((const char *)b + 4 * rb, block_bytes);
+            const __m256i scmn16 = k45_scales_mins(b);
+            const __m512i scmn = _mm512_castsi256_si512(scmn16);
+            const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);
+            __m512i l0 = _mm512_and_si512(z0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4);
+            __m512i l1 = _mm512_and_si512(z1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4);
+            if (has_qh) {
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
+                l0 = _mm512_mask_add_epi8(l0, _mm512_test_epi8_mask(qh, bl0), l0, b4);
+                h0 = _mm512_mask_add_epi8(h0, _mm512_test_epi8_mask(qh, bh0), h0, b4);
+                l1 = _mm512_mask_add_epi8(l1, _mm512_test_epi8_mask(qh, bl1), l1, b4);
+                h1 = _mm512_mask_add_epi8(h1, _mm512_test_epi8_mask(qh, bh1), h1, b4);
+            }
+            __m512i is = _mm512_madd_epi16(_mm512_maddubs_epi16(l0, al0), _mm512_permutexvar_epi16(ixl0, scmn));
+            is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(h0, ah0), _mm512_permutexvar_epi16(ixh0, scmn));
+            is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(l1, al1), _mm512_permutexvar_epi16(ixl1, scmn));
+            is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(h1, ah1), _mm512_permutexvar_epi16(ixh1, scmn));
+            is8[r] = _mm256_add_epi32(_mm512_castsi512_si256(is), _mm512_extracti64x4_epi64(is, 1));
+            ms8[r] = _mm256_madd_epi16(bs, _mm256_permutexvar_epi16(ixm, scmn16));
+            memcpy(&dd[r], b, 4); /* fp16 d, dmin */
+        }
+        /* [IS0, MS0, IS1, MS1, IS2, MS2, IS3, MS3] (lane sums; each fits int32) */
+        const __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(is8[0], ms8[0]), _mm256_hadd_epi32(is8[1], ms8[1]));
+        const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(is8[2], ms8[2]), _mm256_hadd_epi32(is8[3], ms8[3]));
+        const __m256i v =
+            _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+        const __m512d sc = _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd)));
+        const __m512d dav = _mm512_xor_pd(_mm512_set1_pd((double)a->d), sign);
+        acc = _mm512_fmadd_pd(_mm512_cvtepi32_pd(v), _mm512_mul_pd(sc, dav), acc);
+    }
+    double lanes[8];
+    _mm512_storeu_pd(lanes, acc);
+    for (int r = 0; r < 4; r++) out[r] = (float)(lanes[2 * r] + lanes[2 * r + 1]);
+}
+
+/* The R = 4, T = 1 instance takes the decode path above; every other shape the tile. */
+static inline __attribute__((always_inline)) void k45_body(const char *w, size_t rb, int64_t nb, const char *x,
+                                                           size_t xs, float *out, const int R, const int T,
+                                                           const size_t block_bytes, const size_t qs_off,
+                                                           const int has_qh, const size_t qh_off) {
+    if (R == 4 && T == 1)
+        k45_gemv4(w, rb, nb, x, out, block_bytes, qs_off, has_qh, qh_off);
+    else
+        k45_tile(w, rb, nb, x, xs, out, R, T, block_bytes, qs_off, has_qh, qh_off);
+}
+
+/* Prefill path. vpdpbusd could replace each vpmaddubsw + vpdpwssd pair if all four
+ * 64-element chunks of a block had the same lane -> sub-block map, so that they sum into
+ * one register scaled once. One qword permute per chunk gives the weights that shape:
+ * chunk c = qword c of each 32-byte run (runs p = 0..3), low nibbles then high nibbles,
+ * i.e. elements 32·J[k] + 8c + (0..7) for qword k, J = (0,2,4,6,1,3,5,7): 8 elements of
+ * every sub-block, sub-block J[k] in int32 lanes 2k, 2k+1. q8k_prep_k45 puts each
+ * activation row in the same order once per tile (tile_impl.h, HMOE_DEFINE_GEMM_PREP). */
+static inline void q8k_prep_k45(char *dst, const char *src, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        const struct hmoe_block_q8_k *s = (const struct hmoe_block_q8_k *)src + i;
+        struct hmoe_block_q8_k *d = (struct hmoe_block_q8_k *)dst + i;
+        const __m512i s0 = _mm512_loadu_si512(s->qs), s1 = _mm512_loadu_si512(s->qs + 64);
+        const __m512i s2 = _mm512_loadu_si512(s->qs + 128), s3 = _mm512_loadu_si512(s->qs + 192);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) { /* qword k of chunk c = activation qword 4·J[k] + c */
+            const __m512i a = _mm512_permutex2var_epi64(s0, _mm512_set_epi64(0, 0, 12 + c, 4 + c, 0, 0, 8 + c, c), s1);
+            const __m512i b = _mm512_permutex2var_epi64(s2, _mm512_set_epi64(12 + c, 4 + c, 0, 0, 8 + c, c, 0, 0), s3);
+            _mm512_storeu_si512(d->qs + 64 * c, _mm512_mask_blend_epi64(0xCC, a, b));
+        }
+        d->d = s->d;
+        memcpy(d->bsums, s->bsums, sizeof d->bsums);
+    }
+}
+
+static inline __attribute__((always_inline)) void k45_gemm_tile(const char *w, int64_t nb, const char *x, size_t xs,
+                                                                float *out, const int T, const size_t block_bytes,
+                                                                const size_t qs_off, const int has_qh,
+                                                                const size_t qh_off) {
+    __m512d acc[HMOE_TILE_MAX_TOK];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_pd();
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    /* scale of int32 lane L: word 2L = SC[J[L/2]], word 2L+1 = 0 (masked) */
+    const __m512i ixs = _mm512_set_epi16(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1, 6, 6, 6, 6, 4, 4, 4, 4, 2, 2,
+                                         2, 2, 0, 0, 0, 0);
+    const __m256i ixm = _mm256_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    /* Q5_K: qword k of a chunk tests bit J[k] of qh[8c + (0..7)] */
+    const __m512i hbits =
+        _mm512_set_epi64(0x8080808080808080, 0x2020202020202020, 0x0808080808080808, 0x0202020202020202,
+                         0x4040404040404040, 0x1010101010101010, 0x0404040404040404, 0x0101010101010101);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = (const uint8_t *)w + (size_t)i * block_bytes;
+        const __m256i scmn16 = k45_scales_mins(b);
+        const __m512i sc = _mm512_maskz_permutexvar_epi16(0x55555555, ixs, _mm512_castsi256_si512(scmn16));
+        const __m256i mn = _mm256_permutexvar_epi16(ixm, scmn16);
+        const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);
+        __m512i qh = _mm512_setzero_si512();
+        if (has_qh) qh = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
+        __m512i q[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i idx = _mm512_set_epi64(12 + c, 8 + c, 4 + c, c, 12 + c, 8 + c, 4 + c, c);
+            q[c] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutex2var_epi64(z0, idx, z1), shift), m4);
+            if (has_qh) {
+                const __m512i hq = _mm512_permutexvar_epi64(_mm512_set1_epi64(c), qh);
+                q[c] = _mm512_mask_add_epi8(q[c], _mm512_test_epi8_mask(hq, hbits), q[c], b4);
+            }
+        }
+        const struct hmoe_block_q4_k *hdr = (const struct hmoe_block_q4_k *)b;
         const double d = _cvtsh_ss(hdr->d), dmin = _cvtsh_ss(hdr->dmin);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)t * xs) + i;
-            __m512i is = _mm512_madd_epi16(_mm512_maddubs_epi16(q[0], _mm512_loadu_si512(a->qs)), s0);
-            is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[1], _mm512_loadu_si512(a->qs + 64)), s1);
-            is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[2], _mm512_loadu_si512(a->qs + 128)), s2);
-            is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[3], _mm512_loadu_si512(a->qs + 192)), s3);
-            /* fold the 16 lanes to 8; mins: MN[j] * (bsums[2j] + bsums[2j+1]) */
+            __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_loadu_si512(a->qs));
+            dp = _mm512_dpbusd_epi32(dp, q[1], _mm512_loadu_si512(a->qs + 64));
+            dp = _mm512_dpbusd_epi32(dp, q[2], _mm512_loadu_si512(a->qs + 128));
+            dp = _mm512_dpbusd_epi32(dp, q[3], _mm512_loadu_si512(a->qs + 192));
+            /* Q4_K lanes are at most 4·4·15·128 < 2^15, so vpmaddwd with (SC, 0) word pairs
+             * multiplies exactly; Q5_K's 31 needs vpmulld */
+            const __m512i is = has_qh ? _mm512_mullo_epi32(dp, sc) : _mm512_madd_epi16(dp, sc);
             const __m256i is8 = _mm256_add_epi32(_mm512_castsi512_si256(is), _mm512_extracti64x4_epi64(is, 1));
             const __m256i ms8 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), mn);
             const double da = a->d;
@@ -89,13 +259,24 @@ static inline __attribute__((always_inline)) void k45_tile(const void *w, int64_
     for (int t = 0; t < T; t++) out[t] = (float)_mm512_reduce_add_pd(acc[t]);
 }
 
-#define Q4K_TILE(w, nb, x, xs, out, T)                                                                              \
-    k45_tile(w, nb, x, xs, out, T, sizeof(struct hmoe_block_q4_k), offsetof(struct hmoe_block_q4_k, qs), 0, 0)
-#define Q5K_TILE(w, nb, x, xs, out, T)                                                                              \
-    k45_tile(w, nb, x, xs, out, T, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,         \
+#define Q4K_GEMM_TILE(w, rb, nb, x, xs, out, T)                                                                        \
+    ((void)(rb),                                                                                                       \
+     k45_gemm_tile(w, nb, x, xs, out, T, sizeof(struct hmoe_block_q4_k), offsetof(struct hmoe_block_q4_k, qs), 0, 0))
+#define Q5K_GEMM_TILE(w, rb, nb, x, xs, out, T)                                                                        \
+    ((void)(rb), k45_gemm_tile(w, nb, x, xs, out, T, sizeof(struct hmoe_block_q5_k),                                   \
+                               offsetof(struct hmoe_block_q5_k, qs), 1, offsetof(struct hmoe_block_q5_k, qh)))
+
+#define Q4K_TILE(w, rb, nb, x, xs, out, R, T)                                                                          \
+    k45_body(w, rb, nb, x, xs, out, R, T, sizeof(struct hmoe_block_q4_k), offsetof(struct hmoe_block_q4_k, qs), 0, 0)
+#define Q5K_TILE(w, rb, nb, x, xs, out, R, T)                                                                          \
+    k45_body(w, rb, nb, x, xs, out, R, T, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,     \
              offsetof(struct hmoe_block_q5_k, qh))
 
-HMOE_TILE_INSTANCES(q4k512, Q4K_TILE)
-HMOE_DEFINE_GEMV_GEMM(q4_k_avx512, q4k512, 256, HMOE_GEMV_ROWS_BY_TILE)
-HMOE_TILE_INSTANCES(q5k512, Q5K_TILE)
-HMOE_DEFINE_GEMV_GEMM(q5_k_avx512, q5k512, 256, HMOE_GEMV_ROWS_BY_TILE)
+HMOE_GEMV_TILE_INSTANCES(q4k512, Q4K_TILE)
+HMOE_DEFINE_GEMV(q4_k_avx512, q4k512, 256)
+HMOE_GEMM_TILE_INSTANCES(q4k512g, Q4K_GEMM_TILE)
+HMOE_DEFINE_GEMM_PREP(q4_k_avx512, q4k512g, 256, q8k_prep_k45, sizeof(struct hmoe_block_q8_k))
+HMOE_GEMV_TILE_INSTANCES(q5k512, Q5K_TILE)
+HMOE_DEFINE_GEMV(q5_k_avx512, q5k512, 256)
+HMOE_GEMM_TILE_INSTANCES(q5k512g, Q5K_GEMM_TILE)
+HMOE_DEFINE_GEMM_PREP(q5_k_avx512, q5k512g, 256, q8k_prep_k45, sizeof(struct hmoe_block_q8_k))

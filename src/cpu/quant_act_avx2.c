@@ -41,7 +41,8 @@ void hmoe_cpu_quantize_q8_k_avx2(const float *src, void *dst, int64_t n) {
         float xmax = amax;
         const __m256 am = _mm256_set1_ps(amax);
         for (int k = 0; k < 32; k++) {
-            int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(src + 8 * k), absmask), am, _CMP_EQ_OQ));
+            int hit =
+                _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(src + 8 * k), absmask), am, _CMP_EQ_OQ));
             if (hit) {
                 xmax = src[8 * k + __builtin_ctz((unsigned)hit)];
                 break;
@@ -106,7 +107,8 @@ void hmoe_cpu_quantize_bf16_avx2(const float *src, void *dst, int64_t n) {
         for (int h = 0; h < 2; h++) {
             const __m256i u = _mm256_loadu_si256((const __m256i *)(src + i + 8 * h));
             const __m256i hi = _mm256_srli_epi32(u, 16);
-            const __m256i rn = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, rnd), _mm256_and_si256(hi, one)), 16);
+            const __m256i rn =
+                _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, rnd), _mm256_and_si256(hi, one)), 16);
             /* NaN: |u| > 0x7f800000 as signed ints (both sides are non-negative) */
             const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absm), inf);
             r[h] = _mm256_blendv_epi8(rn, _mm256_or_si256(hi, quiet), nan);

@@ -75,7 +75,8 @@ void hmoe_cpu_quantize_f16_avx512(const float *src, void *dst, int64_t n) {
     uint8_t *p = dst;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(p + 2 * i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+        _mm256_storeu_si256((__m256i *)(p + 2 * i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
     if (i < n) hmoe_type_info[HMOE_TYPE_F16].quantize_ref(src + i, p + 2 * i, n - i);
 }
 

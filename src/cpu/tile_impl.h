@@ -1,9 +1,9 @@
-/* tile_impl.h — private to src/cpu: the loops shared by every SIMD weight type, written
- * once. A type provides a "tile" function that computes T dot products of ONE weight row
- * with T activation rows (T = 1..8, a compile-time constant after inlining), decoding
- * each weight block once for all T tokens. These macros wrap it into the gemv and gemm
- * entry points of cpu_impl.h: gemm walks a chunk of rows × tiles of 8 tokens so the
- * row chunk stays in L1/L2 while all token tiles pass over it (cpu.h, hmoe_cpu_gemm).
+/* tile_impl.h — private to src/cpu: the gemv / gemm loops shared by every SIMD weight
+ * type. A type writes one always-inline body BODY(w, row_bytes, nb, x, x_stride, out, R, T)
+ * computing out[r*T + t] = dot(row r, activation t) for R rows × T tokens, each weight block
+ * decoded once for all T tokens and each activation block loaded once for all R rows (R, T
+ * are constants after inlining). gemv runs 4-row tiles; gemm runs 1-row × 8-token tiles over
+ * a 16-row chunk that stays in L1/L2 while all token tiles pass over it (cpu.h).
  */
 #ifndef HMOE_CPU_TILE_IMPL_H
 #define HMOE_CPU_TILE_IMPL_H
@@ -11,52 +11,135 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HMOE_TILE_MAX_TOK 8 /* token columns per tile: 8 accumulators + decoded weights fit in 32 zmm */
-#define HMOE_TILE_ROWS 16   /* rows per chunk in gemm: 16 Q4_K rows of 2048 = 18 KiB, L1-resident */
+#define HMOE_TILE_MAX_TOK 8   /* token columns per gemm tile: 8 accumulators + decoded weights fit in 32 zmm */
+#define HMOE_TILE_GEMV_ROWS 4 /* rows per gemv tile */
+#define HMOE_TILE_ROWS 16     /* rows per chunk in gemm: 16 Q4_K rows of 2048 = 18 KiB, L1-resident */
 
-/* Instantiate `static void NAME_tT(...)` for T = 1..8 from an always-inline body
- * BODY(w_row, nblocks, xq, xq_stride, out, T). */
-#define HMOE_TILE_INSTANCES(NAME, BODY)                                                                             \
-    static void NAME##_t1(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 1); } \
-    static void NAME##_t2(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 2); } \
-    static void NAME##_t3(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 3); } \
-    static void NAME##_t4(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 4); } \
-    static void NAME##_t5(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 5); } \
-    static void NAME##_t6(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 6); } \
-    static void NAME##_t7(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 7); } \
-    static void NAME##_t8(const void *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, 8); } \
-    typedef void (*NAME##_tile_fn)(const void *, int64_t, const char *, size_t, float *);                            \
-    static const NAME##_tile_fn NAME##_tiles[HMOE_TILE_MAX_TOK + 1] = {0,          NAME##_t1, NAME##_t2,           \
-                                                                      NAME##_t3,  NAME##_t4, NAME##_t5,           \
-                                                                      NAME##_t6,  NAME##_t7, NAME##_t8};
+/* Decode (T == 1) streams weights from RAM with little else to keep the memory system busy;
+ * bodies prefetch the same block of the next row tile (R rows further), one tile of
+ * latency ahead. A prefetch past the matrix end is harmless (it never faults). */
+static inline void hmoe_prefetch_block(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
 
-/* Define hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX over the tiles NAME_tT.
- * BLCK = weight elements per block. GEMV_ROWS(w, nb, row_bytes, nrows, xq, y) may
- * process several rows at once; pass HMOE_GEMV_ROWS_BY_TILE to use the T=1 tile. */
-#define HMOE_GEMV_ROWS_BY_TILE(NAME, w, nb, row_bytes, nrows, xq, y)                                                 \
-    for (int64_t r_ = 0; r_ < (nrows); r_++) NAME##_t1((const char *)(w) + (size_t)r_ * (row_bytes), nb, xq, 0, (y) + r_)
+typedef void (*hmoe_tile_fn)(const char *w, size_t rb, int64_t nb, const char *x, size_t xs, float *out);
 
-#define HMOE_DEFINE_GEMV_GEMM(SUFFIX, NAME, BLCK, GEMV_ROWS)                                                        \
-    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,      \
-                                float *y) {                                                                          \
-        GEMV_ROWS(NAME, w, ncols / (BLCK), row_bytes, nrows, (const char *)xq, y);                                    \
-    }                                                                                                                \
-    void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,      \
-                                size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                         \
-        const int64_t nb = ncols / (BLCK);                                                                           \
-        for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_TILE_ROWS) {                                                     \
-            int64_t r1 = r0 + HMOE_TILE_ROWS < nrows ? r0 + HMOE_TILE_ROWS : nrows;                                  \
-            for (int64_t t0 = 0; t0 < ntok; t0 += HMOE_TILE_MAX_TOK) {                                               \
-                int64_t nt = ntok - t0 < HMOE_TILE_MAX_TOK ? ntok - t0 : HMOE_TILE_MAX_TOK;                          \
-                const char *xt = (const char *)xq + (size_t)t0 * xq_stride;                                          \
-                NAME##_tile_fn tile = NAME##_tiles[nt];                                                              \
-                for (int64_t r = r0; r < r1; r++) {                                                                  \
-                    float out[HMOE_TILE_MAX_TOK];                                                                    \
-                    tile((const char *)w + (size_t)r * row_bytes, nb, xt, xq_stride, out);                           \
-                    for (int64_t t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = out[t];            \
-                }                                                                                                    \
-            }                                                                                                        \
-        }                                                                                                            \
+#define HMOE_TILE_ONE(NAME, BODY, R, T)                                                                                \
+    static void NAME##_r##R##t##T(const char *w, size_t rb, int64_t nb, const char *x, size_t xs, float *o) {          \
+        BODY(w, rb, nb, x, xs, o, R, T);                                                                               \
+    }
+
+/* Instantiate NAME_r1t1..NAME_r4t1 (gemv) ... */
+#define HMOE_GEMV_TILE_INSTANCES(NAME, BODY)                                                                           \
+    HMOE_TILE_ONE(NAME, BODY, 1, 1)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 2, 1)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 3, 1)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 4, 1)                                                                                    \
+    static const hmoe_tile_fn NAME##_row_tiles[HMOE_TILE_GEMV_ROWS + 1] = {0, NAME##_r1t1, NAME##_r2t1, NAME##_r3t1,   \
+                                                                           NAME##_r4t1};
+
+/* ... and NAME_r1t2..NAME_r1t8 (gemm; NAME_r1t1 serves both). */
+#define HMOE_TILE_INSTANCES(NAME, BODY)                                                                                \
+    HMOE_GEMV_TILE_INSTANCES(NAME, BODY)                                                                               \
+    HMOE_TILE_ONE(NAME, BODY, 1, 2)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 3)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 4)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 5)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 6)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 7)                                                                                    \
+    HMOE_TILE_ONE(NAME, BODY, 1, 8)                                                                                    \
+    static const hmoe_tile_fn NAME##_tok_tiles[HMOE_TILE_MAX_TOK + 1] = {                                              \
+        0, NAME##_r1t1, NAME##_r1t2, NAME##_r1t3, NAME##_r1t4, NAME##_r1t5, NAME##_r1t6, NAME##_r1t7, NAME##_r1t8};
+
+/* Define hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX over the tiles of NAME.
+ * BLCK = weight elements per block (1 for the float types, whose bodies take n = ncols). */
+#define HMOE_DEFINE_GEMV(SUFFIX, NAME, BLCK)                                                                           \
+    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                float *y) {                                                                            \
+        const int64_t nb = ncols / (BLCK);                                                                             \
+        int64_t r = 0;                                                                                                 \
+        for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS)                                             \
+            NAME##_r4t1((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0, y + r);           \
+        if (r < nrows)                                                                                                 \
+            NAME##_row_tiles[nrows - r]((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0,   \
+                                        y + r);                                                                        \
+    }
+
+#define HMOE_DEFINE_GEMM(SUFFIX, NAME, BLCK)                                                                           \
+    void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
+        const int64_t nb = ncols / (BLCK);                                                                             \
+        for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_TILE_ROWS) {                                                       \
+            int64_t r1 = r0 + HMOE_TILE_ROWS < nrows ? r0 + HMOE_TILE_ROWS : nrows;                                    \
+            for (int64_t t0 = 0; t0 < ntok; t0 += HMOE_TILE_MAX_TOK) {                                                 \
+                int64_t nt = ntok - t0 < HMOE_TILE_MAX_TOK ? ntok - t0 : HMOE_TILE_MAX_TOK;                            \
+                const char *xt = (const char *)xq + (size_t)t0 * xq_stride;                                            \
+                hmoe_tile_fn tile = NAME##_tok_tiles[nt];                                                              \
+                for (int64_t r = r0; r < r1; r++) {                                                                    \
+                    float out[HMOE_TILE_MAX_TOK];                                                                      \
+                    tile((const char *)w + (size_t)r * row_bytes, row_bytes, nb, xt, xq_stride, out);                  \
+                    for (int64_t t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = out[t];              \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
+#define HMOE_DEFINE_GEMV_GEMM(SUFFIX, NAME, BLCK)                                                                      \
+    HMOE_DEFINE_GEMV(SUFFIX, NAME, BLCK)                                                                               \
+    HMOE_DEFINE_GEMM(SUFFIX, NAME, BLCK)
+
+/* gemm for types whose tiles want the activations in their own order. PREP(dst, src, nb)
+ * rewrites one activation row of nb blocks (act_block_bytes each) into that order; it runs
+ * once per (row chunk, token tile) into a stack buffer, so its cost is spread over
+ * HMOE_PREP_ROWS rows. GEMM_TILES are NAME##_gT instances (HMOE_GEMM_TILE_INSTANCES) that
+ * read the prepared rows. A row too long for the buffer falls back to gemv per token. */
+#define HMOE_PREP_BYTES (64 * 1024) /* prepared activations per token tile (stack) */
+#define HMOE_PREP_ROWS 64           /* rows per chunk: 64 Q4_K rows of 2048 = 72 KiB, L2-resident */
+
+#define HMOE_GEMM_TILE_ONE(NAME, BODY, T)                                                                              \
+    static void NAME##_g##T(const char *w, size_t rb, int64_t nb, const char *x, size_t xs, float *o) {                \
+        BODY(w, rb, nb, x, xs, o, T);                                                                                  \
+    }
+#define HMOE_GEMM_TILE_INSTANCES(NAME, BODY)                                                                           \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 1)                                                                                  \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 2)                                                                                  \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 3)                                                                                  \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 4)                                                                                  \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 5)                                                                                  \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 6)                                                                                  \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 7)                                                                                  \
+    HMOE_GEMM_TILE_ONE(NAME, BODY, 8)                                                                                  \
+    static const hmoe_tile_fn NAME##_gemm_tiles[HMOE_TILE_MAX_TOK + 1] = {                                             \
+        0, NAME##_g1, NAME##_g2, NAME##_g3, NAME##_g4, NAME##_g5, NAME##_g6, NAME##_g7, NAME##_g8};
+
+#define HMOE_DEFINE_GEMM_PREP(SUFFIX, NAME, BLCK, PREP, act_block_bytes)                                               \
+    void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
+        const int64_t nb = ncols / (BLCK);                                                                             \
+        const size_t act_row = (size_t)nb * (act_block_bytes);                                                         \
+        int64_t tt = (int64_t)(HMOE_PREP_BYTES / act_row);                                                             \
+        if (tt < 1) {                                                                                                  \
+            for (int64_t t = 0; t < ntok; t++)                                                                         \
+                hmoe_cpu_gemv_##SUFFIX(ncols, w, row_bytes, nrows, (const char *)xq + (size_t)t * xq_stride,           \
+                                       y + (size_t)t * y_stride);                                                      \
+            return;                                                                                                    \
+        }                                                                                                              \
+        if (tt > HMOE_TILE_MAX_TOK) tt = HMOE_TILE_MAX_TOK;                                                            \
+        _Alignas(64) char buf[HMOE_PREP_BYTES];                                                                        \
+        for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_PREP_ROWS) {                                                       \
+            int64_t r1 = r0 + HMOE_PREP_ROWS < nrows ? r0 + HMOE_PREP_ROWS : nrows;                                    \
+            for (int64_t t0 = 0; t0 < ntok; t0 += tt) {                                                                \
+                int64_t nt = ntok - t0 < tt ? ntok - t0 : tt;                                                          \
+                for (int64_t t = 0; t < nt; t++)                                                                       \
+                    PREP(buf + (size_t)t * act_row, (const char *)xq + (size_t)(t0 + t) * xq_stride, nb);              \
+                hmoe_tile_fn tile = NAME##_gemm_tiles[nt];                                                             \
+                for (int64_t r = r0; r < r1; r++) {                                                                    \
+                    float out[HMOE_TILE_MAX_TOK];                                                                      \
+                    tile((const char *)w + (size_t)r * row_bytes, row_bytes, nb, buf, act_row, out);                   \
+                    for (int64_t t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = out[t];              \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 #endif

@@ -1,15 +1,7 @@
-/* quant_act.c — reference activation quantizers (the vec_dot_type conversions of
- * quants.md §8): F32 (copy), F16 and BF16 (round to nearest even), Q8_0 / Q8_1 (§8.1,
- * §8.2) and Q8_K (§8.3). They must reproduce llama.cpp's x86 CPU backend byte for byte
- * (fixtures/kernels/<TYPE>.json, `x_quant_hex`), because every matmul quantizes its input first.
- *
- * Q8_0 / Q8_1 follow llama.cpp's AVX2 path, not its portable reference: multiplier
- * 127/amax (not 1/d) and round half to EVEN (not roundf's ties-away). quants.md §8.1 says
- * that is what an x86 build (like the one that made the fixtures) runs. The two differ
- * only on exact ties and last-ulp multiplier cases; the three Q8_0.json vectors happen to
- * contain none (all four rounding/multiplier combinations give their bytes), so
- * tests/test_quant_props.c pins the tie behaviour with hand-made inputs. Q8_K is the
- * same routine on every CPU (round half to even through the 1.5*2^23 magic number). */
+/* quant_act.c — reference activation quantizers, the vec_dot_type conversions of
+ * quants.md §8: F32 (copy), F16 / BF16 (round to nearest even), Q8_0 / Q8_1 (§8.1, §8.2,
+ * llama.cpp's x86 path) and Q8_K (§8.3). They must reproduce llama.cpp's bytes exactly
+ * (fixtures/kernels/<TYPE>.json `x_quant_hex`): every matmul quantizes its input first. */
 #include <math.h>
 #include <string.h>
 
@@ -35,7 +27,12 @@ void hmoe_ref_quantize_bf16(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* One block of 32 the Q8_0 AVX2 way; returns the unrounded d and the quants' sum. */
+/* One block of 32 the Q8_0 AVX2 way; returns the unrounded d and the quants' sum.
+ * This is llama.cpp's AVX2 path, not its portable reference: multiplier 127/amax (not
+ * 1/d) and round half to EVEN (not roundf's ties-away), quants.md §8.1. Q8_0.json
+ * confirms the multiplier: with 1/fp16(d) 7 of its 768 quants come out one off. Its
+ * vectors hold no exact ties, so tests/test_quant_props.c pins ties-to-even on hand-made
+ * input. (Q8_K below is the same routine on every CPU.) */
 static float q8_block(const float *x, int8_t qs[32], int *sum) {
     float amax = 0.0f;
     for (int j = 0; j < 32; j++) {

@@ -1,12 +1,8 @@
-/* quant_ref_impl.h — private to src/kernels: the scalar reference kernels registered in
- * the type table (types.c) and the small field decoders they share.
- *
- * The decoders are the one place each packed field of quants.md is unpacked (§4.2 Q3_K
- * scales, §4.3 Q4_K/Q5_K scales and mins, little-endian loads). Every kernel here is
- * "the spec in code": plain loops, one element or one block at a time, kept forever as
- * the oracle for the SIMD and CUDA versions. Row pointers must be 2-byte aligned (4 for
- * Q8_K), which GGUF's tensor alignment guarantees; n is a multiple of the block size.
- */
+/* quant_ref_impl.h — private to src/kernels: declarations of the scalar reference
+ * kernels registered in types.c, and the field decoders they share (§4.2 Q3_K scales,
+ * §4.3 Q4_K/Q5_K scales and mins, IQ1_M's d, little-endian loads). The kernels are the
+ * spec in code and the oracle for SIMD/CUDA versions. Rows must be 2-byte aligned (4 for
+ * Q8_K), as GGUF's tensor alignment guarantees; n is a multiple of the block size. */
 #ifndef HMOE_KERNELS_QUANT_REF_IMPL_H
 #define HMOE_KERNELS_QUANT_REF_IMPL_H
 

@@ -1,11 +1,8 @@
 /* quant_weight.c — simple reference WEIGHT quantizers for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * IQ4_NL, IQ4_XS, MXFP4 (layouts: quants.md §3, §5.8, §5.9, §6.1).
- *
- * One block scale from the block's extreme value, rounded to the stored precision first,
- * then every element takes the nearest code for that stored scale. No error search and
- * no importance matrix: these are NOT llama-quantize's results (its files are read, never
- * re-made, by hmoe). They exist for round-trip tests and synthetic models, and they are
- * exact for inputs that already lie on the format's grid (tests rely on that). */
+ * IQ4_NL, IQ4_XS, MXFP4 (quants.md §3, §5.8, §5.9, §6.1): one scale from the block's
+ * extreme value, rounded to its stored precision, then the nearest code for each element.
+ * No search, no importance matrix, so not llama-quantize's output: for tests and synthetic
+ * models. Exact for inputs already on the format's grid (tests rely on that). */
 #include <math.h>
 #include <string.h>
 
