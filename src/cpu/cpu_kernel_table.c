@@ -32,6 +32,10 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_IQ2_XXS, HMOE_CPU_AVX2, iq2_xxs_avx2),
     WEIGHT(HMOE_TYPE_IQ2_XS, HMOE_CPU_AVX2, iq2_xs_avx2),
     WEIGHT(HMOE_TYPE_IQ2_S, HMOE_CPU_AVX2, iq2_s_avx2),
+    WEIGHT(HMOE_TYPE_IQ3_XXS, HMOE_CPU_AVX2, iq3_xxs_avx2),
+    WEIGHT(HMOE_TYPE_IQ3_S, HMOE_CPU_AVX2, iq3_s_avx2),
+    WEIGHT(HMOE_TYPE_IQ4_XS, HMOE_CPU_AVX2, iq4_xs_avx2),
+    WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX2, iq4_nl_avx2),
     /* AVX-512 F/BW/VL/DQ + VNNI */
     ACT(HMOE_TYPE_Q8_K, HMOE_CPU_AVX512, q8_k_avx512),
     ACT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX512, q8_0_avx512),
