@@ -43,6 +43,7 @@ static inline __attribute__((always_inline)) void iq2_row(const char *w, int64_t
         for (int t = 0; t < T; t++) sum[t] = _mm256_setzero_si256();
         __m256i scv = _mm256_setzero_si256();
         if (kind != 0) scv = xs_scales((const uint8_t *)b + (kind == 1 ? 66 : 74));
+#pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             __m256i mag, sgn, sc;
             if (kind == 0) {
