@@ -64,10 +64,7 @@ static void build_all(void) {
     }
     for (int i = 0; i < 128; i++) codes.ksigns_pm1[i] = codes.signs_pm1[hmoe_ksigns_iq2xs[i]];
     for (int i = 0; i < 64; i++) codes.iq4nl_u8[i] = (uint8_t)(hmoe_kvalues_iq4nl[i & 15] + 128);
-    for (int i = 0; i < 32; i++) {
-        const int v = hmoe_kvalues_iq4nl[i & 15];
-        codes.iq4nl_abs[i] = (uint8_t)(v < 0 ? -v : v);
-    }
+
     codes.ok = ok;
 }
 

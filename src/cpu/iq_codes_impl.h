@@ -27,7 +27,6 @@ struct hmoe_cpu_iq_codes {
     uint64_t ksigns_pm1[128];          /* ksigns as 8 bytes of +1 / -1 (vpsignb operands) */
     uint64_t signs_pm1[256];           /* an explicit sign byte as 8 bytes of +1 / -1 */
     _Alignas(64) uint8_t iq4nl_u8[64]; /* byte i = kvalues_iq4nl[i & 15] + 128 (vpermb ignores bits 4-5) */
-    _Alignas(32) uint8_t iq4nl_abs[32]; /* |kvalues_iq4nl[i & 15]|, twice (vpshufb lanes) */
     int ok;                           /* 0 if a grid did not fit its code width (a bad table) */
 };
 
