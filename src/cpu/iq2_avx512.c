@@ -1,15 +1,8 @@
-/* iq2_avx512.c — IQ2_XXS, IQ2_XS and IQ2_S × Q8_K dot products with AVX-512 VBMI/BITALG/VNNI
- * (quants.md §5.1-5.3, §8.4), no gathers (≈1 element per cycle on current cores). The
- * blocks of two rows are decoded together: their 64 grid indices go through vpermi2b
- * into the 2-bit code tables of iq_codes_impl.h (128 entries per lookup, blended on the
- * higher index bits), vpunpck pairs the lo/hi code bytes so qword c holds chunk c's four
- * group codes, and per slice (iq_act_impl.h) vpmultishiftqb moves each element's code to
- * bits 4-5 where vpermb turns it into 64 + magnitude. Sign bytes (ksigns lookups or the
- * explicit IQ2_S bytes) sit in qword c as [row A chunk c | row B chunk c]; vpshufbitqmb
- * turns them into each slice's element mask and negative elements become 64 - magnitude,
- * so vpdpbusd (unsigned × signed) takes them; the activations' corr term removes the 64.
- * The 2s+1 scales (per chunk, or per 16 elements for XS/S) are applied with vpmulld.
- */
+/* iq2_avx512.c — IQ2_XXS/IQ2_XS/IQ2_S × Q8_K with AVX-512 VBMI/BITALG/VNNI (quants.md §5.1-5.3,
+ * §8.4), no gathers. Two rows' 64 grid indices go through vpermi2b into the 2-bit code tables
+ * (iq_codes_impl.h); per slice (iq_act_impl.h) vpmultishiftqb + vpermb make 64 + magnitude,
+ * vpshufbitqmb turns the sign bytes into element masks (negative: 64 - magnitude), vpdpbusd
+ * sums, the activations' corr removes the 64 and vpmulld applies the 2s+1 scales. */
 #include <immintrin.h>
 
 #include "cpu_impl.h"

@@ -1,9 +1,7 @@
-/* iq3_avx2.c — IQ3_XXS and IQ3_S × Q8_K dot products with AVX2 (quants.md §5.4, §5.5, §8.4).
- * Per 32-element chunk the eight 4-byte grid entries come from scalar loads (vpgatherdd
- * measured about twice as slow on Zen 5), the signs from the ±1 ksigns table
- * (IQ3_XXS) or the explicit sign bytes (IQ3_S), and iq_avx2_impl.h does the exact integer
- * sums with the 2s+1 chunk scales; each block is decoded once for up to 4 tokens.
- */
+/* iq3_avx2.c — IQ3_XXS/IQ3_S × Q8_K with AVX2 (quants.md §5.4-5.5, §8.4): per 32-element chunk
+ * the eight 4-byte grid entries from scalar loads (vpgatherdd measured about twice as slow on
+ * Zen 5), signs from the ±1 ksigns table (IQ3_XXS) or the explicit bytes (IQ3_S), exact sums
+ * with the 2s+1 chunk scales (iq_avx2_impl.h); a block is decoded once for up to 4 tokens. */
 #include <immintrin.h>
 
 #include "cpu_impl.h"

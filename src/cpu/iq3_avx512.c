@@ -1,14 +1,8 @@
-/* iq3_avx512.c — IQ3_XXS and IQ3_S × Q8_K dot products with AVX-512 VBMI/BITALG/VNNI
- * (quants.md §5.4, §5.5, §8.4). As in iq2_avx512.c, two rows are decoded together and
- * nothing is gathered: a block's 64 grid indices (two 4-element entries per group) go
- * through vpermi2b into the 3-bit code tables of iq_codes_impl.h (lo byte = elements 0-1,
- * hi = 2-3; IQ3_S's 9th index bit blends a second 256-entry half). The indices are first
- * reordered (vpshufd) so that vpunpck{l,h}bw of the codes give, per chunk c, qword c of
- * "S01" (groups 0-1) and "S23" (groups 2-3); per slice vpmultishiftqb moves an element's
- * code to bits 3-5 and vpermb makes it 64 + magnitude. Signs (ksigns of the 7-bit fields,
- * or IQ3_S's explicit bytes) become slice masks through vpshufbitqmb; chunk scales 2s+1
- * are applied with vpmulld, and the constant 1/4 (IQ3_XXS) at the end.
- */
+/* iq3_avx512.c — IQ3_XXS/IQ3_S × Q8_K with AVX-512 VBMI/BITALG/VNNI (quants.md §5.4-5.5, §8.4),
+ * as iq2_avx512.c: the 64 grid indices of a block (two 4-element entries per group, IQ3_S's
+ * 9th bit blending a second table half) go through vpermi2b into 3-bit code tables, reordered
+ * (vpshufd) so vpunpck gives per chunk the codes of groups 0-1 and 2-3; vpmultishiftqb moves a
+ * code to bits 3-5 for vpermb; signs via vpshufbitqmb, chunk scales via vpmulld. */
 #include <immintrin.h>
 
 #include "cpu_impl.h"

@@ -1,11 +1,7 @@
-/* iq4_avx2.c — IQ4_XS × Q8_K and IQ4_NL × Q8_0 dot products with AVX2 (quants.md §5.8, §5.9,
- * §8.4). kvalues_iq4nl has 16 entries, exactly one vpshufb table: a 16-byte code group
- * becomes [low nibbles | high nibbles] (elements j and j + 16 of the sub-block), vpshufb
- * gives the signed values, and vpmaddubsw takes |v| with the sign moved onto the
- * activations (no kvalue is 0, and |v|·|a|·2 ≤ 32258 fits int16). IQ4_XS scales its 32-
- * element sub-blocks by ls - 32 with vpmaddwd; IQ4_NL scales each 32-element block by
- * dw·da in double, as vec_dot_ref does.
- */
+/* iq4_avx2.c — IQ4_XS × Q8_K and IQ4_NL × Q8_0 with AVX2 (quants.md §5.8-5.9, §8.4): the 16
+ * kvalues are one vpshufb table over [low nibbles | high nibbles] of a 16-byte code group;
+ * vpmaddubsw takes |v| with the sign moved onto the activations (|v|·|a|·2 ≤ 32258); IQ4_XS
+ * scales sub-blocks by ls - 32 (vpmaddwd), IQ4_NL scales each block by dw·da in double. */
 #include <immintrin.h>
 
 #include "cpu_impl.h"

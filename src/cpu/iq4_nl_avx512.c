@@ -1,13 +1,8 @@
-/* iq4_nl_avx512.c — IQ4_NL × Q8_0 dot products with AVX-512 VBMI + VNNI (quants.md §5.8,
- * §8.1, §8.4). Blocks are 32 elements with their own fp16 scale on both sides, so the
- * work goes in groups of 4 blocks of two rows: one vpermi2b packs the 4 × 16 code bytes of
- * a row, the low / high nibbles through vpermb (kvalues + 128) are two "slices" of 16
- * elements per block, and the Q8_0 activations are re-laid once per call to match
- * (struct nl_act: the two slices, -128·Σa per block for the +128 shift, and da as
- * double). Each block's exact int32 sum is scaled by dw·da in double as vec_dot_ref does.
- * Blocks past the last full group of 4 (rows whose length is not a multiple of 128) go
- * through the reference dot product.
- */
+/* iq4_nl_avx512.c — IQ4_NL × Q8_0 with AVX-512 VBMI/VNNI (quants.md §5.8, §8.1, §8.4): groups of
+ * 4 blocks of two rows; vpermi2b packs a row's 4 × 16 code bytes, vpermb (kvalues + 128) of the
+ * low / high nibbles makes two 16-element slices per block, matching the Q8_0 activations
+ * re-laid once per call (struct nl_act, with -128·Σa per block). Each block's int32 sum is
+ * scaled by dw·da in double; blocks past the last full group use the reference dot. */
 #include <immintrin.h>
 
 #include "cpu_impl.h"
@@ -144,7 +139,7 @@ void hmoe_cpu_gemm_iq4_nl_avx512(int64_t ncols, const void *w, size_t row_bytes,
             for (int64_t r = r0; r < r1; r += 2) {
                 int64_t rb = r + 1 < r1 ? r + 1 : r;
                 float oa[HMOE_IQ_TILE_TOK], ob[HMOE_IQ_TILE_TOK];
-                if (ntok == 1) hmoe_iq_prefetch(w0 + (size_t)(r + HMOE_IQ_PREFETCH_ROWS) * row_bytes, 2 * row_bytes);
+                if (ntok == 1) hmoe_iq_prefetch(w0 + (size_t)r * row_bytes + HMOE_IQ_PREFETCH_BYTES, 2 * row_bytes);
                 nl_tiles[nt](w0 + (size_t)r * row_bytes, w0 + (size_t)rb * row_bytes, ng, acts + t0 * ng, oa, ob);
                 for (int64_t t = 0; t < nt; t++) {
                     y[(size_t)(t0 + t) * y_stride + (size_t)r] = oa[t];

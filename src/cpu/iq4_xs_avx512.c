@@ -1,11 +1,7 @@
-/* iq4_xs_avx512.c — IQ4_XS × Q8_K dot products with AVX-512 VBMI + VNNI (quants.md §5.9,
- * §8.4). Chunk c's 16 bytes hold elements 0-15 (low nibbles) and 16-31 (high nibbles), so
- * the four slices of iq_act_impl.h are the low / high nibbles of the even / odd qwords of
- * qs (one vpermt2q each). vpermb with kvalues_iq4nl + 128 (a 64-entry table that ignores
- * the neighbour nibble in bits 4-5) gives unsigned weights for vpdpbusd; the re-laid
- * activations' corr removes the 128. The signed 6-bit scales ls - 32 are applied per
- * chunk with vpmulld. Two rows per pass share the final reduction (iq_avx512_impl.h).
- */
+/* iq4_xs_avx512.c — IQ4_XS × Q8_K with AVX-512 VBMI/VNNI (quants.md §5.9, §8.4): the four slices
+ * of iq_act_impl.h are the low / high nibbles of the even / odd qwords of qs (vpermt2q);
+ * vpermb with kvalues + 128 gives unsigned weights for vpdpbusd (corr removes the 128) and
+ * vpmulld applies the signed 6-bit scales ls - 32 per chunk, two rows per pass. */
 #include <immintrin.h>
 
 #include "cpu_impl.h"

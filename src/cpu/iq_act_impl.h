@@ -1,12 +1,8 @@
-/* iq_act_impl.h — private to src/cpu: Q8_K activations re-laid once per gemv / gemm call
- * for the 256-element I-quant kernels (quants.md §8.3 for Q8_K). The integer sums stay
- * exactly those of the reference; only the byte order and two precomputed terms change:
- *   - "slices": slice g (0..3) holds group g (8 elements) of each of the 8 chunks, so one
- *     vpdpbusd over a slice yields, per dword pair 2c/2c+1, a partial sum of chunk c only,
- *     and the chunk scales of a whole block are applied with one vpmulld;
- *   - corr: -offset × Σa per chunk (or per 16-element half with split = 1), the term that
- *     removes the +offset the kernels add to make signed weights unsigned for vpdpbusd.
- */
+/* iq_act_impl.h — private to src/cpu: Q8_K activations (quants.md §8.3) re-laid once per call
+ * for the AVX-512 256-element I-quant kernels. Slice g holds group g (8 elements) of each
+ * chunk, so a vpdpbusd over a slice keeps chunks apart (dwords 2c, 2c+1) and one vpmulld
+ * applies a block's chunk scales; corr = -offset·Σa per chunk (or half) removes the +offset
+ * that makes signed weights unsigned. Integer sums are unchanged. */
 #ifndef HMOE_CPU_IQ_ACT_IMPL_H
 #define HMOE_CPU_IQ_ACT_IMPL_H
 
@@ -22,11 +18,9 @@ struct hmoe_cpu_iq_act {
 _Static_assert(sizeof(struct hmoe_cpu_iq_act) == 448, "iq act block size");
 
 /* Re-lay `nb` Q8_K blocks of each of `ntok` activation rows (src row t at src + t·src_stride)
- * into dst[t·nb + i]. */
+ * into dst[t·nb + i] (AVX-512; iq_act_avx512.c). */
 void hmoe_cpu_iq_act_avx512(const void *src, size_t src_stride, int64_t ntok, int64_t nb, int offset, int split,
                             struct hmoe_cpu_iq_act *dst);
-void hmoe_cpu_iq_act_avx2(const void *src, size_t src_stride, int64_t ntok, int64_t nb, int offset, int split,
-                          struct hmoe_cpu_iq_act *dst);
 
 /* A per-thread scratch of at least `bytes` bytes, 64-byte aligned, kept for the thread's
  * lifetime (grows, never shrinks); NULL if memory runs out. */

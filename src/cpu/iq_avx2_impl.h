@@ -1,11 +1,8 @@
-/* iq_avx2_impl.h — private to the src/cpu/iq*_avx2.c files (compiled with AVX2/FMA/F16C):
- * the pieces every AVX2 I-quant body shares. AVX2 has no byte permutes across 16 entries,
- * so grid entries are fetched with scalar loads (they are the 8 or 4 magnitude bytes
- * already) and signs are applied to the activations with vpsignb (Q8_K quants are never
- * -128, quants.md §8.3). Integer sums per 32 elements are exact (vpmaddubsw: magnitudes ≤
- * 62 × 127 × 2 fits int16; vpmaddwd with the sub-block scales) and each block's int32
- * total is scaled by dw·da in double as vec_dot_ref does (quants.md §8.4).
- */
+/* iq_avx2_impl.h — private to src/cpu/iq*_avx2.c (AVX2/FMA/F16C): shared pieces of the AVX2
+ * I-quant bodies. Grid entries come from scalar loads (they are the magnitude bytes), signs go
+ * onto the activations with vpsignb (Q8_K quants are never -128, quants.md §8.3), integer sums
+ * per 32 elements are exact (vpmaddubsw, vpmaddwd with the scales) and each block's int32
+ * total is scaled by dw·da in double as vec_dot_ref does (§8.4). */
 #ifndef HMOE_CPU_IQ_AVX2_IMPL_H
 #define HMOE_CPU_IQ_AVX2_IMPL_H
 

@@ -1,10 +1,8 @@
-/* iq_avx512_impl.h — private to the src/cpu/iq*_avx512.c files (compiled with AVX-512
- * BW/VL/VNNI/VBMI): the pieces every I-quant body shares. Two rows A and B are decoded
- * together; their per-token integer sums end in ONE double accumulator whose even lanes
- * belong to row A and odd lanes to row B, each block scaled by dw·da in double as the
- * reference does (quants.md §8.4), so integer partial sums are exact and only the float
- * summation order differs from vec_dot_ref.
- */
+/* iq_avx512_impl.h — private to src/cpu/iq*_avx512.c (AVX-512 BW/VL/VNNI/VBMI/BITALG): pieces
+ * every I-quant body shares. Rows A and B are decoded together and their per-token integer
+ * sums end in ONE double accumulator (row A even lanes, B odd), each block scaled by dw·da in
+ * double as the reference does (quants.md §8.4): integer partial sums are exact, only the
+ * float summation order differs from vec_dot_ref. */
 #ifndef HMOE_CPU_IQ_AVX512_IMPL_H
 #define HMOE_CPU_IQ_AVX512_IMPL_H
 
@@ -73,15 +71,6 @@ static inline void hmoe_iq512_nibble_scales(const uint8_t *sa, const uint8_t *sb
     const __m512i m = _mm512_set1_epi32(0x1e), one = _mm512_set1_epi32(1);
     *lo = _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 1), m, one, 0xea); /* (x<<1 & 0x1e) | 1 */
     *hi = _mm512_ternarylogic_epi32(_mm512_srli_epi32(x, 3), m, one, 0xea); /* (x>>3 & 0x1e) | 1 */
-}
-
-/* As above for sums already carrying their integer scales. */
-static inline __m512d hmoe_iq512_acc_scaled(__m512d acc, __m512i pa, __m512i pb, __m512d scale) {
-    const __m512i x = _mm512_mask_blend_epi32(0xaaaa, pa, pb);
-    const __m512i y = _mm512_mask_blend_epi32(0x5555, pa, pb);
-    const __m512i s = _mm512_add_epi32(x, _mm512_shuffle_epi32(y, _MM_PERM_CDAB));
-    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-    return _mm512_fmadd_pd(_mm512_cvtepi32_pd(s8), scale, acc);
 }
 
 /* Row A = f · the sum of the even lanes, row B = f · the odd lanes (f: the type's constant

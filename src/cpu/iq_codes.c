@@ -1,9 +1,7 @@
-/* iq_codes.c — builds the per-element code tables of iq_codes_impl.h from the generated
- * grids in kernels/iq_tables.h (quants.md §5; the grids come from ../shared/docs/iq-tables).
- * Plain C without SIMD flags: it runs once, under pthread_once, on any CPU. The distinct
- * byte values of each grid are collected and sorted, so nothing here hard-codes the
- * magnitudes; a grid with more distinct values than its code width holds marks ok = 0.
- */
+/* iq_codes.c — builds iq_codes_impl.h's tables from the generated grids (kernels/iq_tables.h,
+ * quants.md §5) once, under pthread_once; plain C, runs on any CPU. Each grid's distinct byte
+ * values are collected and sorted, so no magnitude is hard-coded; a grid with more values
+ * than its code width holds sets ok = 0 (tests/test_iq_codes.c checks every element). */
 #include "iq_codes_impl.h"
 
 #include <pthread.h>

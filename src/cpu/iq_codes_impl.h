@@ -1,10 +1,7 @@
-/* iq_codes_impl.h — private to src/cpu: the I-quant grids (quants.md §5, iq-tables/)
- * re-encoded for byte-permute lookups. Every IQ2 grid holds only the magnitudes
- * {8, 25, 43} and every IQ3 grid only 8 values, so a grid entry shrinks to small
- * per-element codes: 2 bits × 8 elements (IQ2) or 3 bits × 4 elements (IQ3), split into a
- * "lo" byte (first half of the elements) and a "hi" byte (second half). A 256..1024-entry
- * byte table is what vpermi2b (128 bytes per lookup) and the AVX2 scalar loads index.
- */
+/* iq_codes_impl.h — private to src/cpu: the I-quant grids (quants.md §5, iq-tables/) as small
+ * per-element codes for byte-permute lookups — IQ2 grids hold only {8, 25, 43} (2 bits × 8
+ * elements), IQ3 grids 8 values (3 bits × 4) — split into a lo and a hi byte per entry, plus
+ * the sign and IQ4_NL tables the SIMD kernels use. Built once (iq_codes.c). */
 #ifndef HMOE_CPU_IQ_CODES_IMPL_H
 #define HMOE_CPU_IQ_CODES_IMPL_H
 

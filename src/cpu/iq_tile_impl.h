@@ -1,12 +1,7 @@
-/* iq_tile_impl.h — private to src/cpu: the gemv / gemm loops of the 256-element I-quant
- * kernels. They first re-lay the Q8_K activations (iq_act_impl.h) into per-thread
- * scratch, then call a body that decodes the blocks of TWO weight rows together (one
- * vector of grid indices serves both) and dots each with T re-laid activation rows
- * (T = 1..HMOE_IQ_TILE_TOK, a compile-time constant after inlining):
- *     BODY(wa, wb, nb, acts, oa, ob, T)   oa[t] = dot(row wa, acts + t·nb)
- * wb may equal wa (odd row count; ob then points at a dummy). gemv walks row pairs with
- * software prefetch; gemm walks chunks of rows (cache-resident) × tiles of T tokens.
- */
+/* iq_tile_impl.h — private to src/cpu: gemv / gemm loops of the I-quant kernels. AVX-512 bodies
+ * BODY(wa, wb, nb, acts, oa, ob, T) decode TWO rows together against T activation rows re-laid
+ * into per-thread scratch (iq_act_impl.h); AVX2 bodies BODY1(w, nb, x, xs, out, T) take one row
+ * and Q8_K / Q8_0 as quantized. gemv prefetches ahead; gemm runs row chunks × token tiles. */
 #ifndef HMOE_CPU_IQ_TILE_IMPL_H
 #define HMOE_CPU_IQ_TILE_IMPL_H
 
@@ -18,7 +13,7 @@
 
 #define HMOE_IQ_TILE_TOK 8      /* tokens per gemm tile */
 #define HMOE_IQ_TILE_ROWS 16    /* rows per gemm chunk */
-#define HMOE_IQ_PREFETCH_ROWS 8 /* gemv prefetches the row pair this many rows ahead */
+#define HMOE_IQ_PREFETCH_BYTES 8192 /* gemv prefetches this far ahead (at least two rows) */
 
 /* Decode reads two rows at once, an access pattern the hardware prefetchers follow
  * poorly; gemv asks for the coming row pairs explicitly (a prefetch never faults). */
@@ -69,9 +64,11 @@ typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, cons
             return;                                                                                                    \
         }                                                                                                              \
         RELAYOUT(xq, 0, 1, nb, OFFSET, SPLIT, acts);                                                                   \
+        const size_t pf = HMOE_IQ_PREFETCH_BYTES > 2 * row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes       \
+                                                                 : 2 * row_bytes;                                      \
         int64_t r = 0;                                                                                                 \
         for (; r + 2 <= nrows; r += 2) {                                                                               \
-            hmoe_iq_prefetch(w0 + (size_t)(r + HMOE_IQ_PREFETCH_ROWS) * row_bytes, 2 * row_bytes);                     \
+            hmoe_iq_prefetch(w0 + (size_t)r * row_bytes + pf, 2 * row_bytes);                                          \
             NAME##_t1(w0 + (size_t)r * row_bytes, w0 + (size_t)(r + 1) * row_bytes, nb, acts, y + r, y + r + 1);       \
         }                                                                                                              \
         if (r < nrows) {                                                                                               \
@@ -128,8 +125,9 @@ typedef void (*hmoe_iq_row_fn)(const char *w, int64_t nb, const char *x, size_t 
     void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
         const char *w0 = (const char *)w;                                                                              \
+        const size_t pf = HMOE_IQ_PREFETCH_BYTES > row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes : row_bytes; \
         for (int64_t r = 0; r < nrows; r++) {                                                                          \
-            hmoe_iq_prefetch(w0 + (size_t)(r + HMOE_IQ_PREFETCH_ROWS) * row_bytes, row_bytes);                         \
+            hmoe_iq_prefetch(w0 + (size_t)r * row_bytes + pf, row_bytes);                                              \
             NAME##_t1(w0 + (size_t)r * row_bytes, ncols / (BLCK), (const char *)xq, 0, y + r);                         \
         }                                                                                                              \
     }                                                                                                                  \
