@@ -12,7 +12,7 @@
 #include "iq_act_impl.h"
 
 #define HMOE_IQ_TILE_TOK 8      /* tokens per gemm tile */
-#define HMOE_IQ_TILE_ROWS 16    /* rows per gemm chunk */
+#define HMOE_IQ_TILE_ROWS 64    /* rows per gemm chunk: 34 KiB of IQ2_XXS rows of 2048, L1/L2-resident */
 #define HMOE_IQ_PREFETCH_BYTES 8192 /* gemv prefetches this far ahead (at least two rows) */
 
 /* Decode reads two rows at once, an access pattern the hardware prefetchers follow
