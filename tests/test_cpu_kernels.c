@@ -64,6 +64,7 @@ static const struct fp16_fields fp16_fields[] = {
     {HMOE_TYPE_IQ3_S, 1, {offsetof(struct hmoe_block_iq3_s, d)}},
     {HMOE_TYPE_IQ4_XS, 1, {offsetof(struct hmoe_block_iq4_xs, d)}},
     {HMOE_TYPE_IQ4_NL, 1, {offsetof(struct hmoe_block_iq4_nl, d)}},
+    {HMOE_TYPE_IQ1_S, 1, {offsetof(struct hmoe_block_iq1_s, d)}},
 };
 
 /* Fill `nrows` rows of `ncols` random weights of type t. */
@@ -91,6 +92,12 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
                 memcpy(w + b * (size_t)ti->type_size + fp16_fields[k].off[f], &h, 2);
             }
     }
+    if (t == HMOE_TYPE_IQ1_M) /* d is scattered over the top nibbles of the four scale words (§5.7) */
+        for (size_t b = 0; b < bytes / (size_t)ti->type_size; b++) {
+            uint8_t *sc = w + b * (size_t)ti->type_size + offsetof(struct hmoe_block_iq1_m, scales);
+            uint16_t h = rng_fp16_scale();
+            for (int j = 0; j < 4; j++) sc[2 * j + 1] = (uint8_t)((sc[2 * j + 1] & 0x0f) | ((h >> (4 * j)) & 15) << 4);
+        }
 }
 
 /* Random activations: N(0,1) times a per-row scale, a few outliers (×40), and every so
@@ -224,7 +231,7 @@ done:
 static const enum hmoe_type random_types[] = {
     HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
     HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
-    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL};
+    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {

@@ -36,6 +36,8 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_IQ3_S, HMOE_CPU_AVX2, iq3_s_avx2),
     WEIGHT(HMOE_TYPE_IQ4_XS, HMOE_CPU_AVX2, iq4_xs_avx2),
     WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX2, iq4_nl_avx2),
+    WEIGHT(HMOE_TYPE_IQ1_S, HMOE_CPU_AVX2, iq1_s_avx2), /* also the AVX-512 path's */
+    WEIGHT(HMOE_TYPE_IQ1_M, HMOE_CPU_AVX2, iq1_m_avx2),
     /* AVX-512 F/BW/VL/DQ + VNNI */
     ACT(HMOE_TYPE_Q8_K, HMOE_CPU_AVX512, q8_k_avx512),
     ACT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX512, q8_0_avx512),

@@ -61,6 +61,14 @@ static void build_all(void) {
         codes.signs_pm1[i] = v;
     }
     for (int i = 0; i < 128; i++) codes.ksigns_pm1[i] = codes.signs_pm1[hmoe_ksigns_iq2xs[i]];
+    for (int i = 0; i < 4096; i++) {
+        uint64_t v = 0;
+        for (int k = 0; k < 8; k++) {
+            const int g = (int8_t)(hmoe_iq1s_grid[i & 2047] >> (8 * k)); /* -1, 0, +1 */
+            v |= (uint64_t)(uint8_t)(8 * g + (i >> 11 ? -1 : 1)) << (8 * k);
+        }
+        codes.iq1_grid8d[i] = v;
+    }
     for (int i = 0; i < 64; i++) codes.iq4nl_u8[i] = (uint8_t)(hmoe_kvalues_iq4nl[i & 15] + 128);
 
     codes.ok = ok;
