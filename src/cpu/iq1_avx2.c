@@ -15,8 +15,8 @@
 /* Σ pairs (8g + δ)·a as int16 (|v| ≤ 9, never 0), times the scale words, into sum. */
 static inline __m256i iq1_dot32(__m256i sum, __m256i v, __m256i sc16, const int8_t *a) {
     const __m256i av = _mm256_loadu_si256((const __m256i *)a);
-    return _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v)),
-                                                   sc16));
+    return _mm256_add_epi32(
+        sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v)), sc16));
 }
 
 /* kind 0: IQ1_S, 1: IQ1_M */
@@ -45,8 +45,9 @@ static inline __attribute__((always_inline)) void iq1_row(const char *w, int64_t
                 const struct hmoe_block_iq1_s *s = (const void *)b;
                 const unsigned h = s->qh[c], sd = (h >> 15) << 11; /* delta sign: table half */
                 const uint8_t *q = s->qs + 4 * c;
-                v = _mm256_set_epi64x((long long)g8[q[3] | ((h >> 9) & 7) << 8 | sd], (long long)g8[q[2] | ((h >> 6) & 7) << 8 | sd],
-                                      (long long)g8[q[1] | ((h >> 3) & 7) << 8 | sd], (long long)g8[q[0] | (h & 7) << 8 | sd]);
+                v = _mm256_set_epi64x(
+                    (long long)g8[q[3] | ((h >> 9) & 7) << 8 | sd], (long long)g8[q[2] | ((h >> 6) & 7) << 8 | sd],
+                    (long long)g8[q[1] | ((h >> 3) & 7) << 8 | sd], (long long)g8[q[0] | (h & 7) << 8 | sd]);
                 sc = _mm256_set1_epi16((short)(2 * ((h >> 12) & 7) + 1));
             } else {
                 const struct hmoe_block_iq1_m *m = (const void *)b;

@@ -33,8 +33,9 @@ static inline __attribute__((always_inline)) void iq2_row(const char *w, int64_t
     const struct hmoe_cpu_iq_codes *C = hmoe_cpu_iq_codes();
     const uint64_t *grid = kind == 0 ? hmoe_iq2xxs_grid : kind == 1 ? hmoe_iq2xs_grid : hmoe_iq2s_grid;
     const uint64_t *ks = C->ksigns_pm1;
-    const size_t bsz = kind == 0 ? sizeof(struct hmoe_block_iq2_xxs)
-                                 : kind == 1 ? sizeof(struct hmoe_block_iq2_xs) : sizeof(struct hmoe_block_iq2_s);
+    const size_t bsz = kind == 0   ? sizeof(struct hmoe_block_iq2_xxs)
+                       : kind == 1 ? sizeof(struct hmoe_block_iq2_xs)
+                                   : sizeof(struct hmoe_block_iq2_s);
     __m256d acc[4];
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_pd();
     for (int64_t i = 0; i < nb; i++) {
@@ -67,8 +68,9 @@ static inline __attribute__((always_inline)) void iq2_row(const char *w, int64_t
                 const struct hmoe_block_iq2_s *s = (const void *)b;
                 const uint8_t *q = s->qs + 4 * c;
                 const unsigned h = s->qh[c];
-                mag = _mm256_set_epi64x((long long)grid[q[3] | (h >> 6 & 3) << 8], (long long)grid[q[2] | (h >> 4 & 3) << 8],
-                                        (long long)grid[q[1] | (h >> 2 & 3) << 8], (long long)grid[q[0] | (h & 3) << 8]);
+                mag = _mm256_set_epi64x(
+                    (long long)grid[q[3] | (h >> 6 & 3) << 8], (long long)grid[q[2] | (h >> 4 & 3) << 8],
+                    (long long)grid[q[1] | (h >> 2 & 3) << 8], (long long)grid[q[0] | (h & 3) << 8]);
                 uint32_t s4;
                 __builtin_memcpy(&s4, s->qs + 32 + 4 * c, 4);
                 sgn = hmoe_iq256_signs(s4);

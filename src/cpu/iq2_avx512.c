@@ -17,13 +17,13 @@
  * the lo/hi codes give qword c = chunk c (row A, row B). Source position of that index:
  * IQ2_XXS byte 8c + g; IQ2_XS low byte of u16 4c + g (byte 8c + 2g); IQ2_S byte 4c + g. */
 static const uint8_t idx_xxs[64] __attribute__((aligned(64))) = {
-    0,  1,  2,  3,  8,  9,  10, 11, 64, 65, 66, 67, 72,  73,  74,  75,  16, 17, 18, 19, 24, 25,
-    26, 27, 80, 81, 82, 83, 88, 89, 90, 91, 32, 33, 34, 35, 40, 41, 42,  43,  96, 97, 98, 99,
+    0,   1,   2,   3,   8,  9,  10, 11, 64, 65, 66, 67, 72,  73,  74,  75,  16,  17,  18,  19, 24, 25,
+    26,  27,  80,  81,  82, 83, 88, 89, 90, 91, 32, 33, 34,  35,  40,  41,  42,  43,  96,  97, 98, 99,
     104, 105, 106, 107, 48, 49, 50, 51, 56, 57, 58, 59, 112, 113, 114, 115, 120, 121, 122, 123};
 static const uint8_t idx_xs[64] __attribute__((aligned(64))) = {
-    0,   2,   4,   6,   8,   10,  12,  14,  64,  66,  68,  70,  72,  74,  76,  78,  16, 18, 20, 22, 24, 26,
-    28,  30,  80,  82,  84,  86,  88,  90,  92,  94,  32,  34,  36,  38,  40,  42,  44, 46, 96, 98, 100, 102,
-    104, 106, 108, 110, 48,  50,  52,  54,  56,  58,  60,  62,  112, 114, 116, 118, 120, 122, 124, 126};
+    0,   2,   4,   6,   8,  10, 12, 14, 64, 66, 68, 70, 72,  74,  76,  78,  16,  18,  20,  22, 24,  26,
+    28,  30,  80,  82,  84, 86, 88, 90, 92, 94, 32, 34, 36,  38,  40,  42,  44,  46,  96,  98, 100, 102,
+    104, 106, 108, 110, 48, 50, 52, 54, 56, 58, 60, 62, 112, 114, 116, 118, 120, 122, 124, 126};
 static const uint8_t idx_s[64] __attribute__((aligned(64))) = {
     0,  1,  2,  3,  4,  5,  6,  7,  64, 65, 66, 67, 68, 69, 70, 71, 8,  9,  10, 11, 12, 13,
     14, 15, 72, 73, 74, 75, 76, 77, 78, 79, 16, 17, 18, 19, 20, 21, 22, 23, 80, 81, 82, 83,
@@ -32,15 +32,15 @@ static const uint8_t idx_s[64] __attribute__((aligned(64))) = {
  * of chunk c: IQ2_XS high byte of u16 4c + g (byte 8c + 2g + 1, sign field in bits 1-7);
  * IQ2_S explicit sign byte 32 + 4c + g. */
 static const uint8_t sgn_xs[64] __attribute__((aligned(64))) = {
-    1,  3,  5,  7,  65, 67, 69, 71, 9,  11, 13, 15, 73,  75,  77,  79,  17, 19, 21, 23, 81, 83,
-    85, 87, 25, 27, 29, 31, 89, 91, 93, 95, 33, 35, 37, 39, 97, 99, 101, 103, 41, 43, 45, 47,
+    1,   3,   5,   7,   65, 67, 69, 71, 9,   11,  13,  15,  73, 75, 77, 79, 17,  19,  21,  23, 81, 83,
+    85,  87,  25,  27,  29, 31, 89, 91, 93,  95,  33,  35,  37, 39, 97, 99, 101, 103, 41,  43, 45, 47,
     105, 107, 109, 111, 49, 51, 53, 55, 113, 115, 117, 119, 57, 59, 61, 63, 121, 123, 125, 127};
 static const uint8_t sgn_s[64] __attribute__((aligned(64))) = {
-    32, 33, 34, 35, 96,  97,  98,  99,  36, 37, 38, 39, 100, 101, 102, 103, 40, 41, 42, 43, 104, 105,
-    106, 107, 44, 45, 46, 47, 108, 109, 110, 111, 48, 49, 50, 51, 112, 113, 114, 115, 52, 53, 54, 55,
-    116, 117, 118, 119, 56, 57, 58, 59, 120, 121, 122, 123, 60, 61, 62, 63, 124, 125, 126, 127};
+    32,  33,  34,  35,  96, 97, 98,  99,  36,  37,  38,  39,  100, 101, 102, 103, 40,  41,  42,  43, 104, 105,
+    106, 107, 44,  45,  46, 47, 108, 109, 110, 111, 48,  49,  50,  51,  112, 113, 114, 115, 52,  53, 54,  55,
+    116, 117, 118, 119, 56, 57, 58,  59,  120, 121, 122, 123, 60,  61,  62,  63,  124, 125, 126, 127};
 
-/* The codebook's lo/hi tables as 64-byte pieces (n = entries / 64 each). */
+/* A codebook's lo/hi tables (looked up 128 entries at a time) and the constant vectors. */
 struct iq2_luts {
     const uint8_t *lo, *hi;
     __m512i mag; /* 64 + magnitude of the code in bits 4-5 */
@@ -73,12 +73,12 @@ static inline void iq2_codes(const struct iq2_luts *L, __m512i idx, __mmask64 k8
         __m512i lo1 = _mm512_mask_blend_epi8(k7, lut128(L->lo, 2, idx), lut128(L->lo, 3, idx));
         __m512i hi1 = _mm512_mask_blend_epi8(k7, lut128(L->hi, 2, idx), lut128(L->hi, 3, idx));
         if (nhigh >= 2) {
-            const __m512i lo2 = _mm512_mask_blend_epi8(
-                k8, _mm512_mask_blend_epi8(k7, lut128(L->lo, 4, idx), lut128(L->lo, 5, idx)),
-                _mm512_mask_blend_epi8(k7, lut128(L->lo, 6, idx), lut128(L->lo, 7, idx)));
-            const __m512i hi2 = _mm512_mask_blend_epi8(
-                k8, _mm512_mask_blend_epi8(k7, lut128(L->hi, 4, idx), lut128(L->hi, 5, idx)),
-                _mm512_mask_blend_epi8(k7, lut128(L->hi, 6, idx), lut128(L->hi, 7, idx)));
+            const __m512i lo2 =
+                _mm512_mask_blend_epi8(k8, _mm512_mask_blend_epi8(k7, lut128(L->lo, 4, idx), lut128(L->lo, 5, idx)),
+                                       _mm512_mask_blend_epi8(k7, lut128(L->lo, 6, idx), lut128(L->lo, 7, idx)));
+            const __m512i hi2 =
+                _mm512_mask_blend_epi8(k8, _mm512_mask_blend_epi8(k7, lut128(L->hi, 4, idx), lut128(L->hi, 5, idx)),
+                                       _mm512_mask_blend_epi8(k7, lut128(L->hi, 6, idx), lut128(L->hi, 7, idx)));
             lo1 = _mm512_mask_blend_epi8(k8, lo, lo1);
             hi1 = _mm512_mask_blend_epi8(k8, hi, hi1);
             lo = _mm512_mask_blend_epi8(k9, lo1, lo2);
@@ -102,7 +102,8 @@ static inline void iq2_expand(const struct iq2_luts *L, __m512i ca, __m512i cb, 
         const __m512i cm = hmoe_iq512_ms_ctrl(16 * g - 4, 2);
         va[g] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(cm, ca), L->mag);
         vb[g] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(cm, cb), L->mag);
-        va[g] = _mm512_mask_sub_epi8(va[g], _mm512_bitshuffle_epi64_mask(sg, hmoe_iq512_ms_ctrl(8 * g, 1)), k128, va[g]);
+        va[g] =
+            _mm512_mask_sub_epi8(va[g], _mm512_bitshuffle_epi64_mask(sg, hmoe_iq512_ms_ctrl(8 * g, 1)), k128, va[g]);
         vb[g] = _mm512_mask_sub_epi8(vb[g], _mm512_bitshuffle_epi64_mask(sg, hmoe_iq512_ms_ctrl(8 * g + 32, 1)), k128,
                                      vb[g]);
     }
@@ -116,8 +117,9 @@ static inline __attribute__((always_inline)) void iq2_tile(const char *wa, const
     const struct iq2_luts L = iq2_luts_init(C, kind == 0 ? &C->iq2xxs : kind == 1 ? &C->iq2xs : &C->iq2s);
     const __m512i cidx = _mm512_load_si512(kind == 0 ? idx_xxs : kind == 1 ? idx_xs : idx_s);
     const __m512i csgn = _mm512_load_si512(kind == 1 ? sgn_xs : sgn_s);
-    const size_t bsz = kind == 0 ? sizeof(struct hmoe_block_iq2_xxs)
-                                 : kind == 1 ? sizeof(struct hmoe_block_iq2_xs) : sizeof(struct hmoe_block_iq2_s);
+    const size_t bsz = kind == 0   ? sizeof(struct hmoe_block_iq2_xxs)
+                       : kind == 1 ? sizeof(struct hmoe_block_iq2_xs)
+                                   : sizeof(struct hmoe_block_iq2_s);
     __m512d acc[HMOE_IQ_TILE_TOK];
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_pd();
 
@@ -151,9 +153,9 @@ static inline __attribute__((always_inline)) void iq2_tile(const char *wa, const
             uint64_t ha, hb;
             __builtin_memcpy(&ha, sa->qh, 8);
             __builtin_memcpy(&hb, sb->qh, 8);
-            const __m512i qh = _mm512_permutexvar_epi16(
-                _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0),
-                _mm512_castsi128_si512(_mm_set_epi64x((long long)hb, (long long)ha)));
+            const __m512i qh =
+                _mm512_permutexvar_epi16(_mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0),
+                                         _mm512_castsi128_si512(_mm_set_epi64x((long long)hb, (long long)ha)));
             iq2_codes(&L, idx, _mm512_bitshuffle_epi64_mask(qh, hmoe_iq512_ms_ctrl(0, 2)),
                       _mm512_bitshuffle_epi64_mask(qh, hmoe_iq512_ms_ctrl(1, 2)), 2, &ca, &cb);
             sg = _mm512_permutex2var_epi8(qa, csgn, qb);

@@ -102,10 +102,10 @@ static inline __attribute__((always_inline)) void iq3_tile(const char *wa, const
             __builtin_memcpy(&s4a, sa->scales, 4);
             __builtin_memcpy(&s4b, sb->scales, 4);
             const __m512i bytes = _mm512_maskz_permutexvar_epi8(
-                0x1111111111111111ull,
-                _mm512_set_epi32(7, 3, 7, 3, 6, 2, 6, 2, 5, 1, 5, 1, 4, 0, 4, 0),
+                0x1111111111111111ull, _mm512_set_epi32(7, 3, 7, 3, 6, 2, 6, 2, 5, 1, 5, 1, 4, 0, 4, 0),
                 _mm512_castsi128_si512(_mm_cvtsi64_si128((long long)((uint64_t)s4a | (uint64_t)s4b << 32))));
-            const __m512i s = _mm512_srlv_epi32(bytes, _mm512_set_epi32(4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0));
+            const __m512i s =
+                _mm512_srlv_epi32(bytes, _mm512_set_epi32(4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0));
             sc2 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(0x1e), one, 0xea);
         }
         __m512i va[4], vb[4];

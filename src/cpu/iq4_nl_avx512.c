@@ -72,10 +72,12 @@ static inline __attribute__((always_inline)) void nl_tile(const char *wa, const 
         const __m512i a0 = _mm512_loadu_si512(pa), a1 = _mm512_maskz_loadu_epi8(0xff, pa + 64);
         const __m512i b0 = _mm512_loadu_si512(pb), b1 = _mm512_maskz_loadu_epi8(0xff, pb + 64);
         const __m512i qa = _mm512_permutex2var_epi8(a0, cq, a1), qb = _mm512_permutex2var_epi8(b0, cq, b1);
-        const __m512i va0 = _mm512_permutexvar_epi8(qa, tab), va1 = _mm512_permutexvar_epi8(_mm512_srli_epi16(qa, 4), tab);
-        const __m512i vb0 = _mm512_permutexvar_epi8(qb, tab), vb1 = _mm512_permutexvar_epi8(_mm512_srli_epi16(qb, 4), tab);
-        const __m512d dd =
-            _mm512_cvtps_pd(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(a0, cd, b0)))); /* dA0 dB0 dA1 .. */
+        const __m512i va0 = _mm512_permutexvar_epi8(qa, tab),
+                      va1 = _mm512_permutexvar_epi8(_mm512_srli_epi16(qa, 4), tab);
+        const __m512i vb0 = _mm512_permutexvar_epi8(qb, tab),
+                      vb1 = _mm512_permutexvar_epi8(_mm512_srli_epi16(qb, 4), tab);
+        const __m512d dd = _mm512_cvtps_pd(
+            _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(a0, cd, b0)))); /* dA0 dB0 dA1 .. */
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const struct nl_act *a = x + t * ng + g;
@@ -115,7 +117,8 @@ static void nl_tail(int64_t ncols, const char *w, size_t row_bytes, int64_t nrow
                     int64_t ntok, float *y, size_t y_stride) {
     const int64_t done = ncols / (32 * NL_GROUP) * (32 * NL_GROUP), rest = ncols - done;
     if (rest == 0) return;
-    const size_t wo = (size_t)(done / 32) * sizeof(struct hmoe_block_iq4_nl), xo = (size_t)(done / 32) * sizeof(struct hmoe_block_q8_0);
+    const size_t wo = (size_t)(done / 32) * sizeof(struct hmoe_block_iq4_nl),
+                 xo = (size_t)(done / 32) * sizeof(struct hmoe_block_q8_0);
     for (int64_t t = 0; t < ntok; t++)
         for (int64_t r = 0; r < nrows; r++)
             y[(size_t)t * y_stride + (size_t)r] += hmoe_type_info[HMOE_TYPE_IQ4_NL].vec_dot_ref(

@@ -31,9 +31,9 @@ static inline __m512i iq4xs_scales(const struct hmoe_block_iq4_xs *a, const stru
     const __m512i l = _mm512_set1_epi64((long long)((uint64_t)la | (uint64_t)lb << 32));
     const __m512i h = _mm512_set1_epi64((long long)((uint64_t)a->scales_h | (uint64_t)b->scales_h << 32));
     const __m512i c2 = _mm512_set_epi32(14, 14, 12, 12, 10, 10, 8, 8, 6, 6, 4, 4, 2, 2, 0, 0); /* 2c */
-    const __m512i lo = _mm512_srlv_epi32(l, _mm512_add_epi32(c2, c2));                    /* nibble c in bits 0-3 */
+    const __m512i lo = _mm512_srlv_epi32(l, _mm512_add_epi32(c2, c2)); /* nibble c in bits 0-3 */
     const __m512i hi = _mm512_and_si512(_mm512_rorv_epi32(h, _mm512_sub_epi32(c2, _mm512_set1_epi32(4))),
-                                        _mm512_set1_epi32(0x30)); /* bits 2c, 2c+1 -> 4, 5 */
+                                        _mm512_set1_epi32(0x30));                        /* bits 2c, 2c+1 -> 4, 5 */
     const __m512i ls = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi32(0x0f), 0xec); /* (lo & 15) | hi */
     return _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
 }

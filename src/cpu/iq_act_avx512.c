@@ -22,11 +22,13 @@ void hmoe_cpu_iq_act_avx512(const void *src, size_t src_stride, int64_t ntok, in
             const __m512i in2 = _mm512_loadu_si512(a[i].qs + 128), in3 = _mm512_loadu_si512(a[i].qs + 192);
             for (int g = 0; g < 4; g++) {
                 const __m512i ix = _mm512_add_epi64(sel, _mm512_set1_epi64(g));
-                const __m512i lo = _mm512_permutex2var_epi64(in0, ix, in1), hi = _mm512_permutex2var_epi64(in2, ix, in3);
+                const __m512i lo = _mm512_permutex2var_epi64(in0, ix, in1),
+                              hi = _mm512_permutex2var_epi64(in2, ix, in3);
                 _mm512_store_si512(o[i].qs + 64 * g, _mm512_mask_blend_epi64(0xf0, lo, hi));
             }
             /* bsums as dwords b = 0..15, times -offset; chunk c = halves 2c, 2c + 1 */
-            const __m512i b = _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)a[i].bsums)), moff);
+            const __m512i b =
+                _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)a[i].bsums)), moff);
             const __m512i odd = _mm512_srli_epi64(b, 32); /* dword 2c = half 2c + 1, odd dwords 0 */
             const __m512i even = _mm512_maskz_mov_epi32(0x5555, b);
             if (split) {

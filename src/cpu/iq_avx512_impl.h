@@ -32,15 +32,16 @@ static inline __m512d hmoe_iq512_pair_d(const void *da16, const void *db16) {
     uint16_t a, b;
     __builtin_memcpy(&a, da16, 2);
     __builtin_memcpy(&b, db16, 2);
-    return _mm512_broadcast_f64x2(_mm_cvtps_pd(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)a | (uint32_t)b << 16)))));
+    return _mm512_broadcast_f64x2(
+        _mm_cvtps_pd(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)a | (uint32_t)b << 16)))));
 }
 
 /* acc += per-block sums of rows A (even lanes) and B (odd lanes), times `scale`.
  * pa, pb: 16 int32 partial sums where dwords 2c, 2c+1 belong to chunk c; sc2: dword 2c
  * = row A's integer scale of chunk c, 2c + 1 = row B's (multiplied in exactly). */
 static inline __m512d hmoe_iq512_acc_chunks(__m512d acc, __m512i pa, __m512i pb, __m512i sc2, __m512d scale) {
-    const __m512i x = _mm512_mask_blend_epi32(0xaaaa, pa, pb); /* a0 b1 a2 b3 .. */
-    const __m512i y = _mm512_mask_blend_epi32(0x5555, pa, pb); /* b0 a1 b2 a3 .. */
+    const __m512i x = _mm512_mask_blend_epi32(0xaaaa, pa, pb);               /* a0 b1 a2 b3 .. */
+    const __m512i y = _mm512_mask_blend_epi32(0x5555, pa, pb);               /* b0 a1 b2 a3 .. */
     __m512i s = _mm512_add_epi32(x, _mm512_shuffle_epi32(y, _MM_PERM_CDAB)); /* a0+a1 b0+b1 .. */
     s = _mm512_mullo_epi32(s, sc2);
     const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
@@ -67,7 +68,8 @@ static inline void hmoe_iq512_nibble_scales(const uint8_t *sa, const uint8_t *sb
     uint64_t a, b;
     __builtin_memcpy(&a, sa, 8);
     __builtin_memcpy(&b, sb, 8);
-    const __m512i x = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)a), _mm_cvtsi64_si128((long long)b)));
+    const __m512i x =
+        _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)a), _mm_cvtsi64_si128((long long)b)));
     const __m512i m = _mm512_set1_epi32(0x1e), one = _mm512_set1_epi32(1);
     *lo = _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 1), m, one, 0xea); /* (x<<1 & 0x1e) | 1 */
     *hi = _mm512_ternarylogic_epi32(_mm512_srli_epi32(x, 3), m, one, 0xea); /* (x>>3 & 0x1e) | 1 */
@@ -93,9 +95,10 @@ static inline __m512i hmoe_iq512_top_nibble_scales(__m512i qa, __m512i qb) {
  * of rows A and B dotted with the re-laid activations `a`, one integer scale per chunk
  * (sclo) or per 16 elements (split: sclo for slices 0-1, schi for 2-3), into *acc with
  * the block scales dd (row A even lanes, B odd) times the activation scale. */
-static inline __attribute__((always_inline)) void hmoe_iq512_dots(const __m512i va[4], const __m512i vb[4], __m512i sclo,
-                                                           __m512i schi, const int split, __m512d dd,
-                                                           const struct hmoe_cpu_iq_act *a, __m512d *acc) {
+static inline __attribute__((always_inline)) void hmoe_iq512_dots(const __m512i va[4], const __m512i vb[4],
+                                                                  __m512i sclo, __m512i schi, const int split,
+                                                                  __m512d dd, const struct hmoe_cpu_iq_act *a,
+                                                                  __m512d *acc) {
     const __m512d s = _mm512_mul_pd(dd, _mm512_set1_pd(a->d));
     if (!split) {
         __m512i pa = _mm512_load_si512(a->corr[0]), pb = pa;

@@ -21,13 +21,13 @@ struct hmoe_cpu_iq_codebook {
 struct hmoe_cpu_iq_codes {
     struct hmoe_cpu_iq_codebook iq2xxs, iq2xs, iq2s, iq3xxs, iq3s;
     _Alignas(64) uint8_t ksigns[128]; /* ksigns_iq2xs, 64-byte aligned for vector loads */
-    uint64_t ksigns_pm1[128];          /* ksigns as 8 bytes of +1 / -1 (vpsignb operands) */
-    uint64_t signs_pm1[256];           /* an explicit sign byte as 8 bytes of +1 / -1 */
+    uint64_t ksigns_pm1[128];         /* ksigns as 8 bytes of +1 / -1 (vpsignb operands) */
+    uint64_t signs_pm1[256];          /* an explicit sign byte as 8 bytes of +1 / -1 */
     /* IQ1_S / IQ1_M: entry (s << 11) | i = the 8 bytes 8·grid_k + (s ? -1 : +1) of iq1s_grid[i],
      * i.e. 8× (grid + delta) with the ±0.125 shift folded in (quants.md §5.6-5.7) */
     uint64_t iq1_grid8d[4096];
     _Alignas(64) uint8_t iq4nl_u8[64]; /* byte i = kvalues_iq4nl[i & 15] + 128 (vpermb ignores bits 4-5) */
-    int ok;                           /* 0 if a grid did not fit its code width (a bad table) */
+    int ok;                            /* 0 if a grid did not fit its code width (a bad table) */
 };
 
 /* The tables, built on first use (thread-safe). Never NULL; check ->ok once in tests. */

@@ -11,8 +11,8 @@
 #include "hmoe/types.h"
 #include "iq_act_impl.h"
 
-#define HMOE_IQ_TILE_TOK 8      /* tokens per gemm tile */
-#define HMOE_IQ_TILE_ROWS 64    /* rows per gemm chunk: 34 KiB of IQ2_XXS rows of 2048, L1/L2-resident */
+#define HMOE_IQ_TILE_TOK 8          /* tokens per gemm tile */
+#define HMOE_IQ_TILE_ROWS 64        /* rows per gemm chunk: 34 KiB of IQ2_XXS rows of 2048, L1/L2-resident */
 #define HMOE_IQ_PREFETCH_BYTES 8192 /* gemv prefetches this far ahead (at least two rows) */
 
 /* Decode reads two rows at once, an access pattern the hardware prefetchers follow
@@ -30,11 +30,11 @@ static inline void hmoe_iq_gemv_ref(enum hmoe_type t, int64_t ncols, const char 
                 hmoe_type_info[t].vec_dot_ref(ncols, w + (size_t)r * row_bytes, xq + (size_t)k * xq_stride);
 }
 
-typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, const struct hmoe_cpu_iq_act *x,
-                                float *oa, float *ob);
+typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, const struct hmoe_cpu_iq_act *x, float *oa,
+                                float *ob);
 
 #define HMOE_IQ_TILE_ONE(NAME, BODY, T)                                                                                \
-    static void NAME##_t##T(const char *wa, const char *wb, int64_t nb, const struct hmoe_cpu_iq_act *x, float *oa,   \
+    static void NAME##_t##T(const char *wa, const char *wb, int64_t nb, const struct hmoe_cpu_iq_act *x, float *oa,    \
                             float *ob) {                                                                               \
         BODY(wa, wb, nb, x, oa, ob, T);                                                                                \
     }
@@ -64,8 +64,8 @@ typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, cons
             return;                                                                                                    \
         }                                                                                                              \
         RELAYOUT(xq, 0, 1, nb, OFFSET, SPLIT, acts);                                                                   \
-        const size_t pf = HMOE_IQ_PREFETCH_BYTES > 2 * row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes       \
-                                                                 : 2 * row_bytes;                                      \
+        const size_t pf =                                                                                              \
+            HMOE_IQ_PREFETCH_BYTES > 2 * row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes : 2 * row_bytes;   \
         int64_t r = 0;                                                                                                 \
         for (; r + 2 <= nrows; r += 2) {                                                                               \
             hmoe_iq_prefetch(w0 + (size_t)r * row_bytes + pf, 2 * row_bytes);                                          \
@@ -73,7 +73,7 @@ typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, cons
         }                                                                                                              \
         if (r < nrows) {                                                                                               \
             float dummy;                                                                                               \
-            NAME##_t1(w0 + (size_t)r * row_bytes, w0 + (size_t)r * row_bytes, nb, acts, y + r, &dummy);               \
+            NAME##_t1(w0 + (size_t)r * row_bytes, w0 + (size_t)r * row_bytes, nb, acts, y + r, &dummy);                \
         }                                                                                                              \
     }                                                                                                                  \
     void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
@@ -109,9 +109,7 @@ typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, cons
 typedef void (*hmoe_iq_row_fn)(const char *w, int64_t nb, const char *x, size_t xs, float *out);
 
 #define HMOE_IQ_ROW_ONE(NAME, BODY, T)                                                                                 \
-    static void NAME##_t##T(const char *w, int64_t nb, const char *x, size_t xs, float *o) {                           \
-        BODY(w, nb, x, xs, o, T);                                                                                      \
-    }
+    static void NAME##_t##T(const char *w, int64_t nb, const char *x, size_t xs, float *o) { BODY(w, nb, x, xs, o, T); }
 
 #define HMOE_IQ_ROW_TILES(NAME, BODY)                                                                                  \
     HMOE_IQ_ROW_ONE(NAME, BODY, 1)                                                                                     \
@@ -125,7 +123,8 @@ typedef void (*hmoe_iq_row_fn)(const char *w, int64_t nb, const char *x, size_t 
     void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
         const char *w0 = (const char *)w;                                                                              \
-        const size_t pf = HMOE_IQ_PREFETCH_BYTES > row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes : row_bytes; \
+        const size_t pf =                                                                                              \
+            HMOE_IQ_PREFETCH_BYTES > row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes : row_bytes;           \
         for (int64_t r = 0; r < nrows; r++) {                                                                          \
             hmoe_iq_prefetch(w0 + (size_t)r * row_bytes + pf, row_bytes);                                              \
             NAME##_t1(w0 + (size_t)r * row_bytes, ncols / (BLCK), (const char *)xq, 0, y + r);                         \
@@ -140,8 +139,8 @@ typedef void (*hmoe_iq_row_fn)(const char *w, int64_t nb, const char *x, size_t 
                 int64_t nt = ntok - t0 < 4 ? ntok - t0 : 4;                                                            \
                 for (int64_t r = r0; r < r1; r++) {                                                                    \
                     float o[4];                                                                                        \
-                    NAME##_tiles[nt](w0 + (size_t)r * row_bytes, ncols / (BLCK), (const char *)xq + (size_t)t0 * xq_stride, \
-                                     xq_stride, o);                                                                    \
+                    NAME##_tiles[nt](w0 + (size_t)r * row_bytes, ncols / (BLCK),                                       \
+                                     (const char *)xq + (size_t)t0 * xq_stride, xq_stride, o);                         \
                     for (int64_t t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = o[t];                \
                 }                                                                                                      \
             }                                                                                                          \
