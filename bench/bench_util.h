@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "hmoe/common.h"
 #include "hmoe/cpu.h"
@@ -62,6 +63,13 @@ static uint64_t bench_read_scalar(const uint8_t *p, size_t n) {
 }
 
 static volatile uint64_t bench_sink;
+
+/* CPU time of the calling thread in seconds: unaffected by other processes' use of the cores. */
+static inline double bench_thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* Page-aligned buffer of n bytes, first touched by `nthreads` threads in the same static
  * split the probes use (so pages are spread like the data they later stream). */

@@ -7,6 +7,10 @@
  * that quantized row. The kernels themselves are single-threaded work units over a row
  * range; callers (model, sched) split rows (or experts) across OpenMP threads, so no
  * parallel region is hidden in here except in hmoe_cpu_matmul().
+ * The kernels trust their arguments (hot path): ncols must be a multiple of the type's block
+ * size and the type must pass hmoe_cpu_supports(); the loader validates both once.
+ * Results match the type table's vec_dot_ref to ~1e-7 relative (integer block sums, double
+ * accumulation), i.e. llama.cpp's vec_dot to its own float rounding.
  */
 #ifndef HMOE_CPU_H
 #define HMOE_CPU_H

@@ -53,14 +53,14 @@ static inline __attribute__((always_inline)) void q23_tile(const char *w, size_t
             __m512i hm = _mm512_setzero_si512();
             if (is_q3) {
                 const struct hmoe_block_q3_k *b = (const struct hmoe_block_q3_k *)(w + (size_t)r * rb) + i;
-                if (T == 1) hmoe_prefetch_block((const char *)b + R * rb, sizeof *b);
+                if (T == 1) hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), sizeof *b);
                 qs = b->qs;
                 sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(q3k_scales(b->scales)), _mm256_set1_epi16(32));
                 hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
                 d = _cvtsh_ss(b->d);
             } else {
                 const struct hmoe_block_q2_k *b = (const struct hmoe_block_q2_k *)(w + (size_t)r * rb) + i;
-                if (T == 1) hmoe_prefetch_block((const char *)b + R * rb, sizeof *b);
+                if (T == 1) hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), sizeof *b);
                 qs = b->qs;
                 const __m128i s = _mm_loadu_si128((const __m128i *)b->scales);
                 sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(0x0f)));

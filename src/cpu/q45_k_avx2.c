@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const uint8_t *b = (const uint8_t *)w + (size_t)r * rb + (size_t)i * block_bytes;
-            if (T == 1) hmoe_prefetch_block((const char *)b + R * rb, block_bytes);
+            if (T == 1) hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), block_bytes);
             const __m128i scmn = k45_scales_mins(b);
             const __m256i scw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));  /* SC0..SC7 words, both lanes */
             const __m256i mn = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scmn, dup_mins)); /* MN0,MN0,MN1,MN1,... */

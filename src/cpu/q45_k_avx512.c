@@ -56,7 +56,7 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const uint8_t *b = (const uint8_t *)w + (size_t)r * rb + (size_t)i * block_bytes;
-            if (T == 1) hmoe_prefetch_block((const char *)b + R * rb, block_bytes);
+            if (T == 1) hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), block_bytes);
             const __m256i scmn16 = k45_scales_mins(b);
             const __m512i scmn = _mm512_castsi256_si512(scmn16);
             const __m512i s0 = _mm512_permutexvar_epi16(ix0, scmn), s1 = _mm512_permutexvar_epi16(ix1, scmn);
@@ -133,7 +133,7 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *b = (const uint8_t *)w + (size_t)r * rb + (size_t)i * block_bytes;
-            hmoe_prefetch_block((const char *)b + 4 * rb, block_bytes);
+            hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, 4), block_bytes);
             const __m256i scmn16 = k45_scales_mins(b);
             const __m512i scmn = _mm512_castsi256_si512(scmn16);
             const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);

@@ -23,7 +23,7 @@ static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const struct hmoe_block_q6_k *b = (const struct hmoe_block_q6_k *)(w + (size_t)r * rb) + i;
-            if (T == 1) hmoe_prefetch_block((const char *)b + R * rb, sizeof *b);
+            if (T == 1) hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), sizeof *b);
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
             const double d = _cvtsh_ss(b->d);
             __m256i is[HMOE_TILE_MAX_TOK];

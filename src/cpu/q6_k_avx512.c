@@ -32,7 +32,7 @@ static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const struct hmoe_block_q6_k *b = (const struct hmoe_block_q6_k *)(w + (size_t)r * rb) + i;
-            if (T == 1) hmoe_prefetch_block((const char *)b + R * rb, sizeof *b);
+            if (T == 1) hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), sizeof *b);
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
             const __m512i sc = _mm512_castsi256_si512(sc16);
             const __m512i s0 = _mm512_permutexvar_epi16(ix0, sc), s1 = _mm512_permutexvar_epi16(ix1, sc);
@@ -76,8 +76,8 @@ static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i sh_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    const __m512i ix0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
-                                         0, 0, 0, 0, 0);
+    const __m512i ix0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
+                                         0, 0, 0, 0, 0, 0);
     const __m512i four = _mm512_set1_epi16(4);
     const __m512i ix1 = _mm512_add_epi16(ix0, four), ix2 = _mm512_add_epi16(ix1, four);
     const __m512i ix3 = _mm512_add_epi16(ix2, four);
@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const struct hmoe_block_q6_k *b = (const struct hmoe_block_q6_k *)(w + (size_t)r * rb) + i;
-            hmoe_prefetch_block((const char *)b + 4 * rb, sizeof *b);
+            hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, 4), sizeof *b);
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
             const __m512i sc = _mm512_castsi256_si512(sc16);
             __m512i q[4];
@@ -126,8 +126,10 @@ static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_
 
 static inline __attribute__((always_inline)) void q6k_body(const char *w, size_t rb, int64_t nb, const char *x,
                                                            size_t xs, float *out, const int R, const int T) {
-    if (R == 4 && T == 1) q6k_gemv4(w, rb, nb, x, out);
-    else q6k_tile(w, rb, nb, x, xs, out, R, T);
+    if (R == 4 && T == 1)
+        q6k_gemv4(w, rb, nb, x, out);
+    else
+        q6k_tile(w, rb, nb, x, xs, out, R, T);
 }
 
 HMOE_TILE_INSTANCES(q6k512, q6k_body)

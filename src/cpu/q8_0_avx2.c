@@ -19,7 +19,8 @@ static inline __attribute__((always_inline)) void q80_tile(const char *w, size_t
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const struct hmoe_block_q8_0 *b = (const struct hmoe_block_q8_0 *)(w + (size_t)r * rb) + i;
-            if (T == 1 && i % 2 == 0) hmoe_prefetch_block((const char *)b + R * rb, 2 * sizeof *b);
+            if (T == 1 && i % 2 == 0)
+                hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), 2 * sizeof *b);
             const __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
             const __m256i aq = _mm256_abs_epi8(q);
             const double dw = _cvtsh_ss(b->d);

@@ -15,9 +15,18 @@
 #define HMOE_TILE_GEMV_ROWS 4 /* rows per gemv tile */
 #define HMOE_TILE_ROWS 16     /* rows per chunk in gemm: 16 Q4_K rows of 2048 = 18 KiB, L1-resident */
 
-/* Decode (T == 1) streams weights from RAM with little else to keep the memory system busy;
- * bodies prefetch the same block of the next row tile (R rows further), one tile of
- * latency ahead. A prefetch past the matrix end is harmless (it never faults). */
+/* Decode (T == 1) streams weights from RAM with little else to keep the memory system busy,
+ * so the bodies prefetch the same block a whole number of rows ahead: at least the next row
+ * tile (R rows) and at least 4 KiB, which covers ~150 ns of DRAM latency at a thread's share
+ * of the bandwidth even for the short 768-column expert rows. Past the matrix end it is
+ * harmless (prefetches never fault). */
+#ifndef HMOE_PREFETCH_MIN_BYTES
+#define HMOE_PREFETCH_MIN_BYTES 4096
+#endif
+static inline size_t hmoe_prefetch_distance(size_t row_bytes, int R) {
+    size_t rows = (HMOE_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
+    return (rows > (size_t)R ? rows : (size_t)R) * row_bytes;
+}
 static inline void hmoe_prefetch_block(const char *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
