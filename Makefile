@@ -3,8 +3,9 @@
 #   make              ./hmoe (CUDA parts too when nvcc is on PATH)
 #   make CUDA=0       CPU-only engine
 #   make test         build and run the test suite (last line: "N passed, N failed")
-#   make test-gpu     GPU tests (needs a GPU; CI only compiles them)
+#   make test-gpu     GPU tests (needs a GPU; CI only compiles them: make gpu-tests)
 #   make bench        build the benchmarks in bench/
+#   make demo         build, benchmark a synthetic model (hmoe bench) and generate a few tokens with it
 #   make fuzz         libFuzzer target over the GGUF parser (clang, ASan/UBSan)
 #
 # Sources are found by wildcard: every src/*/*.c is part of libhmoe; files named
@@ -60,7 +61,7 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-gpu bench fuzz clean
+.PHONY: all test test-gpu gpu-tests bench demo fuzz clean
 all: hmoe
 
 hmoe: $(CLI_OBJ) $(LIB)
@@ -99,9 +100,22 @@ test: hmoe $(TEST_BIN)
 	HMOE_SHARED=$(SHARED) ./tests/run.sh
 
 test-gpu: hmoe $(GPU_TEST_BIN)
-	HMOE_SHARED=$(SHARED) ./tests/run_gpu.sh
+	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run_gpu.sh
+
+# Build the GPU tests without running them (CI has no GPU; without CUDA they link the stubs).
+gpu-tests: $(GPU_TEST_BIN)
 
 bench: hmoe $(BENCH_BIN)
+
+# The first thing to run on a fresh machine: no model download needed. `hmoe bench` writes a
+# small synthetic Qwen3-MoE model (random weights, real layout), prints llama-bench's table and
+# the roofline; the model is kept in $(BUILD) so that `hmoe run` can show a short generation.
+DEMO_MODEL := $(BUILD)/demo-synthetic-tiny.gguf
+demo: hmoe
+	./hmoe bench --synthetic-out $(DEMO_MODEL)
+	@echo
+	@echo "hmoe run on the same synthetic model (random weights: the text is noise, the timings are real):"
+	./hmoe run -m $(DEMO_MODEL) --chat --no-think -p "Hello! What can you do?" -n 32 --temp 0
 
 # Fuzz the GGUF parser: clang's libFuzzer with address and undefined-behaviour sanitizers.
 # Run: ./build/fuzz/fuzz_gguf -max_total_time=600 tests/data/fuzz-corpus

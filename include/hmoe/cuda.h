@@ -1,9 +1,25 @@
 /* cuda.h — the GPU backend as seen from C (the .cu files in src/kernels). Every function exists in
- * every build: without CUDA (make CUDA=0) they report that no GPU is available. */
+ * every build: without CUDA (make CUDA=0) they report that no GPU is available (cuda_none.c).
+ *
+ * Conventions of every launcher below:
+ *  - Pointers named d_* / documented "device" are device memory; the call only enqueues work on
+ *    `stream` (a cudaStream_t passed as void *, NULL = the legacy default stream) and returns.
+ *    Nothing here synchronises, allocates or reads device data on the host, so a sequence of
+ *    launches can be captured into a CUDA graph. Data that changes per token (the position,
+ *    the chosen experts) is passed through device memory for that reason.
+ *  - Shapes are checked before anything is launched: a violated precondition returns
+ *    HMOE_ERR_ARG with the rule that was broken; a launch failure returns HMOE_ERR_DEVICE.
+ *  - Weight matrices are rows of `ncols` elements in their GGUF type, row r at w + r*row_bytes,
+ *    16-byte aligned base (cudaMalloc'd tensors and GGUF data offsets satisfy this). Expert tensors
+ *    are n_expert such matrices, expert e at w + e*expert_stride_bytes (quants.md, qwen3moe.md §0).
+ *  - Quantized weights multiply "q8_1 rows": activations quantized per 32 values (int8 + f32
+ *    scale and f32 sum), made by hmoe_cuda_quantize_q8_1. F32/F16/BF16 weights take f32 rows.
+ */
 #ifndef HMOE_CUDA_H
 #define HMOE_CUDA_H
 
 #include "hmoe/common.h"
+#include "hmoe/types.h"
 
 struct hmoe_cuda_device_info {
     char name[256];
@@ -19,5 +35,320 @@ bool hmoe_cuda_available(void);
 /* Properties of device `dev`. HMOE_ERR_DEVICE with the CUDA message on failure,
  * HMOE_ERR_UNSUPPORTED in a CPU-only build. */
 enum hmoe_status hmoe_cuda_device_info(int dev, struct hmoe_cuda_device_info *out, struct hmoe_err *err);
+
+/* Host-to-device copy bandwidth of device `dev` from pinned host memory in GB/s (1e9 B/s):
+ * best of several copies of `bytes` after one untimed copy (src/kernels/cuda_probe.cu).
+ * The PCIe roofline `hmoe bench` reports expert streaming against. HMOE_ERR_UNSUPPORTED in
+ * a CPU-only build. */
+enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Context and device memory (cuda_device.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+/* One device, one non-blocking stream, a cuBLAS handle (created on first use) and the byte
+ * count of everything allocated through it (the VRAM budget of the scheduler). Opaque. */
+struct hmoe_cuda_ctx;
+
+enum hmoe_status hmoe_cuda_ctx_init(struct hmoe_cuda_ctx **out, int dev, struct hmoe_err *err);
+void hmoe_cuda_ctx_free(struct hmoe_cuda_ctx *ctx);
+/* The context's stream as a cudaStream_t. */
+void *hmoe_cuda_ctx_stream(const struct hmoe_cuda_ctx *ctx);
+/* Bytes currently allocated through hmoe_cuda_buf_alloc, and the high-water mark. */
+uint64_t hmoe_cuda_ctx_used_bytes(const struct hmoe_cuda_ctx *ctx);
+uint64_t hmoe_cuda_ctx_peak_bytes(const struct hmoe_cuda_ctx *ctx);
+
+/* A device allocation and its size (the size is what the accounting subtracts on free). */
+struct hmoe_cuda_buf {
+    void *ptr;
+    size_t bytes;
+};
+
+/* cudaMalloc `bytes` (256-byte aligned). On failure says how much was asked and how much is free. */
+enum hmoe_status hmoe_cuda_buf_alloc(struct hmoe_cuda_ctx *ctx, size_t bytes, struct hmoe_cuda_buf *out,
+                                     struct hmoe_err *err);
+/* Free and zero *buf; a zeroed buf is a no-op. Waits for the device (cudaFree does). */
+void hmoe_cuda_buf_free(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_buf *buf);
+
+/* Host <-> device copies on the context's stream; they return when the copy is done. */
+enum hmoe_status hmoe_cuda_upload(struct hmoe_cuda_ctx *ctx, void *d_dst, const void *src, size_t bytes,
+                                  struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_download(struct hmoe_cuda_ctx *ctx, void *dst, const void *d_src, size_t bytes,
+                                    struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_memset(struct hmoe_cuda_ctx *ctx, void *d_dst, int byte, size_t bytes,
+                                  struct hmoe_err *err);
+/* Wait for everything queued on the context's stream; reports errors of earlier launches. */
+enum hmoe_status hmoe_cuda_sync(struct hmoe_cuda_ctx *ctx, struct hmoe_err *err);
+
+/* Device-to-device copy and a pseudo-random byte fill (benchmarks: values are arbitrary, not
+ * valid quant blocks), both enqueued on `stream`. */
+enum hmoe_status hmoe_cuda_copy(void *d_dst, const void *d_src, size_t bytes, void *stream, struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_fill_random(void *d_dst, size_t bytes, uint64_t seed, void *stream, struct hmoe_err *err);
+
+/* Event timer on the context's stream: start, then stop returns the device time in between. */
+enum hmoe_status hmoe_cuda_timer_start(struct hmoe_cuda_ctx *ctx, struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_timer_stop(struct hmoe_cuda_ctx *ctx, double *ms, struct hmoe_err *err);
+
+/* CUDA graphs: everything launched on the context's stream between capture_begin and
+ * capture_end is recorded (not run) and replayed by graph_launch (one launch for the whole
+ * decode step). Launchers of this header are capture-safe; host syncs / copies are not. */
+struct hmoe_cuda_graph;
+enum hmoe_status hmoe_cuda_graph_capture_begin(struct hmoe_cuda_ctx *ctx, struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_graph_capture_end(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_graph **out,
+                                             struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_graph_launch(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_graph *g, struct hmoe_err *err);
+void hmoe_cuda_graph_free(struct hmoe_cuda_graph *g);
+
+/* ------------------------------------------------------------------------------------------
+ * Types (cuda_types.cuh holds the one type -> kernel switch)
+ * ------------------------------------------------------------------------------------------ */
+
+/* True for the weight types the GPU kernels handle: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q8_0, Q2_K..Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS, MXFP4. */
+bool hmoe_cuda_type_supported(enum hmoe_type type);
+
+/* Dequantize n elements (whole blocks; a multiple of 8 for F32/F16/BF16) of a tensor to f32 or
+ * to f16. The f32 result is bit-identical to the type table's dequant_ref (quants.md §0.1); the
+ * f16 result is that value rounded to nearest even. (cuda_dequant.cu) */
+enum hmoe_status hmoe_cuda_dequant_f32(enum hmoe_type type, const void *d_src, int64_t n, float *d_dst, void *stream,
+                                       struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_dequant_f16(enum hmoe_type type, const void *d_src, int64_t n, uint16_t *d_dst,
+                                       void *stream, struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Activations (cuda_quant_act.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+/* Bytes of one q8_1 row of `ncols` values (ncols % 32 == 0): ncols int8 quants, then one
+ * {f32 d, f32 s} pair per 32 values (d = amax/127, q = round-half-even(x * 127/amax),
+ * s = d * sum(q)), padded to a multiple of 16 bytes. */
+size_t hmoe_cuda_q8_1_row_bytes(int64_t ncols);
+
+/* Quantize nrows rows of ncols floats (row i at x + i*x_stride floats) to q8_1 rows
+ * (row i at xq + i*hmoe_cuda_q8_1_row_bytes(ncols)). */
+enum hmoe_status hmoe_cuda_quantize_q8_1(const float *d_x, int64_t x_stride, int64_t nrows, int64_t ncols, void *d_xq,
+                                         void *stream, struct hmoe_err *err);
+
+/* f32 -> f16 (round to nearest even) for n values. */
+enum hmoe_status hmoe_cuda_convert_f16(const float *d_x, int64_t n, uint16_t *d_y, void *stream,
+                                       struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Matrix-vector products for decode (cuda_mmv.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+struct hmoe_cuda_mmv_args {
+    enum hmoe_type type;   /* weight type */
+    const void *w;         /* device, nrows rows of ncols, row_bytes apart */
+    size_t row_bytes;
+    int64_t nrows, ncols;  /* ncols % 32 == 0 for quantized types, % 8 for F32/F16/BF16 */
+    const void *x;         /* device: q8_1 rows (quantized types) or f32 rows (F32/F16/BF16) */
+    size_t x_stride_bytes; /* between activation rows (tokens) */
+    int64_t ntok;          /* activation rows; any count (processed 8 at a time, weights reread) */
+    float *y;              /* device, y[t*y_stride + r] */
+    int64_t y_stride;
+    const float *add;      /* optional, added to the result: y = W·x + add (add may equal y) */
+    int64_t add_stride;
+};
+
+/* y[t][r] = sum_c W[r][c] * x[t][c] (+ add[t][r]) for r < nrows, t < ntok. */
+enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, void *stream, struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Mixture of experts (cuda_moe.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+/* Router on the device (qwen3moe.md §4.4): for each of ntok rows of n_expert logits, softmax
+ * over all experts, the k largest (descending; equal logits -> lower index first), weights
+ * p_sel / max(sum p_sel, 6.103515625e-5). Writes ids[t*k + j] (int32) and weights[t*k + j].
+ * n_expert <= 512, 1 <= k <= min(n_expert, 32). One warp per token. */
+enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_expert, int k, int32_t *d_ids,
+                                    float *d_weights, void *stream, struct hmoe_err *err);
+
+/* Decode router in one launch: logits = W (n_expert rows of ncols F32, the GGUF ffn_gate_inp) · x
+ * (f32, one token), then the top-k of hmoe_cuda_moe_topk. d_counter: one device uint32 that is
+ * 0 before the first call (hmoe_cuda_memset); the kernel leaves it 0 again (graph replays). */
+enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_x, int64_t ncols, int n_expert, int k,
+                                           float *d_logits, int32_t *d_ids, float *d_weights, unsigned int *d_counter,
+                                           void *stream, struct hmoe_err *err);
+
+/* Expert weights as stored in GGUF: n_expert matrices of nrows x ncols, expert_stride_bytes apart. */
+struct hmoe_cuda_experts {
+    enum hmoe_type type;
+    const void *w;
+    size_t row_bytes, expert_stride_bytes;
+    int64_t nrows, ncols, n_expert;
+};
+
+/* Decode, gate and up fused: for every slot s < nslot (slot s belongs to token s / k),
+ * e = ids[s] (device), z[s*z_stride + f] = silu(gate_e[f]·x) * (up_e[f]·x) for f < F,
+ * with x the q8_1 row of token s / k (x_stride_bytes apart). gate and up must have the same
+ * type and shape. Expert ids outside [0, n_expert) produce zeros (and are a caller bug). */
+enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
+                                       const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
+                                       size_t x_stride_bytes, float *d_z, int64_t z_stride, void *stream,
+                                       struct hmoe_err *err);
+
+/* Decode, down projection, routing weights and residual add in one pass: for t < ntok,
+ *   y[t*y_stride + r] += sum_{j<k} weights[t*k+j] * (down_{ids[t*k+j]}[r] · zq[t*k+j])
+ * with zq the q8_1 rows of z (zq_stride_bytes apart). Deterministic (no atomics). */
+enum hmoe_status hmoe_cuda_moe_down(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
+                                    const float *d_weights, int64_t ntok, int k, const void *d_zq,
+                                    size_t zq_stride_bytes, float *d_y, int64_t y_stride, void *stream,
+                                    struct hmoe_err *err);
+
+/* Prefill grouping. A "plan" is a device buffer of hmoe_cuda_moe_plan_bytes() that
+ * hmoe_cuda_moe_plan_build fills from the router's ids: the ntok*k (token, slot) rows sorted by
+ * expert (rows of one expert in increasing slot order), the inverse map, and the list of
+ * GEMM tiles (expert, first row, row count) of at most HMOE_CUDA_MOE_TILE rows each. */
+#define HMOE_CUDA_MOE_TILE 64
+size_t hmoe_cuda_moe_plan_bytes(int64_t ntok, int k, int n_expert);
+enum hmoe_status hmoe_cuda_moe_plan_build(const int32_t *d_ids, int64_t ntok, int k, int n_expert, void *d_plan,
+                                          void *stream, struct hmoe_err *err);
+
+/* Prefill combine + residual: y[t][c] += sum_j weights[t*k+j] * ye[row(t*k+j)][c], where ye
+ * holds the down projections in the plan's row order (ye_stride floats apart). */
+enum hmoe_status hmoe_cuda_moe_combine(const void *d_plan, const float *d_ye, int64_t ye_stride,
+                                       const float *d_weights, int64_t ntok, int k, int n_expert, int64_t ncols,
+                                       float *d_y, int64_t y_stride, void *stream, struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Matrix-matrix products for prefill (cuda_mmq.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+/* Y = X · W^T on the tensor cores, weights unpacked tile by tile in shared memory. Two paths:
+ *  int8 (xq set): q8_1 activations (hmoe_cuda_quantize_q8_1 / rmsnorm out_q8_1) times the
+ *     weights' int8 codes (mma.sync m16n8k32 / m16n8k16 s8 -> s32), scales and offsets applied
+ *     per 16/32 in f32; every quantized type except IQ1_M. The fast path.
+ *  f16 (x set): f16 activations times weights dequantized to f16 (mma.sync m16n8k16, f32
+ *     accumulate); any supported type (the F32/F16/BF16 and IQ1_M path).
+ *  dense:   plan == NULL: rows t < ntok of X (x_stride halves apart) times expert 0 of w.
+ *  experts: plan from hmoe_cuda_moe_plan_build: plan row i (token i/k... via the plan) is
+ *           multiplied by its expert; X rows are gathered through the plan when x_gather is
+ *           true (X = per-token activations), else X row i is plan row i (X already grouped).
+ *           Output row i = plan row i.
+ *  w_up != NULL: gate/up fused, out = silu(X·W^T) * (X·Wup^T).
+ * Output: y_f32 (optionally + add, add may equal y_f32) or y_f16 (exactly one of the two). */
+struct hmoe_cuda_gemm_args {
+    struct hmoe_cuda_experts w;     /* dense: n_expert = 1, expert_stride_bytes = 0 */
+    const void *w_up;               /* optional second matrix for the fused gate/up */
+    const uint16_t *x;              /* f16 activations (f16 path) ... */
+    int64_t x_stride;               /* halves; multiple of 8 */
+    const void *xq;                 /* ... or q8_1 activation rows (int8 path): exactly one of x, xq */
+    size_t xq_stride_bytes;         /* multiple of 16, >= hmoe_cuda_q8_1_row_bytes(ncols) */
+    int64_t ntok;                   /* tokens (dense) */
+    const void *plan;               /* optional expert plan */
+    int k;                          /* experts per token (plan only) */
+    bool x_gather;                  /* plan only: X rows are tokens (true) or plan rows (false) */
+    float *y_f32;
+    uint16_t *y_f16;
+    int64_t y_stride;               /* floats or halves */
+    const float *add;               /* optional residual for y_f32, add_stride floats apart */
+    int64_t add_stride;
+};
+enum hmoe_status hmoe_cuda_gemm(const struct hmoe_cuda_gemm_args *a, void *stream, struct hmoe_err *err);
+
+/* The cuBLAS alternative for dense matrices: dequantize W to f16 into `scratch` (nrows*ncols
+ * halves) and run cublasGemmEx (f16 in, f32 accumulate, f32 out) on the context's stream. */
+enum hmoe_status hmoe_cuda_gemm_cublas(struct hmoe_cuda_ctx *ctx, const struct hmoe_cuda_gemm_args *a,
+                                       uint16_t *d_scratch, struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Norms, RoPE, elementwise (cuda_norm_rope.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+/* For each of nrows rows of n floats: if `add` is set, x += add first (written back to x);
+ * then h = x / sqrt(mean(x^2) + eps) * w (qwen3moe.md §4.2), written to whichever of out_f32,
+ * out_f16, out_q8_1 are non-NULL (q8_1 needs n % 32 == 0; row strides: out_f32/out_f16 n
+ * values, out_q8_1 hmoe_cuda_q8_1_row_bytes(n)). x rows are x_stride floats apart. */
+struct hmoe_cuda_rmsnorm_args {
+    float *x;
+    int64_t x_stride;
+    const float *add;
+    int64_t add_stride;
+    const float *w;
+    float eps;
+    int64_t nrows, n;
+    float *out_f32;
+    uint16_t *out_f16;
+    void *out_q8_1;
+};
+enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_args *a, void *stream, struct hmoe_err *err);
+
+/* RoPE parameters (qwen3moe.md §5): NEOX pairs (i, i + n_rot/2) over the first n_rot dims,
+ * theta_e = pos * freq_base^(-2i/n_rot), theta_i = freq_scale * theta_e (linear scaling; 1 = none);
+ * with ext_factor > 0 (YaRN, §5.2) theta = theta_i (1 - r) + theta_e r, r = ext_factor *
+ * (1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1)); cos and sin times mscale. */
+struct hmoe_cuda_rope {
+    int n_rot;           /* even, <= head_dim */
+    float freq_base;     /* theta base, 1e6 for Qwen3 */
+    float freq_scale;    /* 1 / scaling factor; 1 = none */
+    float ext_factor;    /* 0 = no YaRN ramp, 1 = YaRN */
+    float corr_low, corr_high; /* YaRN ramp dims */
+    float mscale;        /* multiplies cos and sin (YaRN: 1 + 0.1 ln(1/freq_scale)); 1 otherwise */
+};
+/* Fill corr_low / corr_high for YaRN the way llama.cpp derives them (qwen3moe.md §5.2). */
+void hmoe_cuda_rope_yarn_corr(struct hmoe_cuda_rope *r, int n_ctx_orig, float beta_fast, float beta_slow);
+
+/* KV cache of one layer in device memory, head-major: K[h][pos][head_dim] and V likewise,
+ * each row (one head at one position) in `type` = F16 or Q8_0 (head_dim % 32 == 0 for Q8_0). */
+struct hmoe_cuda_kv {
+    enum hmoe_type type;
+    void *k, *v;
+    int64_t n_ctx;       /* positions allocated */
+    int n_head_kv, head_dim;
+};
+/* Bytes of one of the two tensors (K or V) of a layer. */
+size_t hmoe_cuda_kv_bytes(enum hmoe_type type, int64_t n_ctx, int n_head_kv, int head_dim);
+
+/* Per token t < ntok at position pos[t] (device int32): RMS-normalise every q head (H of them,
+ * q_norm weights) and k head (Hkv, k_norm weights) over head_dim with eps (qwen3moe.md §4.3),
+ * rotate both with NEOX RoPE, write q back in place (q row t at q + t*q_stride) and store the
+ * roped k and the raw v (rows k + t*kv_stride, v + t*kv_stride) into the cache at pos[t].
+ * q_norm / k_norm may be NULL (no norm, for models without QK-norm). head_dim <= 256. */
+struct hmoe_cuda_qkv_args {
+    float *q;
+    const float *k, *v;
+    int64_t q_stride, kv_stride, ntok;
+    int n_head, n_head_kv, head_dim;
+    const float *q_norm, *k_norm;
+    float eps;
+    const int32_t *pos;
+    struct hmoe_cuda_rope rope;
+    struct hmoe_cuda_kv kv;
+};
+enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_qkv_args *a, void *stream,
+                                              struct hmoe_err *err);
+
+/* z = silu(g) * u elementwise over nrows rows of n (strides in floats). */
+enum hmoe_status hmoe_cuda_swiglu(const float *d_g, const float *d_u, int64_t in_stride, int64_t nrows, int64_t n,
+                                  float *d_z, int64_t z_stride, void *stream, struct hmoe_err *err);
+/* y = a + b for n floats (y may alias a or b). */
+enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, int64_t n, float *d_y, void *stream,
+                               struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Attention (cuda_attn.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+/* Decode: one query token at position *pos (device int32) attends over cache positions
+ * 0..*pos of `kv` (GQA: q head h uses kv head h / (n_head / n_head_kv)). The cache is split in
+ * n_split ranges done in parallel and combined (flash-decoding); `scratch` holds
+ * hmoe_cuda_attn_decode_scratch_bytes() bytes. Output: f32 [n_head * head_dim] (d_out) and/or
+ * the same row as q8_1 (d_out_q8_1, hmoe_cuda_q8_1_row_bytes(n_head * head_dim) bytes: the o
+ * projection's input without a separate quantize launch); either may be NULL, not both.
+ * head_dim in {32, 64, 128, 256}; n_head / n_head_kv <= 16. n_split 0 = 64. */
+size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split);
+enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct hmoe_cuda_kv *kv, const int32_t *d_pos,
+                                       int n_head, float scale, int n_split, void *d_scratch, float *d_out,
+                                       void *d_out_q8_1, void *stream, struct hmoe_err *err);
+
+/* Prefill: ntok query rows (q + t*q_stride, positions pos[t]) attend causally over cache
+ * positions 0..pos[t] (the batch's own K/V already stored). Output rows out + t*out_stride as
+ * f32 (out_f32) and/or f16 (out_f16). */
+enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int64_t ntok, const int32_t *d_pos,
+                                        const struct hmoe_cuda_kv *kv, int n_head, float scale, float *d_out_f32,
+                                        uint16_t *d_out_f16, int64_t out_stride, void *stream,
+                                        struct hmoe_err *err);
 
 #endif

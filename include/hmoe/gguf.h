@@ -6,7 +6,17 @@
  * padding to ALIGN (general.alignment, default 32), then the tensor data. Every count,
  * length and offset is checked against the bytes that remain before it is used
  * (gguf.md §11); a violation is an HMOE_ERR_FORMAT whose message names the file, the
- * byte offset, the field and what is wrong.
+ * byte offset, the field and what is wrong ("model.gguf: offset 4: version: 1 is GGUF v1, ...").
+ *
+ * Policy where the spec leaves a choice (implemented in src/gguf/):
+ *  - data layout: the spec rule, not llama.cpp's packed order — offsets must be multiples of
+ *    ALIGN, inside the file and non-overlapping (any order, gaps allowed);
+ *  - stricter than llama.cpp: empty tensor names and NUL bytes inside keys or tensor names
+ *    are rejected (no writer produces them; they would make lookups ambiguous);
+ *  - as llama.cpp: n_dims 0 (one element) and zero-sized dimensions are accepted, BOOL is
+ *    any non-zero byte, trailing padding after the last tensor is optional, tensor type ids
+ *    are accepted when the type table knows them even if no kernel exists (the model loader
+ *    decides what it can run).
  */
 #ifndef HMOE_GGUF_H
 #define HMOE_GGUF_H
@@ -67,6 +77,7 @@ struct hmoe_gguf_tensor {
     uint64_t n_bytes;
     uint64_t offset;             /* relative to data_start */
     const void *data;            /* into the mapping: base + data_start + offset */
+    uint64_t info_offset;        /* byte offset of the tensor-info record in the file (for messages) */
 };
 
 struct hmoe_gguf {
@@ -105,7 +116,8 @@ const struct hmoe_gguf_kv *hmoe_gguf_find_kv(const struct hmoe_gguf *g, const ch
 
 /* Typed getters. Each converts from any integer (resp. float) width, range-checks, and
  * returns HMOE_ERR_NOT_FOUND if the key is absent, HMOE_ERR_FORMAT if it has the wrong
- * type or does not fit (message names the file, key, stored type and value). */
+ * type or does not fit (message names the file, key, stored type and value). get_f32 also
+ * accepts integer values; get_bool accepts only BOOL, get_str only STRING. */
 enum hmoe_status hmoe_gguf_get_u32(const struct hmoe_gguf *g, const char *key, uint32_t *out, struct hmoe_err *err);
 enum hmoe_status hmoe_gguf_get_u64(const struct hmoe_gguf *g, const char *key, uint64_t *out, struct hmoe_err *err);
 enum hmoe_status hmoe_gguf_get_i64(const struct hmoe_gguf *g, const char *key, int64_t *out, struct hmoe_err *err);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 
 #include "hmoe/common.h"
+#include "hmoe/model.h"
+#include "hmoe/text.h"
 
 /* Exit codes: 0 success, 1 runtime error (bad file, out of memory, ...), 2 usage error. */
 enum { HMOE_EXIT_OK = 0, HMOE_EXIT_ERROR = 1, HMOE_EXIT_USAGE = 2 };
@@ -46,6 +48,108 @@ void hmoe_opts_print_help(FILE *f, const char *usage, const struct hmoe_opt *opt
 
 /* Print "hmoe: <message>" for an error returned by the library, and return HMOE_EXIT_ERROR. */
 int hmoe_cli_fail(const struct hmoe_err *err);
+
+/* Model and context flags shared by the commands that run a model (cli_model.c). */
+struct hmoe_cli_model_opts {
+    const char *model_path;
+    int n_ctx, n_threads, n_ubatch, n_batch;
+    const char *cache_type_k, *cache_type_v;
+    const char *rope_scaling;
+    float rope_scale, rope_freq_base;
+    int yarn_orig_ctx;
+    bool quiet;       /* no progress bar, no notes (errors and warnings still print) */
+    bool no_preload;  /* leave the weights to be paged in on first use */
+};
+/* Rows for a command's flag table (llama.cpp names). */
+#define HMOE_CLI_MODEL_OPTS(o)                                                                                   \
+    {"--model", "-m", "FILE", "GGUF model file (required)", HMOE_OPT_STR, &(o).model_path},                    \
+    {"--ctx-size", "-c", "N", "KV cache size in tokens (default 4096; logits: the number of ids); capped at "  \
+     "the model's context_length", HMOE_OPT_INT, &(o).n_ctx},                                                  \
+    {"--threads", "-t", "N", "CPU threads (default: physical cores)", HMOE_OPT_INT, &(o).n_threads},           \
+    {"--ubatch-size", "-ub", "N", "tokens per forward micro-batch (default 512)", HMOE_OPT_INT, &(o).n_ubatch}, \
+    {"--batch-size", "-b", "N", "logical batch size (accepted for llama.cpp compatibility; prompts are split "  \
+     "into -ub micro-batches)", HMOE_OPT_INT, &(o).n_batch},                                                    \
+    {"--cache-type-k", "-ctk", "TYPE", "KV cache type for K: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR, \
+     &(o).cache_type_k},                                                                                        \
+    {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR, \
+     &(o).cache_type_v},                                                                                        \
+    {"--rope-scaling", NULL, "TYPE", "RoPE scaling none|linear|yarn (default: from the model)", HMOE_OPT_STR,   \
+     &(o).rope_scaling},                                                                                        \
+    {"--rope-scale", NULL, "S", "RoPE context scaling factor (default: from the model)", HMOE_OPT_FLOAT,        \
+     &(o).rope_scale},                                                                                          \
+    {"--rope-freq-base", NULL, "F", "RoPE base frequency (default: from the model)", HMOE_OPT_FLOAT,            \
+     &(o).rope_freq_base},                                                                                      \
+    {"--yarn-orig-ctx", NULL, "N", "YaRN original context (default: from the model)", HMOE_OPT_INT,             \
+     &(o).yarn_orig_ctx},                                                                                       \
+    {"--quiet", "-q", NULL, "no progress bars (they are drawn only when stderr is a terminal anyway)",          \
+     HMOE_OPT_FLAG, &(o).quiet},                                                                                \
+    {"--no-preload", NULL, NULL, "do not read the weights into memory at start (they are then paged in on "    \
+     "first use, which makes the first tokens slow)", HMOE_OPT_FLAG, &(o).no_preload}
+
+void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o);
+/* Load the model and create its context from the flags; prints the error and returns an
+ * exit code on failure (0 on success). Checks the plan against the memory available
+ * (fails when the KV cache cannot fit, warns when weights + KV exceed it) and, unless
+ * --no-preload or the weights do not fit, reads the weights into the page cache with a
+ * progress bar so that the first prompt is not timed against the disk. */
+int hmoe_cli_model_open(const struct hmoe_cli_model_opts *o, struct hmoe_model **model, struct hmoe_ctx **ctx);
+/* The same in two steps, for commands that create several contexts for one model (bench). */
+int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model **model);
+int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_model *model, struct hmoe_ctx **ctx);
+/* The plan against hmoe_cli_mem_available_bytes(): prints an error naming the size needed
+ * and the flag to change and sets *rc when the KV cache cannot fit; prints a warning when
+ * weights + KV exceed it. Returns true when everything fits (worth preloading). */
+bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc);
+/* Read the model's weights through the page cache (progress bar when slow and enabled). */
+void hmoe_cli_model_preload(const struct hmoe_model *model, bool show_progress);
+
+/* --- machine facts (cli_sys.c) --------------------------------------------------------- */
+
+/* Bytes of memory a new allocation can get without swapping or the OOM killer: MemAvailable
+ * of /proc/meminfo, capped by the cgroup v2 limit when there is one. The environment
+ * variable HMOE_MEM_AVAILABLE_MIB overrides it (containers with odd accounting, tests).
+ * 0 when unknown (then no check is made). */
+uint64_t hmoe_cli_mem_available_bytes(void);
+/* Free bytes for an unprivileged user on the file system holding `dir`, or 0 if unknown. */
+uint64_t hmoe_cli_disk_free_bytes(const char *dir);
+/* CPU model name from /proc/cpuinfo ("" when unknown). */
+void hmoe_cli_cpu_name(char *buf, size_t size);
+/* Bytes of the last-level cache (sysfs), or 0 when unknown. */
+uint64_t hmoe_cli_llc_bytes(void);
+/* "8.0 MiB" / "17.28 GiB" into buf; returns buf. */
+const char *hmoe_cli_fmt_bytes(char *buf, size_t size, uint64_t bytes);
+
+/* --- text generation pieces shared by run and chat (cli_gen.c) --------------------------- */
+
+/* Sampling flag rows (llama.cpp names); `seed` is an int64_t, -1 = from the clock. */
+#define HMOE_CLI_SAMPLING_OPTS(sp, seed)                                                                         \
+    {"--temp", NULL, "T", "temperature (default 0.8; 0 = greedy)", HMOE_OPT_FLOAT, &(sp).temp},                 \
+    {"--top-k", NULL, "K", "top-k sampling (default 40, 0 = off)", HMOE_OPT_INT, &(sp).top_k},                  \
+    {"--top-p", NULL, "P", "top-p sampling (default 0.95, 1.0 = off)", HMOE_OPT_FLOAT, &(sp).top_p},            \
+    {"--min-p", NULL, "P", "min-p sampling (default 0.05, 0.0 = off)", HMOE_OPT_FLOAT, &(sp).min_p},            \
+    {"--repeat-penalty", NULL, "R", "penalise repeats of recent tokens (default 1.0 = off)", HMOE_OPT_FLOAT,    \
+     &(sp).repeat_penalty},                                                                                     \
+    {"--repeat-last-n", NULL, "N", "tokens the repeat penalty looks back over (default 64)", HMOE_OPT_INT,      \
+     &(sp).repeat_last_n},                                                                                      \
+    {"--seed", "-s", "SEED", "random seed (default -1 = from the clock)", HMOE_OPT_I64, &(seed)}
+
+/* sp->seed from the --seed value (-1: clock and pid). */
+void hmoe_cli_sampler_seed(struct hmoe_sampler_params *sp, int64_t seed);
+
+/* Load the model's vocabulary and check it matches the logits; prints the error. */
+int hmoe_cli_vocab_open(const struct hmoe_model *model, struct hmoe_vocab **vocab);
+/* The chat format: --chat-template NAME when given (unknown: usage error), else detected
+ * from the GGUF's template (unrecognised: warning, ChatML). */
+int hmoe_cli_chat_template(const struct hmoe_vocab *vocab, const char *name, enum hmoe_chat_template *out);
+
+/* llama.cpp-style timing block (llama_perf_context_print), printed to stderr by run. */
+struct hmoe_cli_timings {
+    double load_s, prompt_s, sample_s, eval_s, total_s;
+    int n_prompt, n_sample, n_eval, n_total;
+};
+void hmoe_cli_print_timings(const struct hmoe_cli_timings *t);
+/* Parse "1,2,3" (also "[1, 2, 3]" or whitespace-separated) into a malloc'd array. */
+int hmoe_cli_parse_ids(const char *text, int32_t **ids, int *n);
 
 /* Subcommands (one file each: cmd_<name>.c). argv[0] is the subcommand name. */
 int hmoe_cmd_info(int argc, char **argv);

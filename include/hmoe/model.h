@@ -1,0 +1,175 @@
+/* model.h — load a MoE model from GGUF, run its forward pass on CPU threads, sample tokens.
+ *
+ * Three structs name the problem (style-examples.md §1): hmoe_model_config (hyper-parameters
+ * read and validated from the GGUF metadata), hmoe_model_weights (views into the file
+ * mapping, one shape comment per field, ggml order: ne0 contiguous) and the run state of a
+ * context (src/model/model_impl.h: every scratch buffer and the KV cache, allocated once by
+ * hmoe_ctx_init; decoding allocates nothing). Supported architecture: qwen3moe
+ * (docs/qwen3moe.md). Sampling follows llama.cpp's default sampler chain.
+ */
+#ifndef HMOE_MODEL_H
+#define HMOE_MODEL_H
+
+#include "hmoe/common.h"
+#include "hmoe/gguf.h"
+#include "hmoe/sched.h"
+#include "hmoe/types.h"
+
+/* --- configuration ---------------------------------------------------------------- */
+
+enum hmoe_rope_scaling {
+    HMOE_ROPE_SCALING_NONE = 0,   /* also "linear" with factor 1 */
+    HMOE_ROPE_SCALING_LINEAR = 1, /* theta *= freq_scale (qwen3moe.md §5.1) */
+    HMOE_ROPE_SCALING_YARN = 2,   /* qwen3moe.md §5.2 */
+};
+
+struct hmoe_model_config {
+    char arch[32];          /* general.architecture ("qwen3moe") */
+    int n_layer;            /* {arch}.block_count */
+    int n_embd;             /* d: {arch}.embedding_length */
+    int n_head;             /* H: {arch}.attention.head_count */
+    int n_head_kv;          /* Hkv: {arch}.attention.head_count_kv (default H) */
+    int head_dim;           /* D of Q and K: {arch}.attention.key_length (NOT d/H for Qwen3) */
+    int head_dim_v;         /* D of V: {arch}.attention.value_length (default key_length) */
+    int n_rot;              /* rotated dims per head: rope.dimension_count, default head_dim */
+    int n_expert;           /* E: {arch}.expert_count */
+    int n_expert_used;      /* k: {arch}.expert_used_count */
+    int n_ff_exp;           /* F: {arch}.expert_feed_forward_length (else feed_forward_length / k) */
+    int n_vocab;            /* V: length of tokenizer.ggml.tokens (else token_embd ne1) */
+    int n_ctx_train;        /* {arch}.context_length */
+    float rms_eps;          /* {arch}.attention.layer_norm_rms_epsilon (required) */
+    float rope_freq_base;   /* {arch}.rope.freq_base (default 10000) */
+    enum hmoe_rope_scaling rope_scaling;
+    float rope_freq_scale;  /* 1 / rope.scaling.factor (1 = no scaling) */
+    int rope_n_ctx_orig;    /* YaRN original context (default context_length) */
+    float rope_attn_factor; /* rope.scaling.attn_factor (default 1) */
+    bool tied_output;       /* no output.weight: the LM head reuses token_embd */
+};
+
+/* Load-time overrides (0 / NONE-with-has_rope_scaling=false keep the file's values):
+ * the equivalent of llama.cpp's --rope-scaling/--rope-scale/--yarn-orig-ctx/--rope-freq-base. */
+struct hmoe_model_params {
+    bool has_rope_scaling;          /* use rope_scaling below instead of the file's */
+    enum hmoe_rope_scaling rope_scaling;
+    float rope_scale;               /* factor s (> 0), 0 = file */
+    int yarn_orig_ctx;              /* 0 = file */
+    float rope_freq_base;           /* 0 = file */
+};
+
+/* --- weights: views into the GGUF mapping ------------------------------------------ */
+
+struct hmoe_layer_weights {
+    const float *attn_norm;       /* {d} F32 */
+    struct hmoe_mat attn_q;       /* {d, H*D}   (a row range of attn_qkv when the file fuses Q/K/V) */
+    struct hmoe_mat attn_k;       /* {d, Hkv*D} */
+    struct hmoe_mat attn_v;       /* {d, Hkv*Dv} */
+    const float *attn_q_bias;     /* {H*D} F32, or NULL (official Qwen3 files have none) */
+    const float *attn_k_bias;     /* {Hkv*D} or NULL */
+    const float *attn_v_bias;     /* {Hkv*Dv} or NULL */
+    const float *attn_q_norm;     /* {D} F32, shared by every Q head */
+    const float *attn_k_norm;     /* {D} F32, shared by every K head */
+    struct hmoe_mat attn_output;  /* {H*Dv, d} */
+    const float *ffn_norm;        /* {d} F32 */
+    struct hmoe_moe_weights moe;  /* router {d,E} F32, gate/up {d,F,E}, down {F,d,E} */
+};
+
+struct hmoe_model_weights {
+    struct hmoe_mat token_embd;        /* {d, V}: rows dequantized on lookup */
+    const float *output_norm;          /* {d} F32 */
+    struct hmoe_mat output;            /* {d, V}: LM head (token_embd when tied) */
+    struct hmoe_layer_weights *layers; /* [n_layer] */
+};
+
+struct hmoe_model {
+    struct hmoe_gguf *gguf;            /* owns the mapping every weight view points into */
+    struct hmoe_model_config cfg;
+    struct hmoe_model_weights w;
+    uint64_t weight_bytes;             /* bytes of all tensors bound as weights */
+};
+
+/* Open `path`, check the architecture (an unsupported one is named, with the supported
+ * list), read and validate the hyper-parameters, and bind every tensor with its expected
+ * shape ("tensor blk.3.ffn_down_exps.weight has shape [..] but qwen3moe needs [..]") and a
+ * type that has CPU kernels. params may be NULL. Weights stay in the mapping. */
+enum hmoe_status hmoe_model_load(const char *path, const struct hmoe_model_params *params, struct hmoe_model **out,
+                                 struct hmoe_err *err);
+/* Same on an already-open GGUF. On success the model owns `g` (freed by hmoe_model_free);
+ * on failure `g` stays the caller's. */
+enum hmoe_status hmoe_model_load_gguf(struct hmoe_gguf *g, const struct hmoe_model_params *params,
+                                      struct hmoe_model **out, struct hmoe_err *err);
+void hmoe_model_free(struct hmoe_model *m);
+
+/* Comma-separated list of supported architectures (for messages and --help). */
+const char *hmoe_model_supported_archs(void);
+
+/* --- context: run state + KV cache ------------------------------------------------- */
+
+struct hmoe_ctx_params {
+    int n_ctx;              /* KV cache positions; capped at n_ctx_train with a warning (default 4096) */
+    enum hmoe_type type_k;  /* KV cache types: F32, F16 (default), BF16 or Q8_0 */
+    enum hmoe_type type_v;
+    int n_threads;          /* OpenMP threads (default: physical cores) */
+    int n_ubatch;           /* tokens per forward micro-batch (default 512) */
+};
+void hmoe_ctx_params_default(struct hmoe_ctx_params *p);
+
+/* Parse a KV cache type name (f32|f16|bf16|q8_0, case-insensitive). */
+bool hmoe_kv_type_from_name(const char *name, enum hmoe_type *out);
+
+struct hmoe_ctx;
+
+/* Allocate the run state and the KV cache for `m` (which must outlive the context). */
+enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx_params *p, struct hmoe_ctx **out,
+                               struct hmoe_err *err);
+void hmoe_ctx_free(struct hmoe_ctx *c);
+
+enum hmoe_logits {
+    HMOE_LOGITS_NONE = 0, /* fill the KV cache only */
+    HMOE_LOGITS_LAST = 1, /* logits_out: n_vocab floats for the last token */
+    HMOE_LOGITS_ALL = 2,  /* logits_out: n × n_vocab floats, row i = after ids[0..i] */
+};
+
+/* Run n tokens at positions pos0 .. pos0+n-1 (split into micro-batches of n_ubatch), adding
+ * them to the KV cache. pos0 may be at most hmoe_ctx_n_past(): positions from pos0 on are
+ * replaced (this is how a chat rewinds). HMOE_ERR_RANGE, with the size needed and the flag
+ * to raise, when pos0 + n exceeds the context; bad token ids are HMOE_ERR_RANGE too. */
+enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
+                                 float *logits_out, struct hmoe_err *err);
+
+int hmoe_ctx_n_past(const struct hmoe_ctx *c);  /* positions held in the KV cache */
+int hmoe_ctx_n_ctx(const struct hmoe_ctx *c);   /* capacity after capping */
+const struct hmoe_ctx_params *hmoe_ctx_get_params(const struct hmoe_ctx *c);
+size_t hmoe_ctx_kv_bytes(const struct hmoe_ctx *c);
+/* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0). */
+void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep);
+void hmoe_ctx_reset(struct hmoe_ctx *c);
+
+/* --- sampling (src/model/sampling.c) ------------------------------------------------ */
+
+/* llama.cpp's default chain: penalties -> top_k -> top_p -> min_p -> temperature -> dist.
+ * temp <= 0 is greedy (argmax, lowest id on ties). A filter is off at top_k <= 0,
+ * top_p >= 1, min_p <= 0, repeat_penalty == 1. */
+struct hmoe_sampler_params {
+    float temp;            /* default 0.8 */
+    int top_k;             /* default 40 */
+    float top_p;           /* default 0.95 */
+    float min_p;           /* default 0.05 */
+    float repeat_penalty;  /* default 1.0 (off) */
+    int repeat_last_n;     /* window of accepted tokens the penalty looks at (default 64) */
+    uint64_t seed;         /* RNG seed */
+};
+void hmoe_sampler_params_default(struct hmoe_sampler_params *p);
+
+struct hmoe_sampler;
+enum hmoe_status hmoe_sampler_init(const struct hmoe_sampler_params *p, int n_vocab, struct hmoe_sampler **out,
+                                   struct hmoe_err *err);
+void hmoe_sampler_free(struct hmoe_sampler *s);
+/* Record a token (prompt or generated) in the repeat-penalty history. */
+void hmoe_sampler_accept(struct hmoe_sampler *s, int32_t id);
+/* Pick the next token from n_vocab logits (not modified). */
+int32_t hmoe_sampler_sample(struct hmoe_sampler *s, const float *logits);
+
+/* Index of the largest of n values, lowest index on ties. */
+int32_t hmoe_argmax(const float *x, int n);
+
+#endif

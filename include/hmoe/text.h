@@ -1,0 +1,189 @@
+/* text.h — the text layer: vocabulary from the GGUF tokenizer.* keys, byte-level BPE
+ * tokenization (tokenizer.md §1–4), detokenization with UTF-8-safe streaming (§5), and
+ * chat templates rendered without a Jinja engine (chat-templates.md §1, §4 option A).
+ *
+ * Serves src/cli and src/model; relies on gguf (reading the keys) and util (errors, JSON).
+ * Behaviour follows llama.cpp, which produced the fixtures: same pre-tokenizer splits,
+ * same special-token partitioning, same token attributes and EOG set.
+ */
+#ifndef HMOE_TEXT_H
+#define HMOE_TEXT_H
+
+#include "hmoe/common.h"
+#include "hmoe/gguf.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Vocabulary
+ * ------------------------------------------------------------------------------------ */
+
+/* Token attributes (a bit set: llama.cpp may add CONTROL to a NORMAL token, e.g. "</s>").
+ * From tokenizer.ggml.token_type (tokenizer.md §2) plus the by-text overrides. */
+enum hmoe_token_attr {
+    HMOE_TOKEN_NORMAL = 1u << 0,       /* byte-level BPE text: decoded through the byte map */
+    HMOE_TOKEN_UNKNOWN = 1u << 1,      /* like CONTROL */
+    HMOE_TOKEN_CONTROL = 1u << 2,      /* <|im_start|>...: parsed only with parse_special, hidden unless rendered */
+    HMOE_TOKEN_USER_DEFINED = 1u << 3, /* <think>...: always matched, always rendered raw */
+    HMOE_TOKEN_UNUSED = 1u << 4,       /* [PADn]: renders as nothing */
+    HMOE_TOKEN_BYTE = 1u << 5,         /* SPM-style byte token (not used by gpt2 vocabularies) */
+};
+
+/* Pre-tokenizers implemented (tokenizer.ggml.pre). */
+enum hmoe_vocab_pre {
+    HMOE_VOCAB_PRE_QWEN2,  /* "qwen2" (+ "deepseek-r1-qwen", "kormo", "f2llmv2"): Qwen2/2.5/3, Qwen3-MoE */
+    HMOE_VOCAB_PRE_QWEN35, /* "qwen35": Qwen3.5 / 3.6 (letter runs absorb \p{M}) */
+};
+
+#define HMOE_TOKEN_NONE (-1)
+
+/* A loaded vocabulary. Read-only after hmoe_vocab_load; safe to share between threads. */
+struct hmoe_vocab {
+    uint32_t n_tokens;
+    const char **text;       /* [n_tokens] token text as stored in the GGUF (byte-level form for NORMAL) */
+    uint32_t *text_len;      /* [n_tokens] bytes of text[i] (texts are also NUL-terminated) */
+    uint8_t *attr;           /* [n_tokens] enum hmoe_token_attr bits */
+    const char **piece;      /* [n_tokens] detokenized bytes with specials rendered (empty for UNUSED) */
+    uint32_t *piece_len;     /* [n_tokens] */
+    uint32_t n_merges;
+    enum hmoe_vocab_pre pre;
+    int32_t bos_id, eos_id, eot_id, eom_id, unk_id, pad_id; /* HMOE_TOKEN_NONE when absent */
+    int32_t fim_pre_id, fim_suf_id, fim_mid_id, fim_pad_id, fim_rep_id, fim_sep_id;
+    bool add_bos, add_eos;   /* tokenizer.ggml.add_bos_token / add_eos_token (false for Qwen) */
+    int32_t *eog_ids;        /* [n_eog] end-of-generation ids, ascending */
+    uint32_t n_eog;
+    char *chat_template;     /* tokenizer.chat_template (NUL-terminated copy), or NULL */
+    void *impl;              /* private: hash maps, merge table, special-token list */
+};
+
+/* Load the vocabulary of `g` (tokenizer.ggml.model must be "gpt2", pre one of the above).
+ * A missing or mistyped required key (model, tokens, merges), an unsupported tokenizer or
+ * pre-tokenizer is an error that names the file and the key. The vocab copies what it
+ * needs: `g` may be freed afterwards. */
+enum hmoe_status hmoe_vocab_load(const struct hmoe_gguf *g, struct hmoe_vocab **out, struct hmoe_err *err);
+void hmoe_vocab_free(struct hmoe_vocab *v);
+
+/* True when `id` ends generation (tokenizer.md §2: <|im_end|>, <|endoftext|>, FIM pad/repo/sep, EOS, ...). */
+bool hmoe_vocab_is_eog(const struct hmoe_vocab *v, int32_t id);
+/* Id of the token whose text is exactly `text`, or HMOE_TOKEN_NONE. */
+int32_t hmoe_vocab_find(const struct hmoe_vocab *v, const char *text, size_t len);
+/* Name of the pre-tokenizer ("qwen2", "qwen35"). */
+const char *hmoe_vocab_pre_name(enum hmoe_vocab_pre pre);
+
+/* ---------------------------------------------------------------------------------------
+ * Tokenization
+ * ------------------------------------------------------------------------------------ */
+
+/* Tokenize `len` bytes of `text` (need not be NUL-terminated, may be empty, may be invalid
+ * UTF-8: as llama.cpp, each byte that does not start a well-formed sequence becomes U+FFFD).
+ * add_special: prepend BOS / append EOS when the vocab asks for them (never for Qwen).
+ * parse_special: match CONTROL tokens such as <|im_start|> in the text (USER_DEFINED ones
+ * such as <think> are matched either way). On success *ids is malloc'd (free() it; NULL
+ * when *n_ids is 0). */
+enum hmoe_status hmoe_tokenize(const struct hmoe_vocab *v, const char *text, size_t len, bool add_special,
+                               bool parse_special, int32_t **ids, size_t *n_ids, struct hmoe_err *err);
+
+/* ---------------------------------------------------------------------------------------
+ * Detokenization
+ * ------------------------------------------------------------------------------------ */
+
+/* Bytes of one token (tokenizer.md §5): NORMAL decoded through the byte map (possibly an
+ * incomplete UTF-8 sequence), USER_DEFINED raw, CONTROL/UNKNOWN raw only when
+ * render_special (else empty), UNUSED empty. Out-of-range ids give an empty piece.
+ * The returned bytes belong to the vocab. */
+const char *hmoe_token_to_piece(const struct hmoe_vocab *v, int32_t id, bool render_special, size_t *len);
+
+/* Concatenated pieces of `n` ids into a malloc'd NUL-terminated buffer (*out, *out_len).
+ * remove_special drops a leading BOS / trailing EOS the vocab auto-adds (llama_detokenize). */
+enum hmoe_status hmoe_detokenize(const struct hmoe_vocab *v, const int32_t *ids, size_t n, bool remove_special,
+                                 bool render_special, char **out, size_t *out_len, struct hmoe_err *err);
+
+/* Streaming detokenizer for `run` / `chat`: push one id at a time and print only what is
+ * returned, which always ends on a complete UTF-8 character; an incomplete trailing
+ * sequence is held back until the next token completes it (or flush). */
+struct hmoe_detok_stream {
+    const struct hmoe_vocab *vocab;
+    bool render_special;
+    char pending[4];   /* bytes of an incomplete UTF-8 sequence held back */
+    size_t n_pending;
+    char *buf;         /* output buffer returned by push/flush */
+    size_t cap;
+};
+void hmoe_detok_stream_init(struct hmoe_detok_stream *s, const struct hmoe_vocab *v, bool render_special);
+void hmoe_detok_stream_free(struct hmoe_detok_stream *s);
+/* Append token `id`; returns the printable bytes (valid until the next call) and their
+ * count in *len. NULL only when out of memory. */
+const char *hmoe_detok_stream_push(struct hmoe_detok_stream *s, int32_t id, size_t *len);
+/* End of stream: returns whatever is held back (an incomplete sequence, as raw bytes). */
+const char *hmoe_detok_stream_flush(struct hmoe_detok_stream *s, size_t *len);
+
+/* Length of the longest prefix of s[0..len) that does not end inside a multi-byte UTF-8
+ * sequence which could still be completed (the server's incomplete-UTF-8 check, §5). */
+size_t hmoe_utf8_complete_prefix(const char *s, size_t len);
+
+/* ---------------------------------------------------------------------------------------
+ * Chat templates
+ * ------------------------------------------------------------------------------------ */
+
+enum hmoe_chat_template {
+    HMOE_CHAT_TEMPLATE_CHATML, /* plain <|im_start|>role\ncontent<|im_end|>\n, no think handling */
+    HMOE_CHAT_TEMPLATE_QWEN3,  /* Qwen3 hybrid thinking (chat-templates.md §1) */
+    HMOE_CHAT_TEMPLATE_COUNT,
+    HMOE_CHAT_TEMPLATE_UNKNOWN = -1,
+};
+
+/* Recognise a GGUF tokenizer.chat_template. Returns HMOE_CHAT_TEMPLATE_UNKNOWN for a
+ * template we do not render exactly (the caller then warns and falls back to ChatML). */
+enum hmoe_chat_template hmoe_chat_template_detect(const char *jinja_text);
+/* "chatml", "qwen3"; NULL for an invalid value. */
+const char *hmoe_chat_template_name(enum hmoe_chat_template t);
+/* Parse a name as given to --chat-template; HMOE_CHAT_TEMPLATE_UNKNOWN when not known. */
+enum hmoe_chat_template hmoe_chat_template_from_name(const char *name);
+
+/* One tool call of an assistant message (OpenAI shape: {"function": {"name", "arguments"}}). */
+struct hmoe_chat_tool_call {
+    const char *name;
+    const char *arguments;       /* rendered verbatim: a JSON string's value or compact JSON (tojson) */
+};
+
+struct hmoe_chat_msg {
+    const char *role;              /* "system", "user", "assistant", "tool" */
+    const char *content;           /* never NULL ("" for none) */
+    const char *reasoning_content; /* assistant only; NULL when absent */
+    const struct hmoe_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+};
+
+struct hmoe_chat_opts {
+    bool add_generation_prompt;  /* append "<|im_start|>assistant\n" (default true) */
+    bool enable_thinking;        /* false: empty think block after the generation prompt (Qwen3) */
+    const char *const *tools;    /* tool definitions as JSON text (tojson form), or NULL */
+    size_t n_tools;
+};
+
+/* Render `n` messages into a malloc'd NUL-terminated prompt (*out). An unknown role, or
+ * tools/tool messages for a template that has no tool format, is HMOE_ERR_ARG. */
+enum hmoe_status hmoe_chat_render(enum hmoe_chat_template tmpl, const struct hmoe_chat_msg *msgs, size_t n,
+                                  const struct hmoe_chat_opts *opts, char **out, struct hmoe_err *err);
+
+/* Build messages from an OpenAI-style conversation object {"messages": [...], "tools": [...]}
+ * (hmoe/json.h DOM). *msgs, the tool-call arrays and *tools (JSON text) are malloc'd and
+ * point into `conv` for strings; free them with hmoe_chat_conv_free. Errors name the
+ * message index and field. */
+struct hmoe_json;
+struct hmoe_chat_conv {
+    struct hmoe_chat_msg *msgs;
+    size_t n_msgs;
+    char **tools;
+    size_t n_tools;
+    struct hmoe_chat_tool_call *calls; /* storage for every message's tool_calls */
+    char **owned;                      /* strings allocated by conversion (tojson of arguments) */
+    size_t n_owned;
+};
+enum hmoe_status hmoe_chat_conv_from_json(const struct hmoe_json *conv_json, struct hmoe_chat_conv *conv,
+                                          struct hmoe_err *err);
+void hmoe_chat_conv_free(struct hmoe_chat_conv *conv);
+
+/* HF-style tojson of a JSON value (", " and ": " separators, key order kept, non-ASCII kept),
+ * appended to a malloc'd string. */
+char *hmoe_json_to_hf_string(const struct hmoe_json *j);
+
+#endif

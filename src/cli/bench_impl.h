@@ -1,0 +1,70 @@
+/* bench_impl.h — private to `hmoe bench` (cmd_bench.c, bench_probe.c, bench_print.c,
+ * bench_synth.c): one result row in llama-bench's schema plus hmoe's roofline and GPU
+ * columns, the start-up bandwidth probes, the four printers and the synthetic default model.
+ * A column that does not apply yet (the GPU ones until the hybrid path lands) is negative
+ * here and printed as null (json/jsonl), "" (csv) or "-" (md).
+ */
+#ifndef HMOE_CLI_BENCH_IMPL_H
+#define HMOE_CLI_BENCH_IMPL_H
+
+#include "cli.h"
+
+#define HMOE_BENCH_NA (-1.0)
+
+struct hmoe_bench_result {
+    /* llama-bench fields (same names in json/csv) */
+    const char *cpu_info, *gpu_info, *backends;
+    const char *model_filename;
+    char model_type[128];
+    uint64_t model_size, model_n_params;
+    int n_batch, n_ubatch, n_threads, n_gpu_layers;
+    const char *type_k, *type_v;
+    int n_prompt, n_gen, n_depth;
+    char test_time[32];
+    int n_samples;
+    const uint64_t *samples_ns;
+    const double *samples_ts;
+    double avg_ns, stddev_ns, avg_ts, stddev_ts;
+    /* hmoe */
+    double ram_read_gbps;   /* probe: RAM read bandwidth with n_threads threads */
+    double h2d_gbps;        /* probe: pinned host->device, NA without a GPU */
+    double bytes_per_token; /* tg: weights + KV read per token; NA for pp */
+    double ram_gbps;        /* tg: bytes_per_token * avg_ts; NA for pp */
+    double roofline_pct;    /* tg: ram_gbps / ram_read_gbps * 100; NA for pp */
+    double vram_budget_mib, vram_peak_mib, cache_hit_rate, pcie_gbps; /* NA until the GPU path */
+};
+
+/* ---- probes (bench_probe.c) --------------------------------------------------------------- */
+
+/* RAM read bandwidth in GB/s (1e9 B/s) with n_threads threads streaming a buffer much larger
+ * than the last-level cache (best of a few passes); 0 when the buffer cannot be allocated.
+ * *buf_bytes gets the buffer size used. */
+double hmoe_bench_probe_ram_gbps(int n_threads, uint64_t *buf_bytes);
+/* Pinned host->device GB/s of GPU 0, or HMOE_BENCH_NA without one; *gpu_name gets its name. */
+double hmoe_bench_probe_h2d_gbps(char *gpu_name, size_t name_size);
+
+/* ---- output (bench_print.c) ---------------------------------------------------------------- */
+
+enum hmoe_bench_format { HMOE_BENCH_MD, HMOE_BENCH_JSON, HMOE_BENCH_JSONL, HMOE_BENCH_CSV };
+
+struct hmoe_bench_printer {
+    enum hmoe_bench_format fmt;
+    FILE *f;
+    int n_rows;
+    bool show_ubatch; /* md: n_ubatch column (llama-bench shows non-default parameters) */
+};
+bool hmoe_bench_format_from_name(const char *name, enum hmoe_bench_format *out);
+void hmoe_bench_print_begin(struct hmoe_bench_printer *p);
+void hmoe_bench_print_row(struct hmoe_bench_printer *p, const struct hmoe_bench_result *r);
+void hmoe_bench_print_end(struct hmoe_bench_printer *p);
+
+/* ---- synthetic default model (bench_synth.c) ----------------------------------------------- */
+
+/* Write a synthetic model of `preset` (n_layers 0 = as many of the preset's layers as fit in
+ * free memory and disk) to out_path when given, else to a temporary file in $TMPDIR (or
+ * /tmp) whose name is put in path (the caller deletes it). Prints what it writes unless
+ * quiet; progress bar on a terminal. Returns an exit code (errors printed). */
+int hmoe_bench_synth_write(const char *preset, int n_layers, const char *out_path, bool quiet, char *path,
+                           size_t path_size);
+
+#endif

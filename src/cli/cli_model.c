@@ -1,0 +1,178 @@
+/* cli_model.c — what `logits`, `run`, `chat` and `bench` share: turning the llama.cpp-style
+ * context flags (-c, -t, -ctk, -ctv, -ub, --rope-*) into model and context parameters,
+ * loading both with one message per failure, checking the plan against the memory this
+ * machine has (cli_sys.c), reading the weights in with a progress bar, and parsing
+ * token-id lists.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cli.h"
+#include "hmoe/progress.h"
+
+void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_ctx = 4096;
+    o->n_ubatch = 512;
+    o->cache_type_k = "f16";
+    o->cache_type_v = "f16";
+}
+
+int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model **model) {
+    *model = NULL;
+    struct hmoe_err err = {0};
+    if (!o->model_path) {
+        fprintf(stderr, "hmoe: -m/--model FILE is required\n");
+        return HMOE_EXIT_USAGE;
+    }
+    struct hmoe_model_params mp = {0};
+    if (o->rope_scaling) {
+        mp.has_rope_scaling = true;
+        if (strcmp(o->rope_scaling, "none") == 0) mp.rope_scaling = HMOE_ROPE_SCALING_NONE;
+        else if (strcmp(o->rope_scaling, "linear") == 0) mp.rope_scaling = HMOE_ROPE_SCALING_LINEAR;
+        else if (strcmp(o->rope_scaling, "yarn") == 0) mp.rope_scaling = HMOE_ROPE_SCALING_YARN;
+        else {
+            fprintf(stderr, "hmoe: unknown --rope-scaling '%s' (use none, linear or yarn)\n", o->rope_scaling);
+            return HMOE_EXIT_USAGE;
+        }
+    }
+    mp.rope_scale = o->rope_scale;
+    mp.yarn_orig_ctx = o->yarn_orig_ctx;
+    mp.rope_freq_base = o->rope_freq_base;
+    if (hmoe_model_load(o->model_path, &mp, model, &err)) return hmoe_cli_fail(&err);
+    return HMOE_EXIT_OK;
+}
+
+/* The KV cache is anonymous memory, so a cache that cannot fit is an error (the OOM killer
+ * would end the run later); mapped weights can be evicted and re-read, so weights + KV
+ * beyond the limit only warn (very slow, but it runs). */
+bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc) {
+    *rc = HMOE_EXIT_OK;
+    const uint64_t avail = hmoe_cli_mem_available_bytes();
+    if (avail == 0) return true; /* unknown: no check */
+    const uint64_t kv = hmoe_ctx_kv_bytes(c), weights = m->gguf->file_size;
+    const struct hmoe_ctx_params *p = hmoe_ctx_get_params(c);
+    char kv_s[32], avail_s[32], w_s[32];
+    hmoe_cli_fmt_bytes(kv_s, sizeof kv_s, kv);
+    hmoe_cli_fmt_bytes(avail_s, sizeof avail_s, avail);
+    hmoe_cli_fmt_bytes(w_s, sizeof w_s, weights);
+    if (kv > avail) {
+        fprintf(stderr,
+                "hmoe: error: not enough memory: the KV cache for -c %d (%s K, %s V) needs %s but only %s is "
+                "available; lower -c/--ctx-size or use -ctk q8_0 -ctv q8_0\n",
+                p->n_ctx, hmoe_type_name(p->type_k), hmoe_type_name(p->type_v), kv_s, avail_s);
+        *rc = HMOE_EXIT_ERROR;
+        return false;
+    }
+    if (weights + kv > avail) {
+        fprintf(stderr,
+                "hmoe: warning: the model (%s) plus the KV cache (%s for -c %d) need more than the %s of memory "
+                "available: weights will be read from disk again and again (very slow). Free memory, lower "
+                "-c/--ctx-size, or use a smaller quantization\n",
+                w_s, kv_s, p->n_ctx, avail_s);
+        return false;
+    }
+    return true;
+}
+
+static volatile uint8_t preload_sink; /* keeps the page-touching loop */
+
+void hmoe_cli_model_preload(const struct hmoe_model *model, bool show_progress) {
+    const struct hmoe_gguf *g = model->gguf;
+    if (!g->is_mapped || g->file_size == 0) return;
+    const size_t page = 4096, chunk = (size_t)64 << 20;
+    struct hmoe_progress bar;
+    hmoe_progress_init(&bar, "loading", g->file_size, show_progress);
+    uint8_t acc = 0;
+    for (uint64_t off = 0; off < g->file_size; off += chunk) {
+        const size_t len = (size_t)HMOE_MIN((uint64_t)chunk, g->file_size - off);
+        /* Ask for the next chunk while this one is touched: the disk keeps reading ahead. */
+        if (off + chunk < g->file_size)
+            madvise((void *)(g->base + off + chunk), (size_t)HMOE_MIN((uint64_t)chunk, g->file_size - off - chunk),
+                    MADV_WILLNEED);
+        for (size_t i = 0; i < len; i += page) acc ^= g->base[off + i];
+        hmoe_progress_update(&bar, off + len);
+    }
+    preload_sink = acc;
+    hmoe_progress_finish(&bar, g->file_size);
+}
+
+int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_model *model, struct hmoe_ctx **ctx) {
+    *ctx = NULL;
+    struct hmoe_err err = {0};
+    struct hmoe_ctx_params cp;
+    hmoe_ctx_params_default(&cp);
+    if (!hmoe_kv_type_from_name(o->cache_type_k, &cp.type_k) || !hmoe_kv_type_from_name(o->cache_type_v, &cp.type_v)) {
+        fprintf(stderr, "hmoe: unknown KV cache type '%s' (use f32, f16, bf16 or q8_0 with -ctk/-ctv)\n",
+                hmoe_kv_type_from_name(o->cache_type_k, &cp.type_k) ? o->cache_type_v : o->cache_type_k);
+        return HMOE_EXIT_USAGE;
+    }
+    if (o->n_ctx < 0 || o->n_threads < 0 || o->n_ubatch < 0) {
+        fprintf(stderr, "hmoe: -c, -t and -ub must not be negative\n");
+        return HMOE_EXIT_USAGE;
+    }
+    cp.n_ctx = o->n_ctx;
+    cp.n_threads = o->n_threads;
+    cp.n_ubatch = o->n_ubatch;
+    if (hmoe_ctx_init(model, &cp, ctx, &err)) return hmoe_cli_fail(&err);
+    return HMOE_EXIT_OK;
+}
+
+int hmoe_cli_model_open(const struct hmoe_cli_model_opts *o, struct hmoe_model **model, struct hmoe_ctx **ctx) {
+    *ctx = NULL;
+    int rc = hmoe_cli_model_load(o, model);
+    if (rc) return rc;
+    rc = hmoe_cli_ctx_open(o, *model, ctx);
+    bool fits = false;
+    if (!rc) fits = hmoe_cli_check_memory(*model, *ctx, &rc);
+    if (rc) {
+        hmoe_ctx_free(*ctx);
+        hmoe_model_free(*model);
+        *ctx = NULL;
+        *model = NULL;
+        return rc;
+    }
+    if (fits && !o->no_preload) hmoe_cli_model_preload(*model, !o->quiet && hmoe_progress_stderr_is_tty());
+    return HMOE_EXIT_OK;
+}
+
+int hmoe_cli_parse_ids(const char *text, int32_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 16, cnt = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return HMOE_EXIT_ERROR;
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',' || *p == '[' || *p == ']') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX) {
+            fprintf(stderr, "hmoe: bad token id at '%.20s' (expected non-negative integers separated by commas)\n", p);
+            free(v);
+            return HMOE_EXIT_USAGE;
+        }
+        if (cnt == cap) {
+            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) {
+                free(v);
+                return HMOE_EXIT_ERROR;
+            }
+            v = nv;
+        }
+        v[cnt++] = (int32_t)x;
+        p = end;
+    }
+    if (cnt == 0 || cnt > INT32_MAX / 2) {
+        fprintf(stderr, "hmoe: no token ids given\n");
+        free(v);
+        return HMOE_EXIT_USAGE;
+    }
+    *ids = v;
+    *n = (int)cnt;
+    return HMOE_EXIT_OK;
+}

@@ -1,0 +1,131 @@
+/* gguf_open.c — open a GGUF file (read-only mmap) or an in-memory image, run the parse
+ * stages of gguf_impl.h in order (gguf.md §13), and free everything again.
+ * Relies on POSIX open/fstat/mmap. Tensor data is never copied: tensors point into the
+ * MAP_PRIVATE, PROT_READ mapping, which lives as long as the struct hmoe_gguf.
+ */
+#include "gguf_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void hmoe_gguf_free(struct hmoe_gguf *g) {
+    if (!g) return;
+    for (uint64_t i = 0; g->kv && i < g->n_kv; i++) {
+        free(g->kv[i].key);
+        free(g->kv[i].arr_str);
+    }
+    free(g->kv);
+    for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
+    free(g->tensors);
+    hmoe_gguf_index_free(g->index);
+    if (g->is_mapped && g->base) munmap((void *)g->base, (size_t)g->file_size);
+    free(g->path);
+    free(g);
+}
+
+static enum hmoe_status parse(struct hmoe_gguf *g, struct hmoe_err *err) {
+    struct gguf_cur c = {.base = g->base, .size = g->file_size, .pos = 0, .file = g->path, .err = err};
+    enum hmoe_status st;
+    if ((st = hmoe_gguf_read_header(&c, g))) return st;
+    if ((st = hmoe_gguf_read_kvs(&c, g))) return st;
+    if ((st = hmoe_gguf_index_kvs(&c, g))) return st;
+    if ((st = hmoe_gguf_read_alignment(&c, g))) return st;
+    if ((st = hmoe_gguf_read_tensors(&c, g))) return st;
+    if ((st = hmoe_gguf_index_tensors(&c, g))) return st;
+    return hmoe_gguf_check_layout(&c, g);
+}
+
+static struct hmoe_gguf *new_gguf(const char *name, struct hmoe_err *err) {
+    struct hmoe_gguf *g = calloc(1, sizeof *g);
+    size_t n = strlen(name);
+    if (g) g->path = malloc(n + 1);
+    if (!g || !g->path) {
+        free(g);
+        HMOE_RAISE(err, HMOE_ERR_NOMEM, "%s: out of memory", name);
+        return NULL;
+    }
+    memcpy(g->path, name, n + 1);
+    return g;
+}
+
+enum hmoe_status hmoe_gguf_open_memory(const void *data, uint64_t size, const char *name, struct hmoe_gguf **out,
+                                       struct hmoe_err *err) {
+    *out = NULL;
+    if (!name) name = "<memory>";
+    if (!data && size) return HMOE_RAISE(err, HMOE_ERR_ARG, "%s: NULL data with size %" PRIu64, name, size);
+    struct hmoe_gguf *g = new_gguf(name, err);
+    if (!g) return HMOE_ERR_NOMEM;
+    static const uint8_t empty[1];
+    g->base = data ? data : empty;
+    g->file_size = size;
+    enum hmoe_status st = parse(g, err);
+    if (st) {
+        hmoe_gguf_free(g);
+        return st;
+    }
+    *out = g;
+    return HMOE_OK;
+}
+
+enum hmoe_status hmoe_gguf_open(const char *path, struct hmoe_gguf **out, struct hmoe_err *err) {
+    *out = NULL;
+    if (!path) return HMOE_RAISE(err, HMOE_ERR_ARG, "no model file given");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return HMOE_RAISE(err, e == ENOENT ? HMOE_ERR_NOT_FOUND : HMOE_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return HMOE_RAISE(err, HMOE_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        close(fd);
+        return HMOE_RAISE(err, HMOE_ERR_IO, "%s: is a directory, not a GGUF file (give the .gguf file itself)", path);
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return HMOE_RAISE(err, HMOE_ERR_IO, "%s: not a regular file (hmoe maps the model file; pipes and devices "
+                          "cannot be read)", path);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return HMOE_RAISE(err, HMOE_ERR_FORMAT,
+                          "%s: offset 0: magic: the file has only 0 bytes, too short for a GGUF header (empty file, "
+                          "not a GGUF file)", path);
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    if (size > SIZE_MAX) {
+        close(fd);
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: %" PRIu64 " bytes is too large to map on this system", path, size);
+    }
+    /* Read-only private mapping: pages come from the page cache on demand and the file
+     * can never be modified through it. */
+    void *base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd); /* the mapping keeps its own reference to the file */
+    if (base == MAP_FAILED)
+        return HMOE_RAISE(err, HMOE_ERR_IO, "%s: cannot mmap %" PRIu64 " bytes: %s", path, size, strerror(e));
+    struct hmoe_gguf *g = new_gguf(path, err);
+    if (!g) {
+        munmap(base, (size_t)size);
+        return HMOE_ERR_NOMEM;
+    }
+    g->base = base;
+    g->file_size = size;
+    g->is_mapped = true;
+    enum hmoe_status st = parse(g, err);
+    if (st) {
+        hmoe_gguf_free(g);
+        return st;
+    }
+    *out = g;
+    return HMOE_OK;
+}

@@ -1,0 +1,425 @@
+/* cuda_attn.cu — attention over the VRAM KV cache (f16 or q8_0 rows, head-major, cuda.h):
+ * decode (flash-decoding: the cache split in ranges done in parallel, then combined) and
+ * prefill (causal), both with GQA (q head h uses kv head h / (n_head / n_head_kv),
+ * qwen3moe.md §4.3 steps 7-9) and an online softmax in f32.
+ *
+ * Version 1 (CUDA cores): a warp carries R query rows of one kv head through tiles of 32 cache
+ * positions. Scores: lane = position, the lane reads its whole K row (16-byte loads) and dots it
+ * with the R pre-scaled q rows held in shared memory (broadcast reads). Values: lane = dims
+ * lane + 32j, the probabilities of the tile go through shared memory. Decode: 4 warps of a block
+ * take alternate tiles of the block's range and merge in shared memory; a second kernel merges
+ * the ranges. Prefill: a block takes TQ tokens x G heads = 4 warps x R rows; each warp walks the
+ * cache up to the last position its rows may see. Tensor-core prefill is a follow-up.
+ */
+#include <math.h>
+
+#include "kernels/cuda_impl.cuh"
+
+#define ATTN_WARPS 4
+
+/* Rows of q one warp carries for head size D (registers: R * D / 32 accumulators per lane). */
+template <int D>
+struct attn_rows {
+    static constexpr int value = (2048 / D) > 16 ? 16 : (2048 / D);
+};
+
+/* Online-softmax state of R rows, o distributed over lanes (dims lane*D/32 .. +D/32-1). */
+template <int D, int R, bool Q8>
+struct attn_warp_state {
+    float m[R], l[R], o[R][D / 32];
+
+    __device__ __forceinline__ void init() {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < D / 32; j++) o[r][j] = 0.0f;
+        }
+    }
+
+    /* One tile: cache positions t0 .. t0+nvalid-1 (nvalid <= 32). qs: R rows of D floats
+     * (already multiplied by the softmax scale); rowpos[r]: last position row r may see (-1 =
+     * none); sp: this warp's R x 32 floats of scratch. kbase/vbase: row 0 of this kv head. */
+    __device__ __forceinline__ void tile(const uint8_t *kbase, const uint8_t *vbase, int t0, int nvalid,
+                                         const float *qs, const int (&rowpos)[R], float *sp) {
+        const int lane = threadIdx.x & 31;
+        const int t = t0 + lane;
+        constexpr size_t row_bytes = Q8 ? (size_t)(D / 32) * 34 : (size_t)D * 2;
+        float s[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) s[r] = 0.0f;
+        if (lane < nvalid) {
+            const uint8_t *krow = kbase + (size_t)t * row_bytes;
+            constexpr int KU = D <= 128 ? D / 8 : 16; /* K loads in flight per lane */
+#pragma unroll(KU)
+            for (int c = 0; c < D; c += 8) {
+                float kf[8];
+                if (Q8) {
+                    const uint8_t *blk = krow + (c / 32) * 34;
+                    const float d = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(blk));
+                    uint32_t w0 = hmoe_cu_ld_u32a2(blk + 2 + (c % 32)), w1 = hmoe_cu_ld_u32a2(blk + 6 + (c % 32));
+#pragma unroll
+                    for (int i = 0; i < 8; i++) kf[i] = d * (float)(int8_t)(((i < 4 ? w0 : w1) >> (8 * (i & 3))) & 0xff);
+                } else {
+                    uint4 kk = *(const uint4 *)(krow + 2 * c);
+                    const __half2 *h2 = (const __half2 *)&kk;
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float2 f = __half22float2(h2[i]);
+                        kf[2 * i] = f.x, kf[2 * i + 1] = f.y;
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float4 *qp = (const float4 *)(qs + r * D + c);
+                    float4 a = qp[0], b = qp[1];
+                    s[r] += a.x * kf[0] + a.y * kf[1] + a.z * kf[2] + a.w * kf[3] + b.x * kf[4] + b.y * kf[5] +
+                            b.z * kf[6] + b.w * kf[7];
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float sv = (lane < nvalid && t <= rowpos[r]) ? s[r] : -INFINITY;
+            const float m_new = fmaxf(m[r], hmoe_warp_max(sv));
+            float p, corr;
+            if (m_new == -INFINITY) { /* nothing visible yet for this row */
+                p = 0.0f;
+                corr = 1.0f;
+            } else {
+                p = sv == -INFINITY ? 0.0f : expf(sv - m_new);
+                corr = expf(m[r] - m_new); /* m[r] = -inf gives 0: o and l are still 0 */
+            }
+            l[r] = l[r] * corr + hmoe_warp_sum(p);
+            m[r] = m_new;
+#pragma unroll
+            for (int j = 0; j < D / 32; j++) o[r][j] *= corr;
+            sp[r * 32 + lane] = p;
+        }
+        __syncwarp();
+        /* values: lane owns dims lane*(D/32) .. +D/32-1 (one 2..16-byte load per row); VB rows of V
+         * are loaded before they are used, so the loads of a tile overlap */
+        constexpr int DL = D / 32, VB = DL <= 4 ? 16 : 8;
+        for (int tb = 0; tb < nvalid; tb += VB) {
+            float vv[VB][DL];
+#pragma unroll
+            for (int u = 0; u < VB; u++) {
+                if (tb + u < nvalid) {
+                    const uint8_t *vrow = vbase + (size_t)(t0 + tb + u) * row_bytes;
+                    if (Q8) {
+                        const uint8_t *blk = vrow + 34 * ((lane * DL) / 32);
+                        const float d = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(blk));
+                        const uint8_t *qp = blk + 2 + (lane * DL) % 32;
+#pragma unroll
+                        for (int j = 0; j < DL; j++) vv[u][j] = d * (float)(int8_t)hmoe_cu_ld_u8(qp + j);
+                    } else {
+                        const __half *hp = (const __half *)vrow + lane * DL;
+                        if constexpr (DL == 1) {
+                            vv[u][0] = __half2float(hp[0]);
+                        } else {
+#pragma unroll
+                            for (int j = 0; j < DL; j += 2) {
+                                const float2 f = __half22float2(*(const __half2 *)(hp + j));
+                                vv[u][j] = f.x, vv[u][j + 1] = f.y;
+                            }
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < DL; j++) vv[u][j] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < VB; u++) {
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float pr = (tb + u < nvalid) ? sp[r * 32 + tb + u] : 0.0f;
+#pragma unroll
+                    for (int j = 0; j < DL; j++) o[r][j] += pr * vv[u][j];
+                }
+            }
+        }
+        __syncwarp();
+    }
+};
+
+template <bool Q8>
+__device__ __forceinline__ size_t attn_row_bytes(int D) {
+    return Q8 ? (size_t)(D / 32) * 34 : (size_t)D * 2;
+}
+
+/* ------------------------------------------------ decode ------------------------------------------------ */
+
+/* Block (kv head hk, split s): rows = the G query heads of hk; partial results (max, sum,
+ * unnormalised o) to scratch[(h_q * n_split + s) * (D + 2)]. */
+template <int D, int R, bool Q8>
+__global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const float *__restrict__ q,
+                                                                      struct hmoe_cuda_kv kv, const int32_t *pos_p,
+                                                                      int G, float scale, int n_split,
+                                                                      float *__restrict__ scratch) {
+    __shared__ __align__(16) float smem[(ATTN_WARPS * R * D > R * D + ATTN_WARPS * R * 32) ? ATTN_WARPS * R * D
+                                                                                            : R * D + ATTN_WARPS * R * 32];
+    __shared__ float sm_m[ATTN_WARPS][R], sm_l[ATTN_WARPS][R];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hk = blockIdx.x, split = blockIdx.y;
+    const int L = (int)min((int64_t)pos_p[0] + 1, kv.n_ctx);
+    int chunk = (L + n_split - 1) / n_split;
+    chunk = max(32, (chunk + 31) / 32 * 32);
+    const int begin = split * chunk, end = min(L, begin + chunk);
+
+    float *qs = smem, *sp = smem + R * D + warp * R * 32;
+    for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
+        const int r = i / D;
+        qs[i] = r < G ? q[(size_t)(hk * G + r) * D + (i % D)] * scale : 0.0f;
+    }
+    __syncthreads();
+
+    attn_warp_state<D, R, Q8> st;
+    st.init();
+    int rowpos[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rowpos[r] = r < G ? L - 1 : -1;
+    const size_t rb = attn_row_bytes<Q8>(D);
+    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
+    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
+    for (int t0 = begin + 32 * warp; t0 < end; t0 += 32 * ATTN_WARPS) st.tile(kbase, vbase, t0, min(32, end - t0), qs, rowpos, sp);
+
+    /* merge the four warps: q and p scratch are dead now, reuse smem for the o rows */
+    __syncthreads();
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++) sm_m[warp][r] = st.m[r], sm_l[warp][r] = st.l[r];
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < D / 32; j++) smem[(warp * R + r) * D + lane * (D / 32) + j] = st.o[r][j];
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+        const int r = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, sm_m[w][r]);
+        float Ls = 0.0f, O = 0.0f;
+        if (M != -INFINITY) {
+            for (int w = 0; w < ATTN_WARPS; w++) {
+                const float c = expf(sm_m[w][r] - M);
+                Ls += sm_l[w][r] * c;
+                O += smem[(w * R + r) * D + d] * c;
+            }
+        }
+        float *dst = scratch + ((size_t)(hk * G + r) * n_split + split) * (D + 2);
+        dst[2 + d] = O;
+        if (d == 0) dst[0] = M, dst[1] = Ls;
+    }
+}
+
+/* One block of 128 threads per q head: merge the n_split partial results. Splits are spread over
+ * the threads for the max and the weights (one memory round), then each thread sums its dims
+ * over the splits. Optionally also writes the head's part of the q8_1 row of all heads (the
+ * input of the o projection), saving a quantize launch. */
+template <int D>
+__global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *__restrict__ scratch, int n_split,
+                                                                  float *__restrict__ out, uint8_t *__restrict__ out_q,
+                                                                  int n_head) {
+    __shared__ float wsp[1024];
+    __shared__ float red[4];
+    const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float *src = scratch + (size_t)h * n_split * (D + 2);
+    float m = -INFINITY;
+    for (int s = tid; s < n_split; s += 128) m = fmaxf(m, src[(size_t)s * (D + 2)]);
+    m = hmoe_warp_max(m);
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    const float M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    __syncthreads();
+    float ls = 0.0f;
+    for (int s = tid; s < n_split; s += 128) {
+        const float *ps = src + (size_t)s * (D + 2);
+        const float c = M == -INFINITY ? 0.0f : expf(ps[0] - M); /* an empty split has ps[0] = -inf: c = 0 */
+        wsp[s] = c;
+        ls += c * ps[1];
+    }
+    ls = hmoe_warp_sum(ls);
+    if (lane == 0) red[warp] = ls;
+    __syncthreads();
+    const float L = red[0] + red[1] + red[2] + red[3];
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    const int nq = n_head * D; /* q8_1 row of all heads */
+#pragma unroll
+    for (int d0 = 0; d0 < D; d0 += 128) {
+        const int d = d0 + tid;
+        float o = 0.0f;
+        if (d < D) {
+#pragma unroll 8
+            for (int s = 0; s < n_split; s++) o += wsp[s] * src[(size_t)s * (D + 2) + 2 + d];
+            o *= inv;
+            if (out) out[(size_t)h * D + d] = o;
+        }
+        if (out_q && d0 + warp * 32 < D) { /* whole warps inside the head: D % 32 == 0 */
+            const int col = h * D + d0 + warp * 32;
+            hmoe_cu_q8_1_warp(o, (int8_t *)out_q + col, (float2 *)(out_q + nq) + col / 32);
+        }
+    }
+}
+
+extern "C" size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split) {
+    if (n_split <= 0) n_split = 64;
+    return (size_t)n_head * (size_t)n_split * (size_t)(head_dim + 2) * sizeof(float);
+}
+
+static const char *attn_check(const struct hmoe_cuda_kv *kv, int n_head, int *G) {
+    if (kv->type != HMOE_TYPE_F16 && kv->type != HMOE_TYPE_Q8_0) return "KV cache type must be F16 or Q8_0";
+    const int D = kv->head_dim;
+    if (D != 32 && D != 64 && D != 128 && D != 256) return "head_dim must be 32, 64, 128 or 256";
+    if (kv->n_head_kv <= 0 || n_head <= 0 || n_head % kv->n_head_kv) return "n_head must be a multiple of n_head_kv";
+    *G = n_head / kv->n_head_kv;
+    if (*G > 16 || *G * D > 2048) return "n_head / n_head_kv must be <= 16 and <= 2048 / head_dim";
+    if (!kv->k || !kv->v || kv->n_ctx <= 0) return "empty KV cache";
+    if (!hmoe_cu_aligned(kv->k, 16) || !hmoe_cu_aligned(kv->v, 16)) return "KV cache must be 16-byte aligned";
+    return nullptr;
+}
+
+template <int D, bool Q8>
+static void decode_launch(const float *q, const struct hmoe_cuda_kv *kv, const int32_t *pos, int G, float scale,
+                          int n_split, float *scratch, float *out, uint8_t *out_q, int n_head, cudaStream_t st) {
+    dim3 grid((unsigned)kv->n_head_kv, (unsigned)n_split);
+    if (G <= 4)
+        attn_decode_kernel<D, (4 < attn_rows<D>::value ? 4 : attn_rows<D>::value), Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(
+            q, *kv, pos, G, scale, n_split, scratch);
+    else if (G <= 8)
+        attn_decode_kernel<D, (8 < attn_rows<D>::value ? 8 : attn_rows<D>::value), Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(
+            q, *kv, pos, G, scale, n_split, scratch);
+    else
+        attn_decode_kernel<D, attn_rows<D>::value, Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(q, *kv, pos, G, scale, n_split,
+                                                                                        scratch);
+    attn_decode_combine_kernel<D><<<(unsigned)n_head, 128, 0, st>>>(scratch, n_split, out, out_q, n_head);
+}
+
+extern "C" enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct hmoe_cuda_kv *kv,
+                                                  const int32_t *d_pos, int n_head, float scale, int n_split,
+                                                  void *d_scratch, float *d_out, void *d_out_q8_1, void *stream,
+                                                  struct hmoe_err *err) {
+    int G = 0;
+    const char *why = attn_check(kv, n_head, &G);
+    HMOE_CUDA_REQUIRE(err, !why, "attn_decode: %s", why);
+    if (n_split <= 0) n_split = 64;
+    HMOE_CUDA_REQUIRE(err, n_split <= 1024 && d_q && d_pos && d_scratch && (d_out || d_out_q8_1),
+                      "attn_decode: n_split %d > 1024 or NULL buffer", n_split);
+    HMOE_CUDA_REQUIRE(err, !d_out_q8_1 || hmoe_cu_aligned(d_out_q8_1, 16), "attn_decode: q8_1 output must be 16-byte aligned");
+    uint8_t *oq = (uint8_t *)d_out_q8_1;
+    cudaStream_t st = hmoe_cu_stream(stream);
+    float *scr = (float *)d_scratch;
+    const bool q8 = kv->type == HMOE_TYPE_Q8_0;
+    switch (kv->head_dim) {
+    case 32: q8 ? decode_launch<32, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                : decode_launch<32, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
+    case 64: q8 ? decode_launch<64, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                : decode_launch<64, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
+    case 128: q8 ? decode_launch<128, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                 : decode_launch<128, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
+    default: q8 ? decode_launch<256, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
+                : decode_launch<256, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
+    }
+    HMOE_CUDA_LAUNCH_CHECK(err, "attn_decode");
+    return HMOE_OK;
+}
+
+/* ------------------------------------------------ prefill ------------------------------------------------ */
+
+/* Block (kv head hk, token tile): rows r = token_in_tile * G + g, warp w owns rows [wR, wR+R). */
+template <int D, int R, bool Q8>
+__global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const float *__restrict__ q, int64_t q_stride,
+                                                                       int64_t ntok, const int32_t *__restrict__ pos,
+                                                                       struct hmoe_cuda_kv kv, int G, float scale,
+                                                                       float *out_f32, __half *out_f16,
+                                                                       int64_t out_stride) {
+    __shared__ __align__(16) float smem[ATTN_WARPS * R * (D + 32)];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hk = blockIdx.x;
+    const int tq = (ATTN_WARPS * R) / G; /* tokens per block */
+    const int64_t tok0 = (int64_t)blockIdx.y * tq;
+    float *qs = smem + warp * R * (D + 32), *sp = qs + R * D;
+
+    int rowpos[R];
+    int maxpos = -1;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int row = warp * R + r;
+        const int64_t tok = tok0 + row / G;
+        rowpos[r] = (row < tq * G && tok < ntok) ? (int)min((int64_t)pos[tok], kv.n_ctx - 1) : -1;
+        maxpos = max(maxpos, rowpos[r]);
+    }
+    for (int i = lane; i < R * D; i += 32) {
+        const int r = i / D, row = warp * R + r;
+        const int64_t tok = tok0 + row / G;
+        const int hq = hk * G + row % G;
+        qs[i] = row < tq * G && tok < ntok ? q[tok * q_stride + (int64_t)hq * D + (i % D)] * scale : 0.0f;
+    }
+    __syncwarp();
+
+    attn_warp_state<D, R, Q8> st;
+    st.init();
+    const size_t rb = attn_row_bytes<Q8>(D);
+    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
+    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
+    for (int t0 = 0; t0 <= maxpos; t0 += 32) st.tile(kbase, vbase, t0, min(32, maxpos + 1 - t0), qs, rowpos, sp);
+
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if (rowpos[r] < 0) continue;
+        const int row = warp * R + r;
+        const int64_t tok = tok0 + row / G;
+        const int hq = hk * G + row % G;
+        const float inv = st.l[r] > 0.0f ? 1.0f / st.l[r] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < D / 32; j++) {
+            const float v = st.o[r][j] * inv;
+            const int64_t idx = tok * out_stride + (int64_t)hq * D + lane * (D / 32) + j;
+            if (out_f32) out_f32[idx] = v;
+            if (out_f16) out_f16[idx] = __float2half_rn(v);
+        }
+    }
+}
+
+template <int D, bool Q8>
+static void prefill_launch(const float *q, int64_t q_stride, int64_t ntok, const int32_t *pos,
+                           const struct hmoe_cuda_kv *kv, int G, float scale, float *o32, __half *o16, int64_t os,
+                           cudaStream_t st) {
+    constexpr int R = attn_rows<D>::value;
+    const int tq = (ATTN_WARPS * R) / G;
+    dim3 grid((unsigned)kv->n_head_kv, (unsigned)hmoe_cu_div_up(ntok, tq));
+    attn_prefill_kernel<D, R, Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(q, q_stride, ntok, pos, *kv, G, scale, o32, o16, os);
+}
+
+extern "C" enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int64_t ntok,
+                                                   const int32_t *d_pos, const struct hmoe_cuda_kv *kv, int n_head,
+                                                   float scale, float *d_out_f32, uint16_t *d_out_f16,
+                                                   int64_t out_stride, void *stream, struct hmoe_err *err) {
+    int G = 0;
+    const char *why = attn_check(kv, n_head, &G);
+    HMOE_CUDA_REQUIRE(err, !why, "attn_prefill: %s", why);
+    const int D = kv->head_dim;
+    HMOE_CUDA_REQUIRE(err, (ATTN_WARPS * (2048 / D > 16 ? 16 : 2048 / D)) % G == 0,
+                      "attn_prefill: n_head / n_head_kv = %d must divide the block's %d rows", G,
+                      ATTN_WARPS * (2048 / D > 16 ? 16 : 2048 / D));
+    HMOE_CUDA_REQUIRE(err, q_stride >= (int64_t)n_head * D && out_stride >= (int64_t)n_head * D && ntok >= 0 && d_pos &&
+                               (d_out_f32 || d_out_f16),
+                      "attn_prefill: bad strides, ntok or no output");
+    if (ntok == 0) return HMOE_OK;
+    cudaStream_t st = hmoe_cu_stream(stream);
+    __half *o16 = (__half *)d_out_f16;
+    const bool q8 = kv->type == HMOE_TYPE_Q8_0;
+    switch (D) {
+    case 32: q8 ? prefill_launch<32, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
+                : prefill_launch<32, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
+    case 64: q8 ? prefill_launch<64, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
+                : prefill_launch<64, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
+    case 128: q8 ? prefill_launch<128, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
+                 : prefill_launch<128, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
+    default: q8 ? prefill_launch<256, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
+                : prefill_launch<256, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
+    }
+    HMOE_CUDA_LAUNCH_CHECK(err, "attn_prefill");
+    return HMOE_OK;
+}

@@ -1,0 +1,547 @@
+/* cuda_mmq.cu — matrix-matrix products for prefill: Y = X·W^T with X f16 activations (tokens
+ * as rows, gathered through an expert plan for MoE layers) and W any supported weight type,
+ * dequantized tile by tile to f16 in shared memory, multiplied on the tensor cores
+ * (mma.sync.m16n8k16, f16 x f16 -> f32). Plus the cuBLAS alternative for dense matrices.
+ *
+ * Version 2 (int8, below mmq8_kernel) is the fast path for quantized weights; version 1 (f16)
+ * serves the float types and IQ1_M.
+ * Version 1: 128 threads, tile BM tokens x BN features x 64 (K), warp tile 32x32
+ * (2 x 4 mma tiles); (BM, BN) = (64, 64) or (32, 128), picked from the tokens per tile. The
+ * weight tile is dequantized by TR::dequant8 (the bit-exact f32 values rounded once to f16).
+ * Fused epilogues: + residual (f32 out), silu(gate)*up (gate/up fused: two weight tiles share the
+ * X tile), f16 output for the next GEMM. Single-buffered; occupancy hides the latency.
+ * Measured against cuBLAS (dequantize to f16 + cublasGemmEx) in bench/bench_cuda_mmq.c.
+ */
+#include <cublas_v2.h>
+
+#include "kernels/cuda_ctx_impl.cuh"
+#include "kernels/cuda_moe_impl.cuh"
+#include "kernels/cuda_types.cuh"
+
+#define MMQ_BK 64
+#define MMQ_PAD 8 /* halves: row stride 144 bytes -> the fragment loads hit 32 distinct banks */
+#define MMQ_LDS (MMQ_BK + MMQ_PAD)
+
+struct mmq_params {
+    const uint8_t *w, *w_up;
+    size_t row_bytes, expert_stride;
+    int n, kdim;                 /* features (weight rows per expert), K */
+    const __half *x;
+    int64_t x_stride;
+    const uint8_t *xq;           /* q8_1 rows (int8 path) */
+    size_t xq_stride;
+    int64_t ntok;                /* dense: tokens; plan: plan rows */
+    const int32_t *rows;         /* plan: plan row -> slot; NULL for dense */
+    const int32_t *tiles;        /* plan tiles, NULL for dense */
+    const int32_t *ntiles;       /* device count of plan tiles */
+    int k;                       /* experts per token (plan) */
+    bool x_gather;
+    float *y32;
+    __half *y16;
+    int64_t y_stride;
+    const float *add;
+    int64_t add_stride;
+};
+
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ uint32_t pack_h2(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *(uint32_t *)&h;
+}
+
+/* Dequantize the BN x 64 weight tile starting at feature n0, column k0 into Bs. */
+template <class TR, int BN>
+__device__ __forceinline__ void mmq_load_w(const uint8_t *w, size_t row_bytes, int n, int n0, int k0,
+                                           __half (*Bs)[MMQ_LDS]) {
+    const int tid = threadIdx.x, kg = tid % 8;
+    const int kel = k0 + 8 * kg; /* first element of this thread's group */
+    const int kb = kel / TR::blck, gi = (kel % TR::blck) / 8;
+#pragma unroll
+    for (int i = 0; i < BN / 16; i++) {
+        const int row = tid / 8 + 16 * i;
+        uint4 h = make_uint4(0, 0, 0, 0);
+        if (n0 + row < n) {
+            float y[8];
+            TR::dequant8(w + (size_t)(n0 + row) * row_bytes + (size_t)kb * TR::bytes, gi, y);
+            h.x = pack_h2(y[0], y[1]), h.y = pack_h2(y[2], y[3]), h.z = pack_h2(y[4], y[5]), h.w = pack_h2(y[6], y[7]);
+        }
+        *(uint4 *)&Bs[row][8 * kg] = h;
+    }
+}
+
+template <class TR, int BM, int BN, bool GATEUP>
+__global__ void __launch_bounds__(128) mmq_kernel(struct mmq_params p) {
+    __shared__ __align__(16) __half As[BM][MMQ_LDS];
+    __shared__ __align__(16) __half Bs[BN][MMQ_LDS];
+    __shared__ __align__(16) __half Bu[GATEUP ? BN : 1][MMQ_LDS];
+    constexpr int WN = BN / 32; /* warps along N */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN;
+    const int n0 = blockIdx.x * BN;
+
+    /* which rows of X / Y this block owns */
+    int expert = 0;
+    int64_t r_begin, r_end;
+    if (p.tiles) {
+        constexpr int SUB = HMOE_CUDA_MOE_TILE / BM;
+        const int ti = blockIdx.y / SUB, sub = blockIdx.y % SUB;
+        if (ti >= *p.ntiles) return;
+        const int32_t *tl = p.tiles + 4 * ti;
+        expert = tl[0];
+        r_begin = tl[1] + sub * BM;
+        r_end = tl[1] + HMOE_MIN(tl[2], (sub + 1) * BM);
+        if (r_begin >= r_end) return;
+    } else {
+        r_begin = (int64_t)blockIdx.y * BM;
+        r_end = HMOE_MIN(p.ntok, r_begin + BM);
+    }
+    const uint8_t *w = p.w + (size_t)expert * p.expert_stride;
+    const uint8_t *wu = GATEUP ? p.w_up + (size_t)expert * p.expert_stride : nullptr;
+
+    /* X rows this thread copies: row tid/8 + 16i, 16-byte column chunk tid%8 */
+    constexpr int AR = BM / 16;
+    const __half *xrow[AR];
+#pragma unroll
+    for (int i = 0; i < AR; i++) {
+        const int64_t r = r_begin + tid / 8 + 16 * i;
+        xrow[i] = nullptr;
+        if (r < r_end) {
+            const int64_t src = (p.rows && p.x_gather) ? p.rows[r] / p.k : r;
+            xrow[i] = p.x + src * p.x_stride;
+        }
+    }
+
+    float acc[2][4][4], accu[GATEUP ? 2 : 1][4][4];
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                acc[a][b][c] = 0.0f;
+                if (GATEUP) accu[a][b][c] = 0.0f;
+            }
+
+    for (int k0 = 0; k0 < p.kdim; k0 += MMQ_BK) {
+#pragma unroll
+        for (int i = 0; i < AR; i++) {
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (xrow[i]) v = *(const uint4 *)(xrow[i] + k0 + 8 * (tid % 8));
+            *(uint4 *)&As[tid / 8 + 16 * i][8 * (tid % 8)] = v;
+        }
+        mmq_load_w<TR, BN>(w, p.row_bytes, p.n, n0, k0, Bs);
+        if (GATEUP) mmq_load_w<TR, BN>(wu, p.row_bytes, p.n, n0, k0, Bu);
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < MMQ_BK; kk += 16) {
+            const int c = kk + 2 * (lane & 3);
+            uint32_t af[2][4];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                const int r = wm * 32 + mi * 16 + (lane >> 2);
+                af[mi][0] = *(const uint32_t *)&As[r][c];
+                af[mi][1] = *(const uint32_t *)&As[r + 8][c];
+                af[mi][2] = *(const uint32_t *)&As[r][c + 8];
+                af[mi][3] = *(const uint32_t *)&As[r + 8][c + 8];
+            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int nr = wn * 32 + ni * 8 + (lane >> 2);
+                uint32_t bf[2] = {*(const uint32_t *)&Bs[nr][c], *(const uint32_t *)&Bs[nr][c + 8]};
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++) mma_16816(acc[mi][ni], af[mi], bf);
+                if (GATEUP) {
+                    uint32_t bu[2] = {*(const uint32_t *)&Bu[nr][c], *(const uint32_t *)&Bu[nr][c + 8]};
+#pragma unroll
+                    for (int mi = 0; mi < 2; mi++) mma_16816(accu[GATEUP ? mi : 0][ni], af[mi], bu);
+                }
+            }
+        }
+        __syncthreads();
+    }
+
+    /* epilogue: c0,c1 -> (row g, cols 2t, 2t+1), c2,c3 -> (row g+8, same cols) */
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int64_t r = r_begin + wm * 32 + mi * 16 + (lane >> 2) + 8 * half;
+            if (r >= r_end) continue;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int col = n0 + wn * 32 + ni * 8 + 2 * (lane & 3);
+                if (col >= p.n) continue; /* p.n is even, so col + 1 < n too */
+                float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
+                if (GATEUP) {
+                    const float u0 = accu[GATEUP ? mi : 0][ni][2 * half], u1 = accu[GATEUP ? mi : 0][ni][2 * half + 1];
+                    v0 = v0 / (1.0f + expf(-v0)) * u0;
+                    v1 = v1 / (1.0f + expf(-v1)) * u1;
+                }
+                if (p.y32) {
+                    if (p.add) {
+                        const float2 a = *(const float2 *)(p.add + r * p.add_stride + col);
+                        v0 += a.x, v1 += a.y;
+                    }
+                    *(float2 *)(p.y32 + r * p.y_stride + col) = make_float2(v0, v1);
+                } else {
+                    *(__half2 *)(p.y16 + r * p.y_stride + col) = __floats2half2_rn(v0, v1);
+                }
+            }
+        }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * int8 path (version 2): tile BM tokens x BN features x 64, the weight tile unpacked by
+ * TR::q8chunk to int8 codes + per-16 scale/offset, activations q8_1 (int8 + per-32 scale).
+ * Per 32 (or 16 for TR::q8_sub16) of K: C = mma.sync s8 (exact int32), then in f32
+ *   acc += C * (d_a * scale_w) + offset_w * (d_a * sum of the activation quants)
+ * (the offset term carries the K-quant mins, quants.md §8.4). Measured v1 (f16 dequant) at 27
+ * TFLOP/s on the 512-token expert GEMMs: dequantizing every weight to f16 per token tile was the
+ * bottleneck; unpacking to int8 is a few integer ops per 4 weights.
+ * ------------------------------------------------------------------------------------------ */
+#define MMQ8_BK 64
+#define MMQ8_LDS 80 /* bytes per shared row: 20 words, so the 8 fragment rows hit distinct banks */
+
+__device__ __forceinline__ void mma_s8_k32(int (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma_s8_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+
+/* The BN x 64 weight tile from feature n0, column k0: int8 codes and per-16 scale / offset. */
+template <class TR, int BN>
+__device__ __forceinline__ void mmq8_load_w(const uint8_t *w, size_t row_bytes, int n, int n0, int k0,
+                                            int8_t (*Bs)[MMQ8_LDS], float (*Bsc)[4], float (*Bof)[4]) {
+#pragma unroll
+    for (int i = 0; i < BN / 64; i++) {
+        const int u = threadIdx.x + 128 * i, f = u / 2, c2 = u % 2;
+        const int kel = k0 + 32 * c2;
+        uint32_t q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float sc[2] = {0.0f, 0.0f}, of[2] = {0.0f, 0.0f};
+        if (n0 + f < n)
+            TR::q8chunk(w + (size_t)(n0 + f) * row_bytes + (size_t)(kel / TR::blck) * TR::bytes, (kel % TR::blck) / 32, q, sc, of);
+        uint4 *dst = (uint4 *)&Bs[f][32 * c2];
+        dst[0] = make_uint4(q[0], q[1], q[2], q[3]);
+        dst[1] = make_uint4(q[4], q[5], q[6], q[7]);
+        Bsc[f][2 * c2] = sc[0], Bsc[f][2 * c2 + 1] = sc[1];
+        if (TR::q8_offset) Bof[f][2 * c2] = of[0], Bof[f][2 * c2 + 1] = of[1];
+    }
+}
+
+/* acc[mi][ni] += C * (d_a * s_w) (+ o_w * d_a * suma) for one 16 or 32 slice of K. */
+template <bool OFF>
+__device__ __forceinline__ void mmq8_scale(float (&acc)[4], const int (&c)[4], float da_lo, float da_hi, float sa_lo,
+                                           float sa_hi, float s0, float s1, float o0, float o1) {
+    acc[0] += (float)c[0] * (da_lo * s0);
+    acc[1] += (float)c[1] * (da_lo * s1);
+    acc[2] += (float)c[2] * (da_hi * s0);
+    acc[3] += (float)c[3] * (da_hi * s1);
+    if (OFF) {
+        acc[0] += o0 * sa_lo, acc[1] += o1 * sa_lo;
+        acc[2] += o0 * sa_hi, acc[3] += o1 * sa_hi;
+    }
+}
+
+template <class TR, int BM, int BN, bool GATEUP>
+__global__ void __launch_bounds__(128) mmq8_kernel(struct mmq_params p) {
+    constexpr bool OFF = TR::q8_offset;
+    __shared__ __align__(16) int8_t As[BM][MMQ8_LDS];
+    __shared__ float Ad[BM][2], Asum[BM][4]; /* d per 32, d * sum(q) per 16 */
+    __shared__ __align__(16) int8_t Bs[BN][MMQ8_LDS];
+    __shared__ float Bsc[BN][4], Bof[OFF ? BN : 1][4];
+    __shared__ __align__(16) int8_t Bu[GATEUP ? BN : 1][MMQ8_LDS];
+    __shared__ float Busc[GATEUP ? BN : 1][4], Buof[GATEUP && OFF ? BN : 1][4];
+    constexpr int WN = BN / 32;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN, g = lane >> 2, t4 = lane & 3;
+    const int n0 = blockIdx.x * BN;
+
+    int expert = 0;
+    int64_t r_begin, r_end;
+    if (p.tiles) {
+        constexpr int SUB = HMOE_CUDA_MOE_TILE / BM;
+        const int ti = blockIdx.y / SUB, sub = blockIdx.y % SUB;
+        if (ti >= *p.ntiles) return;
+        const int32_t *tl = p.tiles + 4 * ti;
+        expert = tl[0];
+        r_begin = tl[1] + sub * BM;
+        r_end = tl[1] + HMOE_MIN(tl[2], (sub + 1) * BM);
+        if (r_begin >= r_end) return;
+    } else {
+        r_begin = (int64_t)blockIdx.y * BM;
+        r_end = HMOE_MIN(p.ntok, r_begin + BM);
+    }
+    const uint8_t *w = p.w + (size_t)expert * p.expert_stride;
+    const uint8_t *wu = GATEUP ? p.w_up + (size_t)expert * p.expert_stride : nullptr;
+
+    /* q8_1 rows this thread copies: row (tid + 128i) / 4, 16-byte chunk tid % 4 */
+    constexpr int AR = BM / 32;
+    const uint8_t *xrow[AR];
+#pragma unroll
+    for (int i = 0; i < AR; i++) {
+        const int64_t r = r_begin + (tid + 128 * i) / 4;
+        xrow[i] = nullptr;
+        if (r < r_end) {
+            const int64_t src = (p.rows && p.x_gather) ? p.rows[r] / p.k : r;
+            xrow[i] = p.xq + (size_t)src * p.xq_stride;
+        }
+    }
+
+    float acc[2][4][4], accu[GATEUP ? 2 : 1][4][4];
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                acc[a][b][c] = 0.0f;
+                if (GATEUP) accu[a][b][c] = 0.0f;
+            }
+
+    for (int k0 = 0; k0 < p.kdim; k0 += MMQ8_BK) {
+#pragma unroll
+        for (int i = 0; i < AR; i++) {
+            const int row = (tid + 128 * i) / 4, ch = tid % 4;
+            int4 v = make_int4(0, 0, 0, 0);
+            float d = 0.0f;
+            if (xrow[i]) {
+                v = *(const int4 *)(xrow[i] + k0 + 16 * ch);
+                d = ((const float2 *)(xrow[i] + p.kdim))[(k0 + 16 * ch) / 32].x;
+            }
+            *(int4 *)&As[row][16 * ch] = v;
+            if (ch % 2 == 0) Ad[row][ch / 2] = d;
+            if (OFF) {
+                const int s = hmoe_cu_dp4a(HMOE_ONES, v.x, hmoe_cu_dp4a(HMOE_ONES, v.y, hmoe_cu_dp4a(HMOE_ONES, v.z, hmoe_cu_dp4a(HMOE_ONES, v.w, 0))));
+                Asum[row][ch] = d * (float)s;
+            }
+        }
+        mmq8_load_w<TR, BN>(w, p.row_bytes, p.n, n0, k0, Bs, Bsc, Bof);
+        if (GATEUP) mmq8_load_w<TR, BN>(wu, p.row_bytes, p.n, n0, k0, Bu, Busc, Buof);
+        __syncthreads();
+#pragma unroll
+        for (int c2 = 0; c2 < 2; c2++) {
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                const int r = wm * 32 + mi * 16 + g;
+                const float da_lo = Ad[r][c2], da_hi = Ad[r + 8][c2];
+                uint32_t af[4];
+                af[0] = *(const uint32_t *)&As[r][32 * c2 + 4 * t4];
+                af[1] = *(const uint32_t *)&As[r + 8][32 * c2 + 4 * t4];
+                af[2] = *(const uint32_t *)&As[r][32 * c2 + 16 + 4 * t4];
+                af[3] = *(const uint32_t *)&As[r + 8][32 * c2 + 16 + 4 * t4];
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    const int nr = wn * 32 + ni * 8 + g;  /* B row of this lane's fragment */
+                    const int nc = wn * 32 + ni * 8 + 2 * t4; /* the two C columns of this lane */
+#pragma unroll
+                    for (int mat = 0; mat < (GATEUP ? 2 : 1); mat++) {
+                        int8_t (*B)[MMQ8_LDS] = mat ? Bu : Bs;
+                        float (*Sc)[4] = mat ? Busc : Bsc;
+                        float (*Of)[4] = mat ? Buof : Bof;
+                        float (&A)[4] = mat ? accu[GATEUP ? mi : 0][ni] : acc[mi][ni];
+                        if (!TR::q8_sub16) {
+                            const uint32_t bf[2] = {*(const uint32_t *)&B[nr][32 * c2 + 4 * t4],
+                                                    *(const uint32_t *)&B[nr][32 * c2 + 16 + 4 * t4]};
+                            int c[4] = {0, 0, 0, 0};
+                            mma_s8_k32(c, af, bf);
+                            mmq8_scale<OFF>(A, c, da_lo, da_hi,
+                                            OFF ? Asum[r][2 * c2] + Asum[r][2 * c2 + 1] : 0.0f,
+                                            OFF ? Asum[r + 8][2 * c2] + Asum[r + 8][2 * c2 + 1] : 0.0f, Sc[nc][2 * c2],
+                                            Sc[nc + 1][2 * c2], OFF ? Of[nc][2 * c2] : 0.0f, OFF ? Of[nc + 1][2 * c2] : 0.0f);
+                        } else {
+#pragma unroll
+                            for (int hh = 0; hh < 2; hh++) {
+                                const int kc = 32 * c2 + 16 * hh;
+                                int c[4] = {0, 0, 0, 0};
+                                mma_s8_k16(c, af[2 * hh], af[2 * hh + 1], *(const uint32_t *)&B[nr][kc + 4 * t4]);
+                                mmq8_scale<OFF>(A, c, da_lo, da_hi, OFF ? Asum[r][2 * c2 + hh] : 0.0f,
+                                                OFF ? Asum[r + 8][2 * c2 + hh] : 0.0f, Sc[nc][2 * c2 + hh], Sc[nc + 1][2 * c2 + hh],
+                                                OFF ? Of[nc][2 * c2 + hh] : 0.0f, OFF ? Of[nc + 1][2 * c2 + hh] : 0.0f);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int64_t r = r_begin + wm * 32 + mi * 16 + g + 8 * half;
+            if (r >= r_end) continue;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int col = n0 + wn * 32 + ni * 8 + 2 * t4;
+                if (col >= p.n) continue;
+                float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
+                if (GATEUP) {
+                    const float u0 = accu[GATEUP ? mi : 0][ni][2 * half], u1 = accu[GATEUP ? mi : 0][ni][2 * half + 1];
+                    v0 = v0 / (1.0f + expf(-v0)) * u0;
+                    v1 = v1 / (1.0f + expf(-v1)) * u1;
+                }
+                if (p.y32) {
+                    if (p.add) {
+                        const float2 a = *(const float2 *)(p.add + r * p.add_stride + col);
+                        v0 += a.x, v1 += a.y;
+                    }
+                    *(float2 *)(p.y32 + r * p.y_stride + col) = make_float2(v0, v1);
+                } else {
+                    *(__half2 *)(p.y16 + r * p.y_stride + col) = __floats2half2_rn(v0, v1);
+                }
+            }
+        }
+}
+
+/* Shared shape checks of both GEMM paths; fills the kernel parameters. */
+static const char *gemm_prepare(const struct hmoe_cuda_gemm_args *a, struct mmq_params *p, int *blck) {
+    int bytes;
+    hmoe_cuda_type_geometry(a->w.type, blck, &bytes);
+    if (*blck == 0) return "weight type has no GPU kernels";
+    if (a->w.ncols <= 0 || a->w.ncols % MMQ_BK || a->w.ncols % *blck || a->w.ncols >= (1 << 30))
+        return "ncols must be a positive multiple of 64 and of the block size";
+    int al = 16;
+    while (bytes % al) al /= 2;
+    if (a->w.row_bytes < (size_t)(a->w.ncols / *blck) * (size_t)bytes || a->w.row_bytes % al) return "row_bytes too small or misaligned";
+    if (a->w.nrows <= 0 || a->w.nrows % 2 || a->w.nrows >= (1 << 30)) return "nrows must be positive and even";
+    if (!hmoe_cu_aligned(a->w.w, 16) || (a->w_up && !hmoe_cu_aligned(a->w_up, 16))) return "weights must be 16-byte aligned";
+    if ((a->x == NULL) == (a->xq == NULL)) return "exactly one of x (f16) / xq (q8_1)";
+    if (a->x && (!hmoe_cu_aligned(a->x, 16) || a->x_stride % 8 || a->x_stride < a->w.ncols)) return "x must be 16-byte aligned f16 rows, x_stride a multiple of 8 >= ncols";
+    if (a->xq && (!hmoe_cu_aligned(a->xq, 16) || a->xq_stride_bytes % 16 || a->xq_stride_bytes < hmoe_cu_q8_1_row_bytes(a->w.ncols)))
+        return "xq must be 16-byte aligned q8_1 rows, xq_stride_bytes a multiple of 16 >= the q8_1 row size";
+    if ((a->y_f32 == NULL) == (a->y_f16 == NULL)) return "exactly one of y_f32 / y_f16";
+    if (a->y_stride < a->w.nrows || a->y_stride % 2) return "y_stride must be even and >= nrows";
+    if (a->add && (!a->y_f32 || a->add_stride < a->w.nrows || a->add_stride % 2)) return "add needs y_f32 and an even add_stride >= nrows";
+    if (a->plan) {
+        if (a->k < 1 || a->w.n_expert < 1) return "plan needs k >= 1 and n_expert >= 1";
+        if (a->w.expert_stride_bytes < a->w.row_bytes * (size_t)a->w.nrows || a->w.expert_stride_bytes % 16) return "expert_stride_bytes too small or not a multiple of 16";
+    }
+    memset(p, 0, sizeof *p);
+    p->w = (const uint8_t *)a->w.w;
+    p->w_up = (const uint8_t *)a->w_up;
+    p->row_bytes = a->w.row_bytes;
+    p->expert_stride = a->plan ? a->w.expert_stride_bytes : 0;
+    p->n = (int)a->w.nrows;
+    p->kdim = (int)a->w.ncols;
+    p->x = (const __half *)a->x;
+    p->x_stride = a->x_stride;
+    p->xq = (const uint8_t *)a->xq;
+    p->xq_stride = a->xq_stride_bytes;
+    p->k = a->k;
+    p->x_gather = a->x_gather;
+    p->y32 = a->y_f32;
+    p->y16 = (__half *)a->y_f16;
+    p->y_stride = a->y_stride;
+    p->add = a->add;
+    p->add_stride = a->add_stride;
+    return NULL;
+}
+
+template <class TR, bool GATEUP, bool INT8>
+static void mmq_launch(const struct mmq_params &p, bool small, unsigned gy_plan_tiles, cudaStream_t st) {
+    if (small) {
+        dim3 grid((unsigned)hmoe_cu_div_up(p.n, 128),
+                  p.tiles ? gy_plan_tiles * (HMOE_CUDA_MOE_TILE / 32) : (unsigned)hmoe_cu_div_up(p.ntok, 32));
+        if constexpr (INT8)
+            mmq8_kernel<TR, 32, 128, GATEUP><<<grid, 128, 0, st>>>(p);
+        else
+            mmq_kernel<TR, 32, 128, GATEUP><<<grid, 128, 0, st>>>(p);
+    } else {
+        dim3 grid((unsigned)hmoe_cu_div_up(p.n, 64),
+                  p.tiles ? gy_plan_tiles * (HMOE_CUDA_MOE_TILE / 64) : (unsigned)hmoe_cu_div_up(p.ntok, 64));
+        if constexpr (INT8)
+            mmq8_kernel<TR, 64, 64, GATEUP><<<grid, 128, 0, st>>>(p);
+        else
+            mmq_kernel<TR, 64, 64, GATEUP><<<grid, 128, 0, st>>>(p);
+    }
+}
+
+extern "C" enum hmoe_status hmoe_cuda_gemm(const struct hmoe_cuda_gemm_args *a, void *stream, struct hmoe_err *err) {
+    struct mmq_params p;
+    int blck;
+    const char *why = gemm_prepare(a, &p, &blck);
+    HMOE_CUDA_REQUIRE(err, !why, "gemm (%s, %lld x %lld): %s", hmoe_type_name(a->w.type), (long long)a->w.nrows,
+                      (long long)a->w.ncols, why);
+    HMOE_CUDA_REQUIRE(err, a->ntok >= 0, "gemm: negative ntok");
+    if (a->ntok == 0) return HMOE_OK;
+    unsigned plan_tiles = 0;
+    bool small;
+    if (a->plan) {
+        const int64_t nrows = a->ntok * a->k;
+        struct hmoe_moe_plan_view pv = hmoe_moe_plan_map((void *)a->plan, nrows, (int)a->w.n_expert);
+        p.rows = pv.rows;
+        p.tiles = pv.tiles;
+        p.ntiles = pv.hdr;
+        p.ntok = nrows;
+        const int64_t mt = hmoe_moe_plan_max_tiles(nrows, (int)a->w.n_expert);
+        HMOE_CUDA_REQUIRE(err, mt * 2 <= 65535, "gemm: %lld plan tiles exceed the grid limit", (long long)mt);
+        plan_tiles = (unsigned)mt;
+        small = nrows < 48 * a->w.n_expert; /* ~32 rows per expert or fewer: 32-row tiles */
+    } else {
+        p.ntok = a->ntok;
+        HMOE_CUDA_REQUIRE(err, hmoe_cu_div_up(a->ntok, 32) <= 65535, "gemm: too many tokens");
+        small = a->ntok < 64;
+    }
+    cudaStream_t st = hmoe_cu_stream(stream);
+    bool no_int8 = false;
+    hmoe_cuda_type_dispatch(a->w.type, [&](auto tr) {
+        using TR = decltype(tr);
+        if (a->xq) {
+            if constexpr (TR::q8) {
+                if (a->w_up)
+                    mmq_launch<TR, true, true>(p, small, plan_tiles, st);
+                else
+                    mmq_launch<TR, false, true>(p, small, plan_tiles, st);
+            } else {
+                no_int8 = true;
+            }
+        } else if (a->w_up) {
+            mmq_launch<TR, true, false>(p, small, plan_tiles, st);
+        } else {
+            mmq_launch<TR, false, false>(p, small, plan_tiles, st);
+        }
+    });
+    HMOE_CUDA_REQUIRE(err, !no_int8, "gemm: %s has no int8 path (its offsets are per 8 or it is a float type): pass f16 x",
+                      hmoe_type_name(a->w.type));
+    HMOE_CUDA_LAUNCH_CHECK(err, "gemm");
+    return HMOE_OK;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_gemm_cublas(struct hmoe_cuda_ctx *ctx, const struct hmoe_cuda_gemm_args *a,
+                                                  uint16_t *d_scratch, struct hmoe_err *err) {
+    struct mmq_params p;
+    int blck;
+    const char *why = gemm_prepare(a, &p, &blck);
+    HMOE_CUDA_REQUIRE(err, !why, "gemm_cublas (%s): %s", hmoe_type_name(a->w.type), why);
+    HMOE_CUDA_REQUIRE(err, !a->plan && !a->w_up && a->x && a->y_f32 && (!a->add || (a->add == a->y_f32 && a->add_stride == a->y_stride)),
+                      "gemm_cublas: dense, f16 x, f32 output only (add only in place)");
+    HMOE_CUDA_REQUIRE(err, d_scratch && hmoe_cu_aligned(d_scratch, 16), "gemm_cublas: scratch must be 16-byte aligned");
+    if (a->ntok == 0) return HMOE_OK;
+    enum hmoe_status st = hmoe_cuda_dequant_f16(a->w.type, a->w.w, a->w.nrows * a->w.ncols, d_scratch, ctx->stream, err);
+    if (st != HMOE_OK) return st;
+    void *h;
+    st = hmoe_cuda_ctx_cublas(ctx, &h, err);
+    if (st != HMOE_OK) return st;
+    /* column-major view: Y^T (N x T) = W (N x K, row-major = K x N col-major, transposed) * X^T (K x T) */
+    const float alpha = 1.0f, beta = a->add ? 1.0f : 0.0f;
+    cublasStatus_t cs = cublasGemmEx((cublasHandle_t)h, CUBLAS_OP_T, CUBLAS_OP_N, (int)a->w.nrows, (int)a->ntok,
+                                     (int)a->w.ncols, &alpha, d_scratch, CUDA_R_16F, (int)a->w.ncols, a->x, CUDA_R_16F,
+                                     (int)a->x_stride, &beta, a->y_f32, CUDA_R_32F, (int)a->y_stride, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+    if (cs != CUBLAS_STATUS_SUCCESS) return HMOE_RAISE(err, HMOE_ERR_DEVICE, "gemm_cublas: cublasGemmEx failed (status %d)", (int)cs);
+    return HMOE_OK;
+}

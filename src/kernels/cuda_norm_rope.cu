@@ -1,0 +1,301 @@
+/* cuda_norm_rope.cu — RMSNorm (optionally after the residual add, emitting f32 / f16 / q8_1),
+ * per-head Q/K RMSNorm + NEOX RoPE + KV-cache store in one kernel, SwiGLU and adds.
+ * Implements qwen3moe.md §4.2 (eps inside the sqrt of the mean of squares, (x*r)*w), §4.3
+ * steps 4-6 and §5 (NEOX pairs (i, i + n_rot/2), theta_i = p * base^(-2i/n_rot), linear and
+ * YaRN scaling; the angle is formed in double, which §5 recommends for long contexts).
+ *
+ * Version 2: rmsnorm one 256-thread block per row, the row held in registers (one memory round;
+ * v1 re-read x and w after the reduction), q8_1 blocks quantized by whole warps; qk-norm-rope one
+ * warp per head, the head vector staged in shared memory for the rotation partner, the angle in
+ * double reduced mod 2 pi before sincosf (v1 called double pow and sincos per pair).
+ */
+#include <math.h>
+
+#include "kernels/cuda_impl.cuh"
+
+#define NORM_THREADS 256
+
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = hmoe_warp_sum(v);
+    __syncthreads(); /* red may still be read from an earlier call */
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) s += red[i];
+    return s;
+}
+
+#define NORM_MAXPT 16 /* values per thread kept in registers: rows up to 4096 */
+
+__global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_rmsnorm_args a) {
+    __shared__ float red[NORM_THREADS / 32];
+    const int64_t row = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float *x = a.x + row * a.x_stride;
+    const float *add = a.add ? a.add + row * a.add_stride : nullptr;
+    uint8_t *qrow = a.out_q8_1 ? (uint8_t *)a.out_q8_1 + row * hmoe_cu_q8_1_row_bytes(a.n) : nullptr;
+    if (a.n <= NORM_THREADS * NORM_MAXPT) {
+        /* one read of x (and add, w): element tid + 256j; with n % 32 == 0 that is lane `lane` of
+         * the 32-block warp + 8j, so the q8_1 blocks are quantized by whole warps */
+        float xv[NORM_MAXPT], wv[NORM_MAXPT], av[NORM_MAXPT], ss = 0.0f;
+        /* all loads first (no store in between), so they are in flight together */
+#pragma unroll
+        for (int j = 0; j < NORM_MAXPT; j++) {
+            const int64_t i = tid + (int64_t)NORM_THREADS * j;
+            const bool in = i < a.n;
+            xv[j] = in ? x[i] : 0.0f;
+            wv[j] = in ? a.w[i] : 0.0f;
+            av[j] = in && add ? add[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NORM_MAXPT; j++) {
+            const int64_t i = tid + (int64_t)NORM_THREADS * j;
+            if (add) {
+                xv[j] += av[j];
+                if (i < a.n) x[i] = xv[j];
+            }
+            ss += xv[j] * xv[j];
+        }
+        ss = block_sum(ss, red);
+        const float r = 1.0f / sqrtf(ss / (float)a.n + a.eps);
+#pragma unroll
+        for (int j = 0; j < NORM_MAXPT; j++) {
+            const int64_t i = tid + (int64_t)NORM_THREADS * j;
+            if (a.n % 32 == 0 ? (32 * (warp + 8 * (int64_t)j) < a.n) : (i < a.n)) { /* warp-uniform when n % 32 == 0 */
+                const float h = (xv[j] * r) * wv[j];
+                if (a.out_f32) a.out_f32[row * a.n + i] = h;
+                if (a.out_f16) ((__half *)a.out_f16)[row * a.n + i] = __float2half_rn(h);
+                if (qrow) {
+                    const int64_t b = warp + 8 * (int64_t)j;
+                    hmoe_cu_q8_1_warp(h, (int8_t *)qrow + 32 * b, (float2 *)(qrow + a.n) + b);
+                }
+            }
+        }
+        return;
+    }
+    float ss = 0.0f;
+    for (int64_t i = tid; i < a.n; i += blockDim.x) {
+        float v = x[i];
+        if (add) {
+            v += add[i];
+            x[i] = v;
+        }
+        ss += v * v;
+    }
+    ss = block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)a.n + a.eps);
+    if (a.n % 32 == 0) {
+        for (int64_t b = warp; b < a.n / 32; b += blockDim.x >> 5) {
+            const int64_t i = 32 * b + lane;
+            float h = (x[i] * r) * a.w[i];
+            if (a.out_f32) a.out_f32[row * a.n + i] = h;
+            if (a.out_f16) ((__half *)a.out_f16)[row * a.n + i] = __float2half_rn(h);
+            if (qrow) hmoe_cu_q8_1_warp(h, (int8_t *)qrow + 32 * b, (float2 *)(qrow + a.n) + b);
+        }
+    } else {
+        for (int64_t i = tid; i < a.n; i += blockDim.x) {
+            float h = (x[i] * r) * a.w[i];
+            if (a.out_f32) a.out_f32[row * a.n + i] = h;
+            if (a.out_f16) ((__half *)a.out_f16)[row * a.n + i] = __float2half_rn(h);
+        }
+    }
+}
+
+extern "C" enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_args *a, void *stream,
+                                              struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, a->n > 0 && a->nrows >= 0 && a->x_stride >= a->n && a->w,
+                      "rmsnorm: bad shape (n %lld, nrows %lld, x_stride %lld) or no weights", (long long)a->n,
+                      (long long)a->nrows, (long long)a->x_stride);
+    HMOE_CUDA_REQUIRE(err, !a->add || a->add_stride >= a->n, "rmsnorm: add_stride smaller than n");
+    HMOE_CUDA_REQUIRE(err, !a->out_q8_1 || (a->n % 32 == 0 && hmoe_cu_aligned(a->out_q8_1, 16)),
+                      "rmsnorm: q8_1 output needs n %% 32 == 0 and a 16-byte aligned buffer");
+    HMOE_CUDA_REQUIRE(err, a->nrows <= 0x7fffffff, "rmsnorm: too many rows");
+    if (a->nrows == 0) return HMOE_OK;
+    rmsnorm_kernel<<<(unsigned)a->nrows, NORM_THREADS, 0, hmoe_cu_stream(stream)>>>(*a);
+    HMOE_CUDA_LAUNCH_CHECK(err, "rmsnorm");
+    return HMOE_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+extern "C" void hmoe_cuda_rope_yarn_corr(struct hmoe_cuda_rope *r, int n_ctx_orig, float beta_fast, float beta_slow) {
+    /* corr(beta) = n_rot * ln(n_ctx_orig / (beta * 2 pi)) / (2 ln base)   (qwen3moe.md §5.2) */
+    const double two_pi = 6.283185307179586;
+    double lb = 2.0 * log((double)r->freq_base);
+    double lo = floor(r->n_rot * log(n_ctx_orig / (beta_fast * two_pi)) / lb);
+    double hi = ceil(r->n_rot * log(n_ctx_orig / (beta_slow * two_pi)) / lb);
+    r->corr_low = (float)fmax(0.0, lo);
+    r->corr_high = (float)fmin((double)(r->n_rot - 1), hi);
+    r->ext_factor = 1.0f;
+    r->mscale = (float)(1.0 + 0.1 * log(1.0 / (double)r->freq_scale));
+}
+
+#define QKR_WARPS 4
+#define QKR_MAXD 256
+
+/* Rotation angle of pair i at position pos (qwen3moe.md §5, §5.1, §5.2). */
+__device__ __forceinline__ double rope_theta(const struct hmoe_cuda_rope &rp, int i, int pos) {
+    double th_extrap = (double)pos * exp2(-2.0 * (double)i / (double)rp.n_rot * log2((double)rp.freq_base));
+    double th_interp = (double)rp.freq_scale * th_extrap;
+    if (rp.ext_factor == 0.0f) return th_interp;
+    double y = ((double)i - rp.corr_low) / fmax(0.001, (double)rp.corr_high - rp.corr_low);
+    double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * rp.ext_factor;
+    return th_interp * (1.0 - ramp) + th_extrap * ramp;
+}
+
+/* Store the 32 values of block jb (one per lane) of a cache row in Q8_0, the way
+ * hmoe_ref_quantize_q8_0 does it (multiplier 127/amax, round half to even, fp16 d). */
+__device__ __forceinline__ void store_q8_0_block(float v, uint8_t *blk) {
+    const int lane = threadIdx.x & 31;
+    float amax = hmoe_warp_max(fabsf(v));
+    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int q = __float2int_rn(v * id);
+    q = max(-128, min(127, q));
+    blk[2 + lane] = (uint8_t)(int8_t)q;
+    if (lane == 0) *(__half *)blk = __float2half_rn(d);
+}
+
+__device__ __forceinline__ void store_cache_row(const struct hmoe_cuda_kv &kv, void *base, int h, int pos,
+                                                const float (&v)[QKR_MAXD / 32], int nj) {
+    const int lane = threadIdx.x & 31, D = kv.head_dim;
+    const size_t row = (size_t)h * kv.n_ctx + pos;
+    if (kv.type == HMOE_TYPE_F16) {
+        __half *dst = (__half *)base + row * D;
+#pragma unroll
+        for (int j = 0; j < QKR_MAXD / 32; j++)
+            if (j < nj) dst[lane + 32 * j] = __float2half_rn(v[j]);
+    } else {
+        uint8_t *dst = (uint8_t *)base + row * (size_t)(D / 32) * 34;
+#pragma unroll
+        for (int j = 0; j < QKR_MAXD / 32; j++)
+            if (j < nj) store_q8_0_block(v[j], dst + 34 * j);
+    }
+}
+
+__global__ void __launch_bounds__(QKR_WARPS * 32) qk_norm_rope_kernel(struct hmoe_cuda_qkv_args a) {
+    __shared__ float sh[QKR_WARPS][QKR_MAXD];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int head = blockIdx.x * QKR_WARPS + warp;
+    const int64_t t = blockIdx.y;
+    if (head >= a.n_head + a.n_head_kv) return;
+    const bool is_q = head < a.n_head;
+    const int h = is_q ? head : head - a.n_head;
+    const int D = a.head_dim, nj = D / 32;
+    const int pos = a.pos[t];
+    const float *src = is_q ? a.q + t * a.q_stride + (int64_t)h * D : a.k + t * a.kv_stride + (int64_t)h * D;
+    const float *nw = is_q ? a.q_norm : a.k_norm;
+    float v[QKR_MAXD / 32];
+    float ss = 0.0f;
+    #pragma unroll
+    for (int j = 0; j < QKR_MAXD / 32; j++) {
+        v[j] = j < nj ? src[lane + 32 * j] : 0.0f;
+        ss += v[j] * v[j];
+    }
+    if (nw) {
+        ss = hmoe_warp_sum(ss);
+        const float r = 1.0f / sqrtf(ss / (float)D + a.eps);
+#pragma unroll
+        for (int j = 0; j < QKR_MAXD / 32; j++)
+            if (j < nj) v[j] = (v[j] * r) * nw[lane + 32 * j];
+    }
+    float *s = sh[warp];
+#pragma unroll
+    for (int j = 0; j < QKR_MAXD / 32; j++)
+        if (j < nj) s[lane + 32 * j] = v[j];
+    __syncwarp();
+    const int half = a.rope.n_rot / 2;
+    for (int i = lane; i < half; i += 32) {
+        /* angle in double (large positions), reduced to [-pi, pi] in double, then f32 sin/cos */
+        const double th = rope_theta(a.rope, i, pos);
+        const double rd = th - 6.283185307179586 * rint(th * 0.15915494309189535);
+        float sn, cs;
+        sincosf((float)rd, &sn, &cs);
+        const float c = cs * a.rope.mscale, sf = sn * a.rope.mscale;
+        const float x0 = s[i], x1 = s[i + half];
+        s[i] = x0 * c - x1 * sf;
+        s[i + half] = x0 * sf + x1 * c;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < QKR_MAXD / 32; j++)
+        if (j < nj) v[j] = s[lane + 32 * j];
+    if (is_q) {
+        float *dst = a.q + t * a.q_stride + (int64_t)h * D;
+#pragma unroll
+        for (int j = 0; j < QKR_MAXD / 32; j++)
+            if (j < nj) dst[lane + 32 * j] = v[j];
+    } else {
+        store_cache_row(a.kv, a.kv.k, h, pos, v, nj);
+        const float *vs = a.v + t * a.kv_stride + (int64_t)h * D;
+#pragma unroll
+        for (int j = 0; j < QKR_MAXD / 32; j++)
+            if (j < nj) v[j] = vs[lane + 32 * j];
+        store_cache_row(a.kv, a.kv.v, h, pos, v, nj);
+    }
+}
+
+extern "C" size_t hmoe_cuda_kv_bytes(enum hmoe_type type, int64_t n_ctx, int n_head_kv, int head_dim) {
+    size_t row = type == HMOE_TYPE_Q8_0 ? (size_t)(head_dim / 32) * 34 : (size_t)head_dim * 2;
+    return row * (size_t)n_head_kv * (size_t)n_ctx;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_qkv_args *a, void *stream,
+                                                         struct hmoe_err *err) {
+    const int D = a->head_dim;
+    HMOE_CUDA_REQUIRE(err, D >= 32 && D <= QKR_MAXD && D % 32 == 0, "qk_norm_rope: head_dim %d not a multiple of 32 in [32, %d]", D, QKR_MAXD);
+    HMOE_CUDA_REQUIRE(err, a->n_head > 0 && a->n_head_kv > 0 && a->n_head % a->n_head_kv == 0,
+                      "qk_norm_rope: n_head %d must be a positive multiple of n_head_kv %d", a->n_head, a->n_head_kv);
+    HMOE_CUDA_REQUIRE(err, a->rope.n_rot >= 0 && a->rope.n_rot % 2 == 0 && a->rope.n_rot <= D,
+                      "qk_norm_rope: n_rot %d must be even and <= head_dim %d", a->rope.n_rot, D);
+    HMOE_CUDA_REQUIRE(err, a->kv.type == HMOE_TYPE_F16 || a->kv.type == HMOE_TYPE_Q8_0,
+                      "qk_norm_rope: KV cache type %s (F16 or Q8_0 only)", hmoe_type_name(a->kv.type));
+    HMOE_CUDA_REQUIRE(err, a->kv.head_dim == D && a->kv.n_head_kv == a->n_head_kv && a->kv.k && a->kv.v,
+                      "qk_norm_rope: KV cache shape does not match the heads");
+    HMOE_CUDA_REQUIRE(err, a->q_stride >= (int64_t)a->n_head * D && a->kv_stride >= (int64_t)a->n_head_kv * D &&
+                               a->ntok >= 0 && a->ntok <= 65535 && a->pos,
+                      "qk_norm_rope: bad strides, ntok (<= 65535) or no positions");
+    if (a->ntok == 0) return HMOE_OK;
+    dim3 grid((unsigned)hmoe_cu_div_up(a->n_head + a->n_head_kv, QKR_WARPS), (unsigned)a->ntok);
+    qk_norm_rope_kernel<<<grid, QKR_WARPS * 32, 0, hmoe_cu_stream(stream)>>>(*a);
+    HMOE_CUDA_LAUNCH_CHECK(err, "qk_norm_rope");
+    return HMOE_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+__global__ void swiglu_kernel(const float *g, const float *u, int64_t in_stride, int64_t nrows, int64_t n, float *z,
+                              int64_t z_stride) {
+    const int64_t total = nrows * n;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / n, c = i % n;
+        const float gv = g[r * in_stride + c];
+        z[r * z_stride + c] = gv / (1.0f + expf(-gv)) * u[r * in_stride + c];
+    }
+}
+
+extern "C" enum hmoe_status hmoe_cuda_swiglu(const float *d_g, const float *d_u, int64_t in_stride, int64_t nrows,
+                                             int64_t n, float *d_z, int64_t z_stride, void *stream,
+                                             struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, n > 0 && nrows >= 0 && in_stride >= n && z_stride >= n, "swiglu: bad shape");
+    if (nrows == 0) return HMOE_OK;
+    const int64_t blocks = HMOE_MIN(hmoe_cu_div_up(nrows * n, 256), (int64_t)1 << 20);
+    swiglu_kernel<<<(unsigned)blocks, 256, 0, hmoe_cu_stream(stream)>>>(d_g, d_u, in_stride, nrows, n, d_z, z_stride);
+    HMOE_CUDA_LAUNCH_CHECK(err, "swiglu");
+    return HMOE_OK;
+}
+
+__global__ void add_kernel(const float *a, const float *b, int64_t n, float *y) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = a[i] + b[i];
+}
+
+extern "C" enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, int64_t n, float *d_y, void *stream,
+                                          struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, n >= 0, "add: negative count");
+    if (n == 0) return HMOE_OK;
+    const int64_t blocks = HMOE_MIN(hmoe_cu_div_up(n, 256), (int64_t)1 << 20);
+    add_kernel<<<(unsigned)blocks, 256, 0, hmoe_cu_stream(stream)>>>(d_a, d_b, n, d_y);
+    HMOE_CUDA_LAUNCH_CHECK(err, "add");
+    return HMOE_OK;
+}

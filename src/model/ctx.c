@@ -1,0 +1,235 @@
+/* ctx.c — a decoding context: parameters with their defaults, the run state and KV cache
+ * allocated once (model_impl.h), and hmoe_ctx_decode, which checks positions and token
+ * ids, splits the tokens into micro-batches and runs the architecture's forward pass.
+ * KV cache layout per layer: K as [n_ctx][Hkv] rows of head_dim elements in the cache type
+ * (q8_0 blocks of 32 along head_dim, quants.md §3.5); V the same for q8_0, transposed to
+ * [Hkv][head_dim][n_ctx] for f32/f16/bf16 (attention.c says why).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "hmoe/cpu.h"
+#include "model/model_impl.h"
+
+void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
+    p->n_ctx = 4096;
+    p->type_k = HMOE_TYPE_F16;
+    p->type_v = HMOE_TYPE_F16;
+    p->n_threads = 0; /* physical cores */
+    p->n_ubatch = 512;
+}
+
+static const struct {
+    const char *name;
+    enum hmoe_type type;
+} kv_types[] = {{"f32", HMOE_TYPE_F32}, {"f16", HMOE_TYPE_F16}, {"bf16", HMOE_TYPE_BF16}, {"q8_0", HMOE_TYPE_Q8_0}};
+
+bool hmoe_kv_type_from_name(const char *name, enum hmoe_type *out) {
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(kv_types); i++)
+        if (strcasecmp(name, kv_types[i].name) == 0) {
+            *out = kv_types[i].type;
+            return true;
+        }
+    return false;
+}
+
+/* A cache type must be one of kv_types, store rows of n elements (block multiple) and have
+ * the kernels attention uses: convert (quantize_ref), read back (dequant_ref), dot. */
+static enum hmoe_status check_kv_type(enum hmoe_type t, const char *which, int n, struct hmoe_err *err) {
+    bool listed = false;
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(kv_types); i++) listed |= kv_types[i].type == t;
+    if (!listed)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "KV cache type %s for %s is not supported (use f32, f16, bf16 or q8_0)",
+                          hmoe_type_name(t), which);
+    const struct hmoe_type_info *ti = &hmoe_type_info[t];
+    if (n % ti->blck != 0)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "KV cache type %s for %s needs the head size (%d) to be a multiple of %d; use f16", ti->name,
+                          which, n, ti->blck);
+    if (t != HMOE_TYPE_F32 && (!ti->quantize_ref || !ti->dequant_ref || !ti->vec_dot_ref))
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "KV cache type %s for %s: this build lacks its kernels (missing kernel); use f32", ti->name,
+                          which);
+    if (t == HMOE_TYPE_F32 && !ti->vec_dot_ref)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "KV cache type f32: this build lacks the F32 dot product (missing kernel)");
+    return HMOE_OK;
+}
+
+static void free_run_state(struct hmoe_run_state *rs, int n_layer) {
+    free(rs->x);
+    free(rs->xn);
+    free(rs->q);
+    free(rs->k);
+    free(rs->v);
+    free(rs->attn);
+    free(rs->out);
+    free(rs->rope_cos);
+    free(rs->rope_sin);
+    free(rs->pos);
+    free(rs->act);
+    free(rs->att_scores);
+    free(rs->att_q);
+    free(rs->att_v);
+    free(rs->att_p);
+    free(rs->att_o);
+    for (int i = 0; rs->k_cache && i < n_layer; i++) free(rs->k_cache[i]);
+    for (int i = 0; rs->v_cache && i < n_layer; i++) free(rs->v_cache[i]);
+    free(rs->k_cache);
+    free(rs->v_cache);
+    hmoe_sched_moe_free(rs->moe);
+}
+
+void hmoe_ctx_free(struct hmoe_ctx *c) {
+    if (!c) return;
+    free_run_state(&c->rs, c->m->cfg.n_layer);
+    free(c);
+}
+
+/* Largest quantized-activation row any dense matmul of the model needs. */
+static size_t max_act_row_bytes(const struct hmoe_model *m) {
+    size_t mx = 0;
+#define ACT(mat) mx = HMOE_MAX(mx, hmoe_cpu_act_bytes((mat).type, (mat).n_in))
+    ACT(m->w.output);
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        const struct hmoe_layer_weights *L = &m->w.layers[il];
+        ACT(L->attn_q);
+        ACT(L->attn_k);
+        ACT(L->attn_v);
+        ACT(L->attn_output);
+    }
+#undef ACT
+    return mx;
+}
+
+static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err) {
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    struct hmoe_run_state *rs = &c->rs;
+    const size_t ub = (size_t)c->p.n_ubatch, d = (size_t)cfg->n_embd, H = (size_t)cfg->n_head,
+                 Hkv = (size_t)cfg->n_head_kv, D = (size_t)cfg->head_dim, Dv = (size_t)cfg->head_dim_v,
+                 G = H / Hkv, nt = (size_t)c->p.n_threads, n_ctx = (size_t)c->p.n_ctx, L = (size_t)cfg->n_layer;
+    rs->x = calloc(ub * d, sizeof(float));
+    rs->xn = calloc(ub * d, sizeof(float));
+    rs->q = calloc(ub * H * D, sizeof(float));
+    rs->k = calloc(ub * Hkv * D, sizeof(float));
+    rs->v = calloc(ub * Hkv * Dv, sizeof(float));
+    rs->attn = calloc(ub * H * Dv, sizeof(float));
+    rs->out = calloc(ub * d, sizeof(float));
+    rs->rope_cos = calloc(ub * (size_t)(cfg->n_rot / 2), sizeof(float));
+    rs->rope_sin = calloc(ub * (size_t)(cfg->n_rot / 2), sizeof(float));
+    rs->pos = calloc(ub, sizeof(int32_t));
+    rs->act_row_bytes = (max_act_row_bytes(c->m) + 63) / 64 * 64;
+    rs->act = calloc(3 * ub, rs->act_row_bytes ? rs->act_row_bytes : 1);
+    rs->att_q_bytes = (hmoe_cpu_act_bytes(c->p.type_k, (int64_t)D) + 63) / 64 * 64;
+    rs->att_scores = calloc(nt * G * n_ctx, sizeof(float));
+    rs->att_q = calloc(nt * G, rs->att_q_bytes);
+    rs->att_v = calloc(nt * Dv, sizeof(float));
+    rs->att_p_bytes = (hmoe_cpu_act_bytes(c->p.type_v, (int64_t)n_ctx) + 63) / 64 * 64;
+    rs->att_p = c->v_trans ? calloc(nt * 2 * G, rs->att_p_bytes) : malloc(1);
+    rs->att_o_floats = HMOE_MAX(n_ctx, 2 * G * Dv);
+    rs->att_o = calloc(nt * rs->att_o_floats, sizeof(float));
+    rs->k_cache = calloc(L, sizeof *rs->k_cache);
+    rs->v_cache = calloc(L, sizeof *rs->v_cache);
+    if (!rs->x || !rs->xn || !rs->q || !rs->k || !rs->v || !rs->attn || !rs->out || !rs->rope_cos || !rs->rope_sin ||
+        !rs->pos || !rs->act || !rs->att_scores || !rs->att_q || !rs->att_v || !rs->att_p || !rs->att_o || !rs->k_cache || !rs->v_cache)
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the run state (%zu-token micro-batch)", ub);
+    /* calloc: the OS hands out zero pages lazily, so RSS grows only with positions used. */
+    for (size_t il = 0; il < L; il++) {
+        rs->k_cache[il] = calloc(n_ctx * Hkv, c->k_row_bytes);
+        rs->v_cache[il] = calloc(n_ctx * Hkv, c->v_row_bytes);
+        if (!rs->k_cache[il] || !rs->v_cache[il])
+            return HMOE_RAISE(err, HMOE_ERR_NOMEM,
+                              "out of memory for the KV cache (%zu MiB for %d positions); lower -c/--ctx-size or use "
+                              "-ctk/-ctv q8_0",
+                              c->kv_bytes >> 20, c->p.n_ctx);
+    }
+    struct hmoe_moe_weights *moe = malloc(L * sizeof *moe);
+    if (!moe) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    for (size_t il = 0; il < L; il++) moe[il] = c->m->w.layers[il].moe;
+    enum hmoe_status st = hmoe_sched_moe_init(moe, (int)L, c->p.n_ubatch, c->p.n_threads, &rs->moe, err);
+    free(moe);
+    return st;
+}
+
+enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx_params *params,
+                               struct hmoe_ctx **out, struct hmoe_err *err) {
+    *out = NULL;
+    hmoe_cpu_init();
+    struct hmoe_ctx_params p;
+    hmoe_ctx_params_default(&p);
+    if (params) p = *params;
+    const struct hmoe_model_config *cfg = &m->cfg;
+    if (p.n_ctx <= 0) p.n_ctx = 4096;
+    if (p.n_ctx > cfg->n_ctx_train) {
+        HMOE_WARN("context size %d exceeds the model's context_length %d; using %d (-c/--ctx-size)", p.n_ctx,
+                  cfg->n_ctx_train, cfg->n_ctx_train);
+        p.n_ctx = cfg->n_ctx_train;
+    }
+    if (p.n_threads <= 0) p.n_threads = hmoe_cpu_physical_cores();
+    if (p.n_threads > 1024) p.n_threads = 1024;
+    if (p.n_ubatch <= 0) p.n_ubatch = 512;
+    if (p.n_ubatch > p.n_ctx) p.n_ubatch = p.n_ctx;
+    enum hmoe_status st = check_kv_type(p.type_k, "K (-ctk)", cfg->head_dim, err);
+    if (!st) st = check_kv_type(p.type_v, "V (-ctv)", cfg->head_dim_v, err);
+    if (st) return st;
+
+    struct hmoe_ctx *c = calloc(1, sizeof *c);
+    if (!c) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    c->m = m;
+    c->p = p;
+    c->k_row_bytes = hmoe_row_bytes(p.type_k, cfg->head_dim);
+    c->v_row_bytes = hmoe_row_bytes(p.type_v, cfg->head_dim_v);
+    c->v_trans = hmoe_type_info[p.type_v].blck == 1;
+    c->kv_bytes = (size_t)cfg->n_layer * (size_t)p.n_ctx * (size_t)cfg->n_head_kv * (c->k_row_bytes + c->v_row_bytes);
+    st = alloc_run_state(c, err);
+    if (st) {
+        hmoe_ctx_free(c);
+        return st;
+    }
+    *out = c;
+    return HMOE_OK;
+}
+
+int hmoe_ctx_n_past(const struct hmoe_ctx *c) { return c->n_past; }
+int hmoe_ctx_n_ctx(const struct hmoe_ctx *c) { return c->p.n_ctx; }
+const struct hmoe_ctx_params *hmoe_ctx_get_params(const struct hmoe_ctx *c) { return &c->p; }
+size_t hmoe_ctx_kv_bytes(const struct hmoe_ctx *c) { return c->kv_bytes; }
+
+void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep) {
+    if (n_keep < 0) n_keep = 0;
+    if (n_keep < c->n_past) c->n_past = n_keep;
+}
+
+void hmoe_ctx_reset(struct hmoe_ctx *c) { c->n_past = 0; }
+
+enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
+                                 float *logits_out, struct hmoe_err *err) {
+    const int V = c->m->cfg.n_vocab;
+    if (n <= 0 || !ids) return HMOE_RAISE(err, HMOE_ERR_ARG, "decode: no tokens given");
+    if (which != HMOE_LOGITS_NONE && !logits_out)
+        return HMOE_RAISE(err, HMOE_ERR_ARG, "decode: logits requested but no output buffer given");
+    if (pos0 < 0 || pos0 > c->n_past)
+        return HMOE_RAISE(err, HMOE_ERR_ARG, "decode: position %d is past the %d positions in the KV cache", pos0,
+                          c->n_past);
+    if ((int64_t)pos0 + n > c->p.n_ctx)
+        return HMOE_RAISE(err, HMOE_ERR_RANGE,
+                          "context full: %d tokens at position %d need a context of %lld positions but it holds %d; "
+                          "raise -c/--ctx-size (this model allows up to %d)",
+                          n, pos0, (long long)pos0 + n, c->p.n_ctx, c->m->cfg.n_ctx_train);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return HMOE_RAISE(err, HMOE_ERR_RANGE, "token id %d (at index %d) is out of range: the vocabulary has %d ids",
+                              ids[i], i, V);
+    c->n_past = pos0;
+    for (int off = 0; off < n; off += c->p.n_ubatch) {
+        const int m = HMOE_MIN(c->p.n_ubatch, n - off);
+        enum hmoe_logits w = which;
+        float *lo = logits_out;
+        if (which == HMOE_LOGITS_ALL) lo = logits_out + (size_t)off * (size_t)V;
+        else if (which == HMOE_LOGITS_LAST && off + m < n) w = HMOE_LOGITS_NONE;
+        enum hmoe_status st = hmoe_qwen3moe_forward(c, ids + off, m, pos0 + off, w, lo, err);
+        if (st) return st;
+        c->n_past = pos0 + off + m;
+    }
+    return HMOE_OK;
+}

@@ -1,0 +1,83 @@
+/* model_impl.h — private to src/model: the run state of a context and the building blocks
+ * the forward passes share (RMSNorm, RoPE table, dense matmul, attention over the KV cache).
+ * Sizes are fixed by hmoe_ctx_init; nothing here allocates while decoding.
+ */
+#ifndef HMOE_MODEL_IMPL_H
+#define HMOE_MODEL_IMPL_H
+
+#include "hmoe/model.h"
+
+/* Every activation buffer of one micro-batch of up to n_ub tokens, plus the KV cache. */
+struct hmoe_run_state {
+    float *x;           /* [n_ub][d] residual stream */
+    float *xn;          /* [n_ub][d] RMS-normalised input of the current sub-layer */
+    float *q;           /* [n_ub][H*D] queries (normed + roped in place) */
+    float *k;           /* [n_ub][Hkv*D] keys of this batch */
+    float *v;           /* [n_ub][Hkv*Dv] values of this batch */
+    float *attn;        /* [n_ub][H*Dv] attention output, heads concatenated */
+    float *out;         /* [n_ub][d] sub-layer output (Wo result, MoE result) */
+    float *rope_cos;    /* [n_ub][n_rot/2] per token, shared by all layers and heads */
+    float *rope_sin;    /* [n_ub][n_rot/2] */
+    int32_t *pos;       /* [n_ub] absolute position of each token */
+    uint8_t *act;       /* [3][n_ub][act_row_bytes]: quantized matmul inputs, one slot per activation type */
+    size_t act_row_bytes;
+    float *att_scores;  /* [n_threads][heads_per_item][n_ctx] attention scores -> probabilities */
+    uint8_t *att_q;     /* [n_threads][heads_per_item][att_q_bytes] queries in the K cache's dot format */
+    float *att_v;       /* [n_threads][Dv] one V row converted to f32 (row layout) or to type_v (transposed) */
+    uint8_t *att_p;     /* [n_threads][2][heads_per_item][att_p_bytes] probabilities in V's dot format, hi/lo parts */
+    float *att_o;       /* [n_threads][att_o_floats] split-probability scratch and partial outputs */
+    size_t att_q_bytes, att_p_bytes, att_o_floats;
+    uint8_t **k_cache;  /* [n_layer] -> [n_ctx][Hkv] rows of D elements in type_k */
+    uint8_t **v_cache;  /* [n_layer] -> transposed [Hkv][Dv][n_ctx] when v_trans, else [n_ctx][Hkv][Dv] */
+    struct hmoe_sched_moe *moe; /* MoE workspace (src/sched) */
+};
+
+struct hmoe_ctx {
+    const struct hmoe_model *m;
+    struct hmoe_ctx_params p;  /* after defaults and capping */
+    int n_past;                /* positions 0 .. n_past-1 are in the KV cache */
+    size_t k_row_bytes;        /* one head's K row (D elements of type_k) */
+    size_t v_row_bytes;        /* one head's V row (Dv elements of type_v) */
+    bool v_trans;              /* V cached transposed (types without blocks: f32, f16, bf16), so that
+                                  softmax(QK) V is one cpu.h product over positions */
+    size_t kv_bytes;           /* whole cache */
+    struct hmoe_run_state rs;
+};
+
+/* config.c */
+enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct hmoe_model_params *p,
+                                        struct hmoe_model_config *c, struct hmoe_err *err);
+
+/* ops.c — y = (x / sqrt(mean(x^2) + eps)) * w over n values, sum of squares in double
+ * as ggml's CPU RMSNorm (qwen3moe.md §4.2). In-place allowed (y == x). */
+void hmoe_model_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* ops.c — cos/sin of every rotated pair for each token position (qwen3moe.md §5 with
+ * linear / YaRN scaling, §5.1-5.2), angles built as ggml does (theta *= base^(-2/n_rot)). */
+void hmoe_model_rope_table(const struct hmoe_model_config *c, const int32_t *pos, int n, float *cos_out,
+                           float *sin_out);
+
+/* ops.c — NEOX rotation of one head vector of n_rot values with one token's table. */
+void hmoe_model_rope_neox(float *x, int n_rot, const float *cos_t, const float *sin_t);
+
+/* ops.c — dense products that share one input: y_j = W_j · x (+ bias_j) for every job, all
+ * tokens, inside one parallel region. The input is quantized once per distinct activation
+ * type (at most 3). */
+struct hmoe_mm_job {
+    const struct hmoe_mat *w;
+    float *y;              /* ntok rows, y_stride floats apart */
+    size_t y_stride;
+    const float *bias;     /* n_out floats or NULL */
+};
+void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n_jobs, const float *x,
+                       size_t x_stride, int ntok);
+
+/* attention.c — write the batch's K/V rows into the cache at their positions, then causal
+ * GQA attention of every query over the cache (qwen3moe.md §4.3 steps 6-9, §6). */
+void hmoe_model_attention(struct hmoe_ctx *c, int il, int n);
+
+/* qwen3moe.c — one micro-batch through the whole model. */
+enum hmoe_status hmoe_qwen3moe_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
+                                       enum hmoe_logits which, float *logits, struct hmoe_err *err);
+
+#endif

@@ -1,0 +1,139 @@
+/* ops.c — the small numeric building blocks of the forward pass: RMSNorm (qwen3moe.md
+ * §4.2), the RoPE angle table and NEOX rotation (§5, §5.1, §5.2), and dense matmuls that
+ * share one input, quantized once per activation type and split by row chunks across
+ * OpenMP threads in one parallel region (cpu.h does the dot products).
+ */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "hmoe/cpu.h"
+#include "model/model_impl.h"
+
+void hmoe_model_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* YaRN correction dimension for a given number of rotations beta (qwen3moe.md §5.2). */
+static float yarn_corr_dim(int n_rot, int n_ctx_orig, float beta, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (beta * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+void hmoe_model_rope_table(const struct hmoe_model_config *c, const int32_t *pos, int n, float *cos_out,
+                           float *sin_out) {
+    const int half = c->n_rot / 2;
+    const float theta_scale = powf(c->rope_freq_base, -2.0f / (float)c->n_rot);
+    const float freq_scale = c->rope_freq_scale;
+    const bool yarn = c->rope_scaling == HMOE_ROPE_SCALING_YARN;
+    float low = 0.0f, high = 0.0f, mscale = c->rope_attn_factor;
+    if (yarn) {
+        /* beta_fast = 32, beta_slow = 1: the GGUF keys are not read for qwen3moe (§1). */
+        low = floorf(yarn_corr_dim(c->n_rot, c->rope_n_ctx_orig, 32.0f, c->rope_freq_base));
+        high = ceilf(yarn_corr_dim(c->n_rot, c->rope_n_ctx_orig, 1.0f, c->rope_freq_base));
+        low = low > 0.0f ? low : 0.0f;
+        high = high < (float)(c->n_rot - 1) ? high : (float)(c->n_rot - 1);
+        mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+    }
+    for (int t = 0; t < n; t++) {
+        /* Angles by repeated f32 multiplication, as ggml builds its rope cache. */
+        float theta = (float)pos[t];
+        float *co = cos_out + (size_t)t * half, *si = sin_out + (size_t)t * half;
+        for (int i = 0; i < half; i++) {
+            const float th_extrap = theta, th_interp = freq_scale * th_extrap;
+            float th = th_interp;
+            if (yarn) {
+                float y = ((float)i - low) / fmaxf(0.001f, high - low);
+                float ramp = 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+                th = th_interp * (1.0f - ramp) + th_extrap * ramp;
+            }
+            co[i] = cosf(th) * mscale;
+            si[i] = sinf(th) * mscale;
+            theta *= theta_scale;
+        }
+    }
+}
+
+void hmoe_model_rope_neox(float *x, int n_rot, const float *cos_t, const float *sin_t) {
+    const int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        const float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * cos_t[i] - x1 * sin_t[i];
+        x[i + half] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+}
+
+/* Rows [r0, r1) of W times ntok activation rows: the one-token case is a plain gemv. */
+static void mm_rows(const struct hmoe_mat *w, const void *xq, size_t xq_stride, int ntok, int64_t r0, int64_t r1,
+                    float *y, size_t y_stride) {
+    if (ntok == 1) hmoe_cpu_gemv(w->type, w->n_in, w->data, w->row_bytes, r0, r1, xq, y);
+    else hmoe_cpu_gemm(w->type, w->n_in, w->data, w->row_bytes, r0, r1, xq, xq_stride, ntok, y, y_stride);
+}
+
+enum { MM_MAX_JOBS = 4 };
+
+void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n_jobs, const float *x,
+                       size_t x_stride, int ntok) {
+    struct hmoe_run_state *rs = &c->rs;
+    const int64_t n_in = jobs[0].w->n_in;
+    const size_t arb = rs->act_row_bytes, slot_bytes = (size_t)c->p.n_ubatch * arb;
+    /* One quantized copy of x per distinct activation type; F32 partners read x directly. */
+    enum hmoe_type slot_wtype[MM_MAX_JOBS];
+    int job_slot[MM_MAX_JOBS], n_slots = 0;
+    int64_t first_item[MM_MAX_JOBS + 1], total_rows = 0;
+    bool any_bias = false;
+    for (int j = 0; j < n_jobs; j++) {
+        enum hmoe_type vdt = hmoe_type_info[jobs[j].w->type].vec_dot_type;
+        job_slot[j] = -1;
+        if (vdt != HMOE_TYPE_F32) {
+            for (int s = 0; s < n_slots; s++)
+                if (hmoe_type_info[slot_wtype[s]].vec_dot_type == vdt) job_slot[j] = s;
+            if (job_slot[j] < 0) {
+                slot_wtype[n_slots] = jobs[j].w->type;
+                job_slot[j] = n_slots++;
+            }
+        }
+        total_rows += jobs[j].w->n_out;
+        any_bias |= jobs[j].bias != NULL;
+    }
+    /* Row chunks: ~8 per thread so the dynamic schedule evens out, 16..256 rows each. */
+    int64_t chunk = total_rows / ((int64_t)c->p.n_threads * 8);
+    chunk = chunk < 16 ? 16 : chunk > 256 ? 256 : (chunk + 15) / 16 * 16;
+    first_item[0] = 0;
+    for (int j = 0; j < n_jobs; j++) first_item[j + 1] = first_item[j] + (jobs[j].w->n_out + chunk - 1) / chunk;
+    const int64_t n_items = first_item[n_jobs];
+
+#pragma omp parallel num_threads(c->p.n_threads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < (int64_t)n_slots * ntok; i++) {
+            const int s = (int)(i / ntok), t = (int)(i % ntok);
+            hmoe_cpu_quantize_act(slot_wtype[s], x + (size_t)t * x_stride, rs->act + s * slot_bytes + (size_t)t * arb,
+                                  n_in);
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < n_items; it++) {
+            int j = 0;
+            while (it >= first_item[j + 1]) j++;
+            const struct hmoe_mm_job *jb = &jobs[j];
+            const int64_t r0 = (it - first_item[j]) * chunk;
+            const int64_t r1 = r0 + chunk < jb->w->n_out ? r0 + chunk : jb->w->n_out;
+            const int s = job_slot[j];
+            const void *xq = s < 0 ? (const void *)x : (const void *)(rs->act + s * slot_bytes);
+            const size_t xq_stride = s < 0 ? x_stride * sizeof(float) : arb;
+            mm_rows(jb->w, xq, xq_stride, ntok, r0, r1, jb->y + r0, jb->y_stride);
+        }
+        if (any_bias) {
+#pragma omp for schedule(static)
+            for (int t = 0; t < ntok; t++)
+                for (int j = 0; j < n_jobs; j++) {
+                    if (!jobs[j].bias) continue;
+                    float *y = jobs[j].y + (size_t)t * jobs[j].y_stride;
+                    for (int64_t r = 0; r < jobs[j].w->n_out; r++) y[r] += jobs[j].bias[r];
+                }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+/* synth_mix.c — which ggml type llama-quantize gives each tensor under a preset
+ * ("mixture"), as one table row per mix and one rule function (quants.md §9.1–§9.3).
+ * Checked in tests against the types llama-quantize really wrote into the fixture
+ * models (fixtures/models/manifest.json) and against the 48-layer examples of §9.3.
+ * `synth-iq2_xxs` is not a llama-quantize preset: it is gguf_synth.py's own IQ2 mix.
+ */
+#include <string.h>
+
+#include "synth_impl.h"
+
+enum bump {
+    BUMP_NEVER,
+    BUMP_MORE_BITS,    /* use_more_bits(index, n_layer) (§9.1) */
+    BUMP_FIRST_EIGHTH, /* the first n/8 tensors of the kind: index < n_layer/8 (§9.2, IQ1/IQ2 presets) */
+};
+
+/* A type slot that is "not set". */
+#define NONE HMOE_TYPE_COUNT
+
+struct hmoe_synth_mix {
+    const char *name;
+    uint32_t file_type;            /* general.file_type (llama_ftype) */
+    enum hmoe_type base;           /* matrices no rule names */
+    enum hmoe_type token_embd, output;
+    enum hmoe_type attn_q, attn_k, attn_output, ffn_gate_up;
+    enum hmoe_type attn_v, attn_v_bumped;
+    enum bump attn_v_when;
+    enum hmoe_type attn_v_gqa;     /* attn_v when n_gqa >= 4 ... */
+    bool attn_v_gqa_or_experts;    /* ... or expert_count >= 4 (IQ2 presets) */
+    enum hmoe_type ffn_down, ffn_down_bumped;
+    enum bump ffn_down_when;
+    bool eight_expert_rules;       /* the expert_count == 8 modifiers of §9.2 apply */
+    bool iq12;                     /* IQ1/IQ2 preset: Q4_K (not Q8_0) for attn_v/attn_k with 8 experts */
+    enum hmoe_type attn_output_8x; /* attn_output with 8 experts, NONE = unchanged */
+};
+
+#define T(x) HMOE_TYPE_##x
+static const struct hmoe_synth_mix mixes[] = {
+    {.name = "q4_k_m", .file_type = 15, .base = T(Q4_K), .token_embd = T(Q4_K), .output = T(Q6_K), .attn_q = T(Q4_K),
+     .attn_k = T(Q4_K), .attn_output = T(Q4_K), .ffn_gate_up = T(Q4_K), .attn_v = T(Q4_K), .attn_v_bumped = T(Q6_K),
+     .attn_v_when = BUMP_MORE_BITS, .attn_v_gqa = NONE, .ffn_down = T(Q4_K), .ffn_down_bumped = T(Q6_K),
+     .ffn_down_when = BUMP_MORE_BITS, .eight_expert_rules = true, .attn_output_8x = T(Q5_K)},
+    {.name = "q6_k", .file_type = 18, .base = T(Q6_K), .token_embd = T(Q6_K), .output = T(Q6_K), .attn_q = T(Q6_K),
+     .attn_k = T(Q6_K), .attn_output = T(Q6_K), .ffn_gate_up = T(Q6_K), .attn_v = T(Q6_K), .attn_v_bumped = T(Q6_K),
+     .attn_v_gqa = NONE, .ffn_down = T(Q6_K), .ffn_down_bumped = T(Q6_K), .eight_expert_rules = true,
+     .attn_output_8x = NONE},
+    /* Q8_0 keeps Q8_0 everywhere, output and token_embd included (fixture A-Q8_0). */
+    {.name = "q8_0", .file_type = 7, .base = T(Q8_0), .token_embd = T(Q8_0), .output = T(Q8_0), .attn_q = T(Q8_0),
+     .attn_k = T(Q8_0), .attn_output = T(Q8_0), .ffn_gate_up = T(Q8_0), .attn_v = T(Q8_0), .attn_v_bumped = T(Q8_0),
+     .attn_v_gqa = NONE, .ffn_down = T(Q8_0), .ffn_down_bumped = T(Q8_0), .attn_output_8x = NONE},
+    {.name = "f16", .file_type = 1, .base = T(F16), .token_embd = T(F16), .output = T(F16), .attn_q = T(F16),
+     .attn_k = T(F16), .attn_output = T(F16), .ffn_gate_up = T(F16), .attn_v = T(F16), .attn_v_bumped = T(F16),
+     .attn_v_gqa = NONE, .ffn_down = T(F16), .ffn_down_bumped = T(F16), .attn_output_8x = NONE},
+    {.name = "iq2_xxs", .file_type = 19, .base = T(IQ2_XXS), .token_embd = T(Q2_K), .output = T(Q5_K),
+     .attn_q = T(IQ2_XXS), .attn_k = T(IQ2_XXS), .attn_output = T(IQ2_XXS), .ffn_gate_up = T(IQ2_XXS),
+     .attn_v = T(Q2_K), .attn_v_bumped = T(Q2_K), .attn_v_gqa = T(Q4_K), .attn_v_gqa_or_experts = true,
+     .ffn_down = T(IQ2_XXS), .ffn_down_bumped = T(Q2_K), .ffn_down_when = BUMP_FIRST_EIGHTH,
+     .eight_expert_rules = true, .iq12 = true, .attn_output_8x = T(Q5_K)},
+    {.name = "iq2_xs", .file_type = 20, .base = T(IQ2_XS), .token_embd = T(Q2_K), .output = T(Q5_K), .attn_q = T(IQ2_XS),
+     .attn_k = T(IQ2_XS), .attn_output = T(IQ2_XS), .ffn_gate_up = T(IQ2_XS), .attn_v = T(Q2_K),
+     .attn_v_bumped = T(Q2_K), .attn_v_gqa = T(Q4_K), .attn_v_gqa_or_experts = true, .ffn_down = T(IQ2_XS),
+     .ffn_down_bumped = T(Q2_K), .ffn_down_when = BUMP_FIRST_EIGHTH, .eight_expert_rules = true, .iq12 = true,
+     .attn_output_8x = T(Q5_K)},
+    /* llama.cpp's IQ2_S preset stores its big tensors as IQ2_XS (fixtures/README.md). */
+    {.name = "iq2_s", .file_type = 28, .base = T(IQ2_XS), .token_embd = T(IQ3_S), .output = T(Q5_K), .attn_q = T(IQ2_XS),
+     .attn_k = T(IQ2_XS), .attn_output = T(IQ3_S), .ffn_gate_up = T(IQ2_XS), .attn_v = T(IQ3_S),
+     .attn_v_bumped = T(IQ3_S), .attn_v_gqa = T(Q4_K), .attn_v_gqa_or_experts = true, .ffn_down = T(IQ2_XS),
+     .ffn_down_bumped = T(IQ3_S), .ffn_down_when = BUMP_FIRST_EIGHTH, .eight_expert_rules = true, .iq12 = true,
+     .attn_output_8x = T(Q5_K)},
+    {.name = "iq2_m", .file_type = 29, .base = T(IQ2_S), .token_embd = T(IQ3_S), .output = T(Q5_K), .attn_q = T(IQ2_S),
+     .attn_k = T(IQ2_S), .attn_output = T(IQ3_S), .ffn_gate_up = T(IQ2_S), .attn_v = T(IQ3_S), .attn_v_bumped = T(IQ3_S),
+     .attn_v_gqa = T(Q4_K), .attn_v_gqa_or_experts = true, .ffn_down = T(IQ2_S), .ffn_down_bumped = T(IQ3_S),
+     .ffn_down_when = BUMP_FIRST_EIGHTH, .eight_expert_rules = true, .iq12 = true, .attn_output_8x = T(Q5_K)},
+    /* gguf_synth.py --mix iq2_xxs (the file of the peers' IQ2 baseline, baselines.md run C):
+     * experts IQ2_XXS with IQ3_XXS ffn_down in the more-bits layers; attention as Q4_K_M. */
+    {.name = "synth-iq2_xxs", .file_type = 19, .base = T(Q4_K), .token_embd = T(IQ4_XS), .output = T(Q6_K),
+     .attn_q = T(Q4_K), .attn_k = T(Q4_K), .attn_output = T(Q4_K), .ffn_gate_up = T(IQ2_XXS), .attn_v = T(Q4_K),
+     .attn_v_bumped = T(Q6_K), .attn_v_when = BUMP_MORE_BITS, .attn_v_gqa = NONE, .ffn_down = T(IQ2_XXS),
+     .ffn_down_bumped = T(IQ3_XXS), .ffn_down_when = BUMP_MORE_BITS, .attn_output_8x = NONE},
+};
+#undef T
+
+const struct hmoe_synth_mix *hmoe_synth_find_mix(const char *name) {
+    for (size_t i = 0; name && i < HMOE_ARRAY_LEN(mixes); i++)
+        if (strcmp(mixes[i].name, name) == 0) return &mixes[i];
+    return NULL;
+}
+
+const char *hmoe_synth_mix_names(void) { return "q4_k_m, q6_k, q8_0, f16, iq2_xxs, iq2_xs, iq2_s, iq2_m, synth-iq2_xxs"; }
+const char *hmoe_synth_mix_name(const struct hmoe_synth_mix *mix) { return mix->name; }
+uint32_t hmoe_synth_mix_file_type(const struct hmoe_synth_mix *mix) { return mix->file_type; }
+
+/* §9.1: i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2, integer division. */
+static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static enum hmoe_type bumped(enum hmoe_type normal, enum hmoe_type more, enum bump when, int index, int n) {
+    bool hit = (when == BUMP_MORE_BITS && use_more_bits(index, n)) || (when == BUMP_FIRST_EIGHTH && index < n / 8);
+    return hit ? more : normal;
+}
+
+/* §9.1 fallback when a row does not hold whole blocks of the chosen type. */
+static enum hmoe_type fallback(enum hmoe_type t, int64_t ne0) {
+    static const struct {
+        enum hmoe_type from, to;
+    } map[] = {
+        {HMOE_TYPE_IQ1_S, HMOE_TYPE_IQ4_NL},  {HMOE_TYPE_IQ1_M, HMOE_TYPE_IQ4_NL},   {HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ4_NL},
+        {HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ4_NL}, {HMOE_TYPE_IQ2_S, HMOE_TYPE_IQ4_NL},   {HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ4_NL},
+        {HMOE_TYPE_IQ3_S, HMOE_TYPE_IQ4_NL},  {HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL},  {HMOE_TYPE_Q2_K, HMOE_TYPE_Q4_0},
+        {HMOE_TYPE_Q3_K, HMOE_TYPE_Q4_0},     {HMOE_TYPE_Q4_K, HMOE_TYPE_Q5_0},      {HMOE_TYPE_Q5_K, HMOE_TYPE_Q5_1},
+        {HMOE_TYPE_Q6_K, HMOE_TYPE_Q8_0},
+    };
+    if (ne0 % hmoe_type_info[t].blck == 0) return t;
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(map); i++)
+        if (map[i].from == t) {
+            t = map[i].to;
+            break;
+        }
+    return ne0 % hmoe_type_info[t].blck == 0 ? t : HMOE_TYPE_F16;
+}
+
+static bool has(const char *name, const char *part) { return strstr(name, part) != NULL; }
+
+enum hmoe_type hmoe_synth_type_for_tensor(const struct hmoe_synth_preset *p, const struct hmoe_synth_mix *mix,
+                                          const char *name, int index, uint32_t n_dims, int64_t ne0) {
+    /* Never quantized: 1-D tensors, non-weights, norms and the MoE router (§9.1, quants.md §2);
+     * the converter writes them F32. */
+    size_t len = strlen(name);
+    if (n_dims < 2 || len < 6 || strcmp(name + len - 6, "weight") != 0 || has(name, "_norm.weight") ||
+        has(name, "ffn_gate_inp"))
+        return HMOE_TYPE_F32;
+    int n = (int)p->n_layer;
+    bool gqa4 = p->n_head_kv > 0 && p->n_head / p->n_head_kv >= 4;
+    bool eight = mix->eight_expert_rules && p->n_expert == 8;
+    enum hmoe_type t;
+    if (strcmp(name, "output.weight") == 0) {
+        t = mix->output;
+        /* a row that is not whole 256-blocks makes the output head Q8_0 (§9.1) */
+        if (ne0 % hmoe_type_info[t].blck != 0) t = HMOE_TYPE_Q8_0;
+    } else if (strcmp(name, "token_embd.weight") == 0) {
+        t = mix->token_embd;
+    } else if (has(name, "attn_v") || has(name, "attn_qkv") || has(name, "attn_kv_b")) {
+        t = bumped(mix->attn_v, mix->attn_v_bumped, mix->attn_v_when, index, n);
+        if (mix->attn_v_gqa != NONE && (gqa4 || (mix->attn_v_gqa_or_experts && p->n_expert >= 4))) t = mix->attn_v_gqa;
+        if (eight) t = mix->iq12 ? HMOE_TYPE_Q4_K : HMOE_TYPE_Q8_0;
+    } else if (has(name, "attn_k")) {
+        t = eight ? (mix->iq12 ? HMOE_TYPE_Q4_K : HMOE_TYPE_Q8_0) : mix->attn_k;
+    } else if (has(name, "attn_q")) {
+        t = mix->attn_q;
+    } else if (has(name, "attn_output")) {
+        t = eight && mix->attn_output_8x != NONE ? mix->attn_output_8x : mix->attn_output;
+    } else if (has(name, "ffn_down")) {
+        t = bumped(mix->ffn_down, mix->ffn_down_bumped, mix->ffn_down_when, index, n);
+    } else if (has(name, "ffn_gate") || has(name, "ffn_up")) {
+        t = mix->ffn_gate_up;
+    } else {
+        t = mix->base;
+    }
+    return fallback(t, ne0);
+}

@@ -1,0 +1,214 @@
+/* gpu_test_attn.c — decode and prefill attention over the VRAM KV cache (cuda_attn.cu) against
+ * a scalar float64 attention written here from qwen3moe.md §4.3 steps 7-9 (GQA head mapping
+ * h / (H/Hkv), scale, causal mask inclusive of the query's own position, softmax, weighted V).
+ *
+ * The cache is filled on the host (random rows, encoded to f16 or with the type table's Q8_0
+ * quantizer) and the reference reads the same decoded values, so only the kernels' f32
+ * arithmetic separates the two: |out - ref| <= 3e-5 + 1e-5 |ref| (outputs are convex
+ * combinations of V rows of size ~1). Decode covers lengths 1..5000 with the default 64-way
+ * split, 1 and 7 splits; prefill covers 1..200 tokens, with and without earlier context, and
+ * the f16 output.
+ */
+#include "harness.h"
+#include "gpu_util.h"
+
+struct cache {
+    int Hkv, D;
+    int64_t n_ctx;
+    enum hmoe_type type;
+    float *kd, *vd; /* decoded values [h][pos][D] */
+    struct hmoe_cuda_kv kv;
+};
+
+static size_t row_bytes(enum hmoe_type t, int D) { return t == HMOE_TYPE_Q8_0 ? (size_t)D / 32 * 34 : (size_t)D * 2; }
+
+static void cache_init(struct cache *c, int Hkv, int D, int64_t n_ctx, enum hmoe_type t) {
+    c->Hkv = Hkv, c->D = D, c->n_ctx = n_ctx, c->type = t;
+    const size_t rb = row_bytes(t, D), nrow = (size_t)Hkv * (size_t)n_ctx;
+    uint8_t *kr = malloc(rb * nrow), *vr = malloc(rb * nrow);
+    float *tmp = malloc((size_t)D * 4);
+    c->kd = malloc(nrow * (size_t)D * 4);
+    c->vd = malloc(nrow * (size_t)D * 4);
+    const struct hmoe_type_info *ti = &hmoe_type_info[t];
+    for (size_t r = 0; r < nrow; r++) {
+        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
+        ti->quantize_ref(tmp, kr + r * rb, D);
+        ti->dequant_ref(kr + r * rb, c->kd + r * D, D);
+        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
+        ti->quantize_ref(tmp, vr + r * rb, D);
+        ti->dequant_ref(vr + r * rb, c->vd + r * D, D);
+    }
+    c->kv = (struct hmoe_cuda_kv){.type = t, .k = dup_dev(kr, rb * nrow), .v = dup_dev(vr, rb * nrow), .n_ctx = n_ctx,
+                                  .n_head_kv = Hkv, .head_dim = D};
+    free(kr), free(vr), free(tmp);
+}
+
+static void cache_free(struct cache *c) {
+    free(c->kd), free(c->vd);
+    gpu_free_all();
+}
+
+/* out[D] = attention of one query row (head h) at position pos. */
+static void ref_attn(const struct cache *c, const float *q, int h, int G, int pos, float scale, double *out) {
+    const int D = c->D, hk = h / G;
+    double *s = malloc(sizeof(double) * (size_t)(pos + 1)), m = -INFINITY, sum = 0;
+    for (int t = 0; t <= pos; t++) {
+        const float *k = c->kd + ((size_t)hk * c->n_ctx + t) * D;
+        double d = 0;
+        for (int i = 0; i < D; i++) d += (double)q[i] * k[i];
+        s[t] = d * scale;
+        m = fmax(m, s[t]);
+    }
+    for (int i = 0; i < D; i++) out[i] = 0;
+    for (int t = 0; t <= pos; t++) {
+        const double p = exp(s[t] - m);
+        sum += p;
+        const float *v = c->vd + ((size_t)hk * c->n_ctx + t) * D;
+        for (int i = 0; i < D; i++) out[i] += p * v[i];
+    }
+    for (int i = 0; i < D; i++) out[i] /= sum;
+    free(s);
+}
+
+static int compare(const float *got, const double *ref, int D, char *why, size_t wl, const char *where) {
+    for (int i = 0; i < D; i++)
+        if (!(fabs(got[i] - ref[i]) <= 3e-5 + 1e-5 * fabs(ref[i]))) {
+            snprintf(why, wl, "%s dim %d: %.9g, want %.9g", where, i, got[i], ref[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
+    struct cache c;
+    int maxl = 0;
+    for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
+    cache_init(&c, Hkv, D, maxl + 3, t);
+    const int G = H / Hkv;
+    const float scale = 1.0f / sqrtf((float)D);
+    float *q = malloc((size_t)H * D * 4), *out = malloc((size_t)H * D * 4);
+    double *ref = malloc((size_t)D * 8);
+    float *d_q = dalloc((size_t)H * D * 4), *d_out = dalloc((size_t)H * D * 4);
+    const size_t qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
+    void *d_outq = dalloc(qb);
+    uint8_t *outq = malloc(qb), *wantq = malloc(qb);
+    int32_t *d_pos = dalloc(4);
+    void *d_scr = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, D, n_split));
+    for (int li = 0; li < nlens; li++) {
+        char name[200], why[200] = "";
+        snprintf(name, sizeof name, "attn decode H=%d Hkv=%d D=%d %s cache, length %d, %d splits", H, Hkv, D, hmoe_type_name(t),
+                 lens[li], n_split > 0 ? n_split : 64);
+        for (int i = 0; i < H * D; i++) q[i] = rng_normal() * qmul;
+        const int32_t pos = lens[li] - 1;
+        to_dev(d_q, q, (size_t)H * D * 4);
+        to_dev(d_pos, &pos, 4);
+        struct hmoe_err err = {0};
+        if (!launched(hmoe_cuda_attn_decode(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_out, d_outq, g_stream, &err), &err, name) ||
+            !from_dev(out, d_out, (size_t)H * D * 4, name) || !from_dev(outq, d_outq, qb, name))
+            continue;
+        int ok = 1;
+        for (int h = 0; h < H && ok; h++) {
+            ref_attn(&c, q + (size_t)h * D, h, G, pos, scale, ref);
+            char where[64];
+            snprintf(where, sizeof where, "head %d", h);
+            ok = compare(out + (size_t)h * D, ref, D, why, sizeof why, where);
+        }
+        /* the fused q8_1 output is the f32 output quantized (tests/gpu_util.h reference) */
+        ref_quantize_q8_1(out, (int64_t)H * D, wantq);
+        if (ok && memcmp(outq, wantq, (size_t)H * D + 8 * (size_t)(H * D / 32)) != 0) {
+            snprintf(why, sizeof why, "q8_1 output differs from quantizing the f32 output");
+            ok = 0;
+        }
+        t_check(ok, name, "%s", why);
+    }
+    free(q), free(out), free(ref), free(outq), free(wantq);
+    cache_free(&c);
+}
+
+static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out) {
+    char name[200], why[200] = "";
+    snprintf(name, sizeof name, "attn prefill H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s", H, Hkv, D, hmoe_type_name(t), T,
+             p0, f16_out ? ", f32 + f16 out" : "");
+    struct cache c;
+    cache_init(&c, Hkv, D, p0 + T + 5, t);
+    const int G = H / Hkv;
+    const float scale = 1.0f / sqrtf((float)D);
+    const int64_t qs = (int64_t)H * D + 8, os = (int64_t)H * D + 16; /* padded strides */
+    float *q = malloc((size_t)(T * qs) * 4), *out = malloc((size_t)(T * os) * 4);
+    uint16_t *out16 = malloc((size_t)(T * os) * 2);
+    int32_t *pos = malloc((size_t)T * 4);
+    double *ref = malloc((size_t)D * 8);
+    for (int i = 0; i < T * qs; i++) q[i] = rng_normal() * 2.0f;
+    for (int i = 0; i < T; i++) pos[i] = p0 + i;
+    float *d_q = dup_dev(q, (size_t)(T * qs) * 4), *d_out = dalloc((size_t)(T * os) * 4);
+    uint16_t *d_out16 = f16_out ? dalloc((size_t)(T * os) * 2) : NULL;
+    int32_t *d_pos = dup_dev(pos, (size_t)T * 4);
+    struct hmoe_err err = {0};
+    if (launched(hmoe_cuda_attn_prefill(d_q, qs, T, d_pos, &c.kv, H, scale, d_out, d_out16, os, g_stream, &err), &err, name) &&
+        from_dev(out, d_out, (size_t)(T * os) * 4, name) && (!f16_out || from_dev(out16, d_out16, (size_t)(T * os) * 2, name))) {
+        int ok = 1;
+        for (int tk = 0; tk < T && ok; tk++)
+            for (int h = 0; h < H && ok; h++) {
+                ref_attn(&c, q + tk * qs + (size_t)h * D, h, G, pos[tk], scale, ref);
+                char where[64];
+                snprintf(where, sizeof where, "token %d head %d", tk, h);
+                ok = compare(out + tk * os + (size_t)h * D, ref, D, why, sizeof why, where);
+                for (int i = 0; ok && f16_out && i < D; i++)
+                    if (out16[tk * os + h * D + i] != hmoe_f32_to_fp16(out[tk * os + h * D + i])) {
+                        snprintf(why, sizeof why, "token %d head %d dim %d: f16 out != fp16(f32 out)", tk, h, i);
+                        ok = 0;
+                    }
+            }
+        t_check(ok, name, "%s", why);
+    }
+    free(q), free(out), free(out16), free(pos), free(ref);
+    cache_free(&c);
+}
+
+static void test_bad_args(void) {
+    struct hmoe_err err = {0};
+    void *d = dalloc(4096);
+    struct hmoe_cuda_kv kv = {.type = HMOE_TYPE_F16, .k = d, .v = d, .n_ctx = 4, .n_head_kv = 4, .head_dim = 96};
+    enum hmoe_status st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, NULL, g_stream, &err);
+    t_check(st == HMOE_ERR_ARG, "attn refuses head_dim 96", "status %d: %s", st, err.msg);
+    kv.head_dim = 128;
+    kv.type = HMOE_TYPE_Q4_K;
+    st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, NULL, g_stream, &err);
+    t_check(st == HMOE_ERR_ARG, "attn refuses a Q4_K cache", "status %d: %s", st, err.msg);
+    gpu_free_all();
+}
+
+int main(void) {
+    if (!gpu_open_or_skip("gpu_test_attn")) return t_summary();
+    rng_seed(4242);
+    const int l30[] = {1, 5, 257, 1000, 5000};
+    test_decode(32, 4, 128, HMOE_TYPE_F16, l30, 5, 0, 1.0f);
+    const int l30q[] = {1, 300, 2049};
+    test_decode(32, 4, 128, HMOE_TYPE_Q8_0, l30q, 3, 0, 1.0f);
+    const int lsplit[] = {1000};
+    test_decode(32, 4, 128, HMOE_TYPE_F16, lsplit, 1, 1, 3.0f);
+    const int l7[] = {100, 33};
+    test_decode(32, 4, 128, HMOE_TYPE_F16, l7, 2, 7, 3.0f);
+    const int ltiny[] = {1, 33, 100};
+    test_decode(8, 2, 64, HMOE_TYPE_F16, ltiny, 3, 0, 1.0f);
+    const int l235[] = {2000};
+    test_decode(64, 4, 128, HMOE_TYPE_F16, l235, 1, 0, 1.0f);
+    const int l35[] = {300};
+    test_decode(16, 2, 256, HMOE_TYPE_F16, l35, 1, 0, 1.0f);
+    test_decode(16, 2, 256, HMOE_TYPE_Q8_0, l35, 1, 0, 1.0f);
+    const int lmini[] = {50};
+    test_decode(4, 4, 32, HMOE_TYPE_F16, lmini, 1, 0, 1.0f);
+
+    test_prefill(32, 4, 128, HMOE_TYPE_F16, 0, 1, 0);
+    test_prefill(32, 4, 128, HMOE_TYPE_F16, 0, 7, 0);
+    test_prefill(32, 4, 128, HMOE_TYPE_F16, 0, 200, 1);
+    test_prefill(32, 4, 128, HMOE_TYPE_F16, 50, 37, 0);
+    test_prefill(32, 4, 128, HMOE_TYPE_Q8_0, 20, 45, 0);
+    test_prefill(8, 2, 64, HMOE_TYPE_F16, 0, 33, 0);
+    test_prefill(64, 4, 128, HMOE_TYPE_F16, 3, 17, 0);
+    test_prefill(16, 2, 256, HMOE_TYPE_F16, 0, 20, 1);
+    test_prefill(4, 4, 32, HMOE_TYPE_F16, 0, 10, 0);
+    test_bad_args();
+    gpu_close();
+    return t_summary();
+}

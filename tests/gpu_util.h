@@ -1,0 +1,194 @@
+/* gpu_util.h — helpers shared by the tests/gpu_test_*.c programs: a seeded random generator,
+ * random quant blocks with sane scales (every fp16 / E8M0 scale field replaced by a finite,
+ * moderately sized value, subnormal fp16 scales included: quants.md §0.1), the reference q8_1
+ * quantizer of cuda.h's activation format, the "skipped: no CUDA device" rule, and small device
+ * buffer wrappers. Header-only, C11 (also compiles as C++ for tools/).
+ */
+#ifndef HMOE_TEST_GPU_UTIL_H
+#define HMOE_TEST_GPU_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hmoe/cuda.h"
+#include "hmoe/fp16.h"
+#include "hmoe/types.h"
+
+/* ---- xorshift64*: deterministic, seeded per test ---- */
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static inline void rng_seed(uint64_t s) { g_rng = s ? s : 1; }
+static inline uint64_t rng_u64(void) {
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545f4914f6cdd1dull;
+}
+static inline uint32_t rng_u32(void) { return (uint32_t)(rng_u64() >> 32); }
+/* uniform in [0, 1) */
+static inline double rng_unif(void) { return (double)(rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
+/* standard normal (Box-Muller) */
+static inline float rng_normal(void) {
+    double u = rng_unif(), v = rng_unif();
+    if (u < 1e-300) u = 1e-300;
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* A sane fp16 scale: magnitude 2^-16 .. 2^-2 (so some are fp16 subnormals), random sign when
+ * `sign` (K-quant dmin / Q4_1 m may be negative in files). */
+static inline uint16_t rand_scale_f16(int sign) {
+    float mag = ldexpf(1.0f + (float)rng_unif(), -(int)(2 + rng_u32() % 15));
+    if (sign && (rng_u32() & 1)) mag = -mag;
+    return hmoe_f32_to_fp16(mag);
+}
+
+static inline void put_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* Fill n elements of `type` (whole blocks) with random bytes, then make every scale field sane. */
+static inline void rand_blocks(enum hmoe_type type, uint8_t *dst, int64_t n) {
+    const struct hmoe_type_info *ti = &hmoe_type_info[type];
+    size_t bytes = hmoe_row_bytes(type, n);
+    for (size_t i = 0; i < bytes; i++) dst[i] = (uint8_t)rng_u32();
+    int64_t nb = n / ti->blck;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = dst + (size_t)b * (size_t)ti->type_size;
+        switch (type) { /* test data only: where each format keeps its scale fields (quants.md) */
+        case HMOE_TYPE_F32: {
+            float v = rng_normal();
+            memcpy(p, &v, 4);
+            break;
+        }
+        case HMOE_TYPE_F16: put_u16(p, hmoe_f32_to_fp16(rng_normal())); break;
+        case HMOE_TYPE_BF16: put_u16(p, hmoe_f32_to_bf16(rng_normal())); break;
+        case HMOE_TYPE_Q4_1:
+        case HMOE_TYPE_Q5_1:
+        case HMOE_TYPE_Q4_K:
+        case HMOE_TYPE_Q5_K:
+            put_u16(p, rand_scale_f16(0));
+            put_u16(p + 2, rand_scale_f16(1));
+            break;
+        case HMOE_TYPE_Q2_K:
+            put_u16(p + 80, rand_scale_f16(0));
+            put_u16(p + 82, rand_scale_f16(1));
+            break;
+        case HMOE_TYPE_Q3_K: put_u16(p + 108, rand_scale_f16(1)); break;
+        case HMOE_TYPE_Q6_K: put_u16(p + 208, rand_scale_f16(1)); break;
+        case HMOE_TYPE_IQ1_M: { /* d is spread over the top nibbles of the four scale words */
+            uint16_t d = rand_scale_f16(0);
+            for (int w = 0; w < 4; w++) p[48 + 2 * w + 1] = (uint8_t)((p[48 + 2 * w + 1] & 0x0f) | (((d >> (4 * w)) & 0xf) << 4));
+            break;
+        }
+        case HMOE_TYPE_MXFP4: p[0] = (uint8_t)(rng_u32() % 8 == 0 ? rng_u32() % 2 : 110 + rng_u32() % 24); break;
+        default: put_u16(p, rand_scale_f16(1)); break; /* fp16 d at byte 0 */
+        }
+    }
+}
+
+/* The q8_1 row format of cuda.h: quants, then {d, s} pairs. One row of n (n % 32 == 0). */
+static inline size_t ref_q8_1_row_bytes(int64_t n) { return (size_t)((n + 8 * (n / 32) + 15) / 16 * 16); }
+static inline void ref_quantize_q8_1(const float *x, int64_t n, uint8_t *row) {
+    memset(row, 0, ref_q8_1_row_bytes(n));
+    int8_t *qs = (int8_t *)row;
+    float *ds = (float *)(row + n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = (int)nearbyintf(x[32 * b + j] * id); /* round half to even, as __float2int_rn */
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            qs[32 * b + j] = (int8_t)q;
+            sum += q;
+        }
+        ds[2 * b] = d;
+        ds[2 * b + 1] = d * (float)sum;
+    }
+}
+/* Dequantized value of element i of a q8_1 row. */
+static inline double ref_q8_1_value(const uint8_t *row, int64_t n, int64_t i) {
+    const float *ds = (const float *)(row + n);
+    return (double)ds[2 * (i / 32)] * (double)((const int8_t *)row)[i];
+}
+
+/* ---- device side (needs harness.h included first for t_check) ---- */
+#ifdef HMOE_TEST_HARNESS_H
+static struct hmoe_cuda_ctx *g_ctx;
+static void *g_stream;
+#define GPU_MAX_BUFS 4096
+static struct hmoe_cuda_buf g_bufs[GPU_MAX_BUFS];
+static int g_nbufs;
+
+/* Open device 0, or print "<prog> ... skipped: no CUDA device" and return 0 (the case is not
+ * counted, so a CPU-only machine ends with "0 passed, 0 failed"). */
+static inline int gpu_open_or_skip(const char *prog) {
+    struct hmoe_err err = {0};
+    if (!hmoe_cuda_available() || hmoe_cuda_ctx_init(&g_ctx, 0, &err) != HMOE_OK) {
+        printf("%s ... skipped: no CUDA device%s%s\n", prog, err.msg[0] ? " (" : "", err.msg[0] ? err.msg : "");
+        if (err.msg[0]) printf(")\n");
+        return 0;
+    }
+    g_stream = hmoe_cuda_ctx_stream(g_ctx);
+    return 1;
+}
+static inline void gpu_close(void) {
+    for (int i = 0; i < g_nbufs; i++) hmoe_cuda_buf_free(g_ctx, &g_bufs[i]);
+    g_nbufs = 0;
+    hmoe_cuda_ctx_free(g_ctx);
+    g_ctx = NULL;
+}
+/* Free every buffer allocated so far (between test groups). */
+static inline void gpu_free_all(void) {
+    for (int i = 0; i < g_nbufs; i++) hmoe_cuda_buf_free(g_ctx, &g_bufs[i]);
+    g_nbufs = 0;
+}
+/* Device allocation that dies loudly: a test cannot go on without its buffers. The memory is
+ * filled with 0xff bytes (NaN floats) so unwritten outputs are caught. */
+static inline void *dalloc(size_t bytes) {
+    struct hmoe_err err = {0};
+    if (g_nbufs == GPU_MAX_BUFS || hmoe_cuda_buf_alloc(g_ctx, bytes ? bytes : 16, &g_bufs[g_nbufs], &err) != HMOE_OK) {
+        printf("device allocation of %zu bytes ... FAIL: %s\n", bytes, err.msg);
+        exit(1);
+    }
+    hmoe_cuda_memset(g_ctx, g_bufs[g_nbufs].ptr, 0xff, bytes ? bytes : 16, &err);
+    return g_bufs[g_nbufs++].ptr;
+}
+static inline void *dup_dev(const void *h, size_t bytes) {
+    void *d = dalloc(bytes);
+    struct hmoe_err err = {0};
+    if (hmoe_cuda_upload(g_ctx, d, h, bytes, &err) != HMOE_OK) {
+        printf("upload ... FAIL: %s\n", err.msg);
+        exit(1);
+    }
+    return d;
+}
+static inline void *to_dev(void *d, const void *h, size_t bytes) {
+    struct hmoe_err err = {0};
+    if (hmoe_cuda_upload(g_ctx, d, h, bytes, &err) != HMOE_OK) {
+        printf("upload ... FAIL: %s\n", err.msg);
+        exit(1);
+    }
+    return d;
+}
+/* Wait for the stream and copy back; returns 0 and records a failed case on a device error. */
+static inline int from_dev(void *h, const void *d, size_t bytes, const char *name) {
+    struct hmoe_err err = {0};
+    if (hmoe_cuda_sync(g_ctx, &err) != HMOE_OK || hmoe_cuda_download(g_ctx, h, d, bytes, &err) != HMOE_OK) {
+        t_check(0, name, "device error: %s", err.msg);
+        return 0;
+    }
+    return 1;
+}
+/* A launcher's status: on failure record the case as failed with the library's message. */
+static inline int launched(enum hmoe_status st, const struct hmoe_err *err, const char *name) {
+    if (st != HMOE_OK) t_check(0, name, "launch refused: %s", err->msg);
+    return st == HMOE_OK;
+}
+#endif
+
+#endif
