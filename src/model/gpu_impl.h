@@ -131,6 +131,10 @@ enum hmoe_status hmoe_gpu_q35_check(const struct hmoe_model *m, struct hmoe_err 
 uint64_t hmoe_gpu_q35_bytes(const struct hmoe_ctx *c);
 enum hmoe_status hmoe_gpu_q35_init(struct hmoe_ctx *c, struct hmoe_err *err);
 void hmoe_gpu_q35_free(struct hmoe_gpu *g, int n_layer);
+/* For the VRAM report (0 without qwen35moe): mixer + shared-expert weights, recurrent state, mixer buffers. */
+uint64_t hmoe_gpu_q35_weight_bytes(const struct hmoe_gpu *g);
+uint64_t hmoe_gpu_q35_state_bytes(const struct hmoe_gpu *g);
+uint64_t hmoe_gpu_q35_act_bytes(const struct hmoe_gpu *g);
 
 enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
                                            enum hmoe_logits which, float *logits, struct hmoe_err *err);

@@ -426,6 +426,10 @@ const char *hmoe_gpu_report(struct hmoe_ctx *c) {
     rappend(g, "  KV cache (%s, %d positions)       %9.1f MiB\n", hmoe_type_name(c->p.type_k), c->p.n_ctx,
             (double)g->bytes_kv / MiB);
     rappend(g, "  activation buffers (%d-token ubatch) %8.1f MiB\n", g->n_ub, (double)g->act_buf.bytes / MiB);
+    if (g->q35)
+        rappend(g, "  DeltaNet + shared experts %9.1f MiB, recurrent state %.1f MiB, mixer buffers %.1f MiB\n",
+                (double)hmoe_gpu_q35_weight_bytes(g) / MiB, (double)hmoe_gpu_q35_state_bytes(g) / MiB,
+                (double)hmoe_gpu_q35_act_bytes(g) / MiB);
     rappend(g, "%s", g->plan_text);
     if (g->hyb) {
         char *buf = malloc(65536);

@@ -220,3 +220,7 @@ void hmoe_gpu_q35_free(struct hmoe_gpu *g, int n_layer) {
     free(Q);
     g->q35 = NULL;
 }
+
+uint64_t hmoe_gpu_q35_weight_bytes(const struct hmoe_gpu *g) { return g->q35 ? g->q35->weight_bytes : 0; }
+uint64_t hmoe_gpu_q35_state_bytes(const struct hmoe_gpu *g) { return g->q35 ? g->q35->state.bytes : 0; }
+uint64_t hmoe_gpu_q35_act_bytes(const struct hmoe_gpu *g) { return g->q35 ? g->q35->act.bytes : 0; }
