@@ -142,14 +142,14 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
 
     /* KV cache: K and V of n_ctx positions, head-major (cuda.h); none for recurrent layers. */
     const size_t kvb = hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, m->cfg.n_head_kv, m->cfg.head_dim);
-    if (W->recurrent) goto experts;
-    if ((st = hmoe_cuda_buf_alloc(g->cu, 2 * align256(kvb), &L->kv_buf, err))) return st;
-    L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
-                                  .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim};
-    if ((st = hmoe_cuda_memset(g->cu, L->kv_buf.ptr, 0, L->kv_buf.bytes, err))) return st;
+    if (!W->recurrent) {
+        if ((st = hmoe_cuda_buf_alloc(g->cu, 2 * align256(kvb), &L->kv_buf, err))) return st;
+        L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
+                                      .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim};
+        if ((st = hmoe_cuda_memset(g->cu, L->kv_buf.ptr, 0, L->kv_buf.bytes, err))) return st;
+    }
 
     /* Expert stacks of resident layers, as stored. */
-experts:;
     const struct hmoe_moe_weights *X = &W->moe;
     L->gate = (struct hmoe_cuda_experts){.type = X->gate.type, .row_bytes = X->gate.row_bytes,
                                          .expert_stride_bytes = X->gate.mat_bytes, .nrows = X->gate.n_out,
@@ -329,7 +329,8 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     if (!st) {
         struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
                                            .fixed_bytes = attn + head + kv + act,
-                                           .stream_bytes = hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub),
+                                           .stream_bytes = cfg->n_ff_exp % 32 ? 0 /* not GEMM-able: prefill on CPU threads */
+                                                           : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub),
                                            .budget_bytes = g->budget_bytes, .cpu_moe = c->p.sched.cpu_moe,
                                            .n_cpu_moe = c->p.sched.n_cpu_moe, .ot = ot, .n_ot = n_ot};
         st = hmoe_sched_place(&req, &plan, err);
