@@ -383,7 +383,9 @@ int main(void) {
                 "qwen35moe-tiny hyper-parameters and layer pattern",
                 "layers %d n_rot %d D %d Hk %d Hv %d Dk %d Fs %d", c->n_layer, c->n_rot, c->head_dim, c->ssm_n_k_head,
                 c->ssm_n_v_head, c->ssm_head_dim, c->n_ff_shexp);
-        /* No GPU path yet: --gpu on is a clear error, auto runs on the CPU. */
+        /* The GPU path (tests/gpu_test_qwen35.c): without a usable GPU, --gpu on is a clear error
+         * and auto runs on the CPU. With one, auto falls back to the CPU too: this model's 24-wide
+         * experts are not GPU-able unless --cpu-moe keeps them in RAM. */
         struct hmoe_ctx_params cp;
         hmoe_ctx_params_default(&cp);
         cp.n_ctx = 64;
@@ -391,13 +393,14 @@ int main(void) {
         cp.gpu = HMOE_GPU_ON;
         struct hmoe_ctx *gc = NULL;
         st = hmoe_ctx_init(m, &cp, &gc, &err);
-        t_check(st == HMOE_ERR_UNSUPPORTED && !gc && strstr(err.msg, "qwen35moe"),
-                "qwen35moe with --gpu on: clear error (CPU only so far)", "status %d: %s", st, err.msg);
+        t_check(st != HMOE_OK && !gc && (strstr(err.msg, "CUDA") || strstr(err.msg, "expert FFN")),
+                "qwen35moe-tiny with --gpu on: clear error (no GPU, or experts not GPU-sized)", "status %d: %s", st,
+                err.msg);
         hmoe_ctx_free(gc);
         gc = NULL;
         cp.gpu = HMOE_GPU_AUTO;
         st = hmoe_ctx_init(m, &cp, &gc, &err);
-        t_check(!st && gc && strcmp(hmoe_ctx_backend(gc), "cpu") == 0, "qwen35moe with --gpu auto runs on the CPU",
+        t_check(!st && gc && strcmp(hmoe_ctx_backend(gc), "cpu") == 0, "qwen35moe-tiny with --gpu auto runs on the CPU",
                 "status %d: %s", st, err.msg);
         hmoe_ctx_free(gc);
         vs_llamacpp(m, HMOE_TYPE_F32, 1e-3);

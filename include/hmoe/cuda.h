@@ -433,4 +433,65 @@ enum hmoe_status hmoe_cuda_hybrid_wait_add(const int32_t *d_nmiss, const uint32_
 enum hmoe_status hmoe_cuda_moe_map_ids(const int32_t *d_ids, int64_t n, const int32_t *d_map, int n_expert,
                                        int32_t *d_out, void *stream, struct hmoe_err *err);
 
+/* ------------------------------------------------------------------------------------------
+ * qwen35moe mixers (cuda_deltanet.cu): Gated DeltaNet and gated attention (qwen35moe.md §5, §7).
+ * Rows of a micro-batch are `stride` floats apart; every launcher is capture-safe.
+ * ------------------------------------------------------------------------------------------ */
+
+/* In place for t < ntok, h < n_head: alpha = softplus(alpha + dt_bias[h]) * a[h] (the log decay,
+ * <= 0; softplus(x) = x above 20), beta = sigmoid(beta). */
+enum hmoe_status hmoe_cuda_gdn_gates(float *d_alpha, float *d_beta, int64_t stride, const float *d_dt_bias,
+                                     const float *d_a, int64_t ntok, int n_head, void *stream, struct hmoe_err *err);
+
+/* Causal depthwise conv over time with state (§5.2-§5.3): for channel c < n_ch and token t,
+ * y[t][c] = silu(sum_j w[c*K + j] * win[t + j][c]) with win = [state rows 0..K-2 | x rows];
+ * afterwards state (K-1 rows of n_ch floats, oldest first) holds the last K-1 raw rows of win.
+ * 2 <= K <= 8. */
+enum hmoe_status hmoe_cuda_gdn_conv(const float *d_x, int64_t x_stride, float *d_state, const float *d_w, int K,
+                                    int64_t n_ch, int64_t ntok, float *d_y, int64_t y_stride, void *stream,
+                                    struct hmoe_err *err);
+
+/* For t < ntok, j < n_vec: v = x + t*stride + j*len; v *= s / max(||v||_2, eps) with s = scale for
+ * j < n_scaled, else 1 (q heads carry the 1/sqrt(Dk) scale, k heads not). */
+enum hmoe_status hmoe_cuda_gdn_l2norm(float *d_x, int64_t stride, int64_t ntok, int n_vec, int len, int n_scaled,
+                                      float scale, float eps, void *stream, struct hmoe_err *err);
+
+/* The delta-rule scan over ntok tokens (§5.2), every value head h < n_v_head in parallel, tokens
+ * in order: S_h = exp(g) S_h; u = S_h k; S_h += outer(beta (v - u), k); o = S_h q. q and k of v head
+ * h are head h % n_k_head (the tiled GGUF order) at q/k + t*qk_stride + (h % n_k_head)*dim; v and
+ * o at + t*stride + h*dim; g (log decay) and beta at + t*gb_stride + h. S: device f32
+ * [n_v_head][dim value rows][dim key cols], updated in place. dim <= 256. */
+struct hmoe_cuda_gdn_args {
+    float *S;
+    int dim, n_k_head, n_v_head;
+    int64_t ntok;
+    const float *q, *k;
+    int64_t qk_stride;
+    const float *v;
+    int64_t v_stride;
+    const float *g, *beta;
+    int64_t gb_stride;
+    float *o;
+    int64_t o_stride;
+};
+enum hmoe_status hmoe_cuda_gdn_recurrent(const struct hmoe_cuda_gdn_args *a, void *stream, struct hmoe_err *err);
+
+/* Per token t and head h: o_h = o_h / sqrt(mean(o_h^2) + eps) * w * silu(z_h) over dim values. */
+enum hmoe_status hmoe_cuda_gdn_gated_norm(float *d_o, int64_t o_stride, const float *d_z, int64_t z_stride,
+                                          const float *d_w, int64_t ntok, int n_head, int dim, float eps,
+                                          void *stream, struct hmoe_err *err);
+
+/* Gated attention (§5.1): qg rows hold per head [query (head_dim) | gate (head_dim)].
+ * qg_split copies the queries to q rows (head j at q + t*q_stride + j*head_dim); sigmoid_gate
+ * multiplies attention output rows o (same head layout) by sigmoid(gate). */
+enum hmoe_status hmoe_cuda_qg_split(const float *d_qg, int64_t qg_stride, int64_t ntok, int n_head, int head_dim,
+                                    float *d_q, int64_t q_stride, void *stream, struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_sigmoid_gate(float *d_o, int64_t o_stride, const float *d_qg, int64_t qg_stride,
+                                        int64_t ntok, int n_head, int head_dim, void *stream, struct hmoe_err *err);
+
+/* Shared expert (§7): x[t][c] += sigmoid(gamma[t*gamma_stride]) * s[t][c] for c < n. */
+enum hmoe_status hmoe_cuda_gated_add(float *d_x, int64_t x_stride, const float *d_s, int64_t s_stride,
+                                     const float *d_gamma, int64_t gamma_stride, int64_t ntok, int64_t n, void *stream,
+                                     struct hmoe_err *err);
+
 #endif

@@ -183,7 +183,7 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
 /* --gpu auto|on: the GPU backend, or (auto only) the CPU with a note when there is no GPU or
  * the model/settings need something the GPU path lacks. */
 static enum hmoe_status init_gpu(struct hmoe_ctx *c, struct hmoe_err *err) {
-    if (c->m->cfg.arch_id != HMOE_ARCH_QWEN3MOE) { /* qwen35moe: CPU only so far (recurrent state) */
+    if (c->m->cfg.arch_id != HMOE_ARCH_QWEN3MOE && c->m->cfg.arch_id != HMOE_ARCH_QWEN35MOE) {
         if (c->p.gpu == HMOE_GPU_ON)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                               "--gpu on: the GPU backend does not run %s yet; use --gpu off (the CPU runs it)",

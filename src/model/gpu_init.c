@@ -44,11 +44,16 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
                           "GPU attention needs head_dim in {32,64,128,256} equal for K and V and at most 16 query heads "
                           "per KV head (model: %d/%d, %d/%d); use --gpu off",
                           cfg->head_dim, cfg->head_dim_v, cfg->n_head, cfg->n_head_kv);
-    if (cfg->n_embd % 64 || cfg->n_ff_exp % 32 || cfg->n_expert > 256 || cfg->n_expert_used > HMOE_CUDA_MAILBOX_MAX_K)
+    /* (experts all in RAM with --cpu-moe never meet the GPU expert kernels) */
+    if (cfg->n_embd % 64 || (cfg->n_ff_exp % 32 && !p->sched.cpu_moe) || cfg->n_expert > 256 || cfg->n_expert_used > HMOE_CUDA_MAILBOX_MAX_K)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                           "GPU path needs n_embd %% 64 == 0, expert FFN %% 32 == 0, at most 256 experts and 32 used "
                           "(model: %d, %d, %d, %d); use --gpu off",
                           cfg->n_embd, cfg->n_ff_exp, cfg->n_expert, cfg->n_expert_used);
+    if (cfg->arch_id == HMOE_ARCH_QWEN35MOE) {
+        enum hmoe_status st = hmoe_gpu_q35_check(m, err);
+        if (st) return st;
+    }
     const struct hmoe_mat *mats[2] = {&m->w.output, NULL};
     if (!hmoe_cuda_type_supported(mats[0]->type))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: type %s has no GPU kernels; use --gpu off", mats[0]->name,
@@ -90,6 +95,7 @@ static uint64_t layer_expert_bytes(const struct hmoe_layer_weights *L) {
 }
 
 static enum hmoe_status upload(struct hmoe_gpu *g, void *dst, const void *src, size_t bytes, struct hmoe_err *err) {
+    if (!src || !bytes) return HMOE_OK; /* qwen35moe DeltaNet layers have no q/k/v/o */
     return hmoe_cuda_upload(g->cu, dst, src, bytes, err);
 }
 
@@ -127,19 +133,21 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
     } vecs[] = {{&L->attn_norm, W->attn_norm, d}, {&L->ffn_norm, W->ffn_norm, d}, {&L->q_norm, W->attn_q_norm, D},
                 {&L->k_norm, W->attn_k_norm, D}, {&L->router, (const float *)W->moe.router.data, E * d}};
     for (size_t i = 0; i < HMOE_ARRAY_LEN(vecs); i++) {
-        *vecs[i].dst = (const float *)p;
+        *vecs[i].dst = vecs[i].src ? (const float *)p : NULL;
         if ((st = upload(g, p, vecs[i].src, vecs[i].n * 4, err))) return st;
         p += align256(vecs[i].n * 4);
     }
     if ((size_t)(p - (uint8_t *)L->attn_buf.ptr) > L->attn_buf.bytes)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: attention buffer layout overflow", il);
 
-    /* KV cache: K and V of n_ctx positions, head-major (cuda.h). */
+    /* KV cache: K and V of n_ctx positions, head-major (cuda.h); none for recurrent layers. */
     const size_t kvb = hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, m->cfg.n_head_kv, m->cfg.head_dim);
-    if ((st = hmoe_cuda_buf_alloc(g->cu, 2 * align256(kvb), &L->kv_buf, err))) return st;
-    L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
-                                  .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim};
-    if ((st = hmoe_cuda_memset(g->cu, L->kv_buf.ptr, 0, L->kv_buf.bytes, err))) return st;
+    if (!W->recurrent) {
+        if ((st = hmoe_cuda_buf_alloc(g->cu, 2 * align256(kvb), &L->kv_buf, err))) return st;
+        L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
+                                      .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim};
+        if ((st = hmoe_cuda_memset(g->cu, L->kv_buf.ptr, 0, L->kv_buf.bytes, err))) return st;
+    }
 
     /* Expert stacks of resident layers, as stored. */
     const struct hmoe_moe_weights *X = &W->moe;
@@ -219,6 +227,12 @@ static size_t max_dense_halves(const struct hmoe_model *m) {
             mx = HMOE_MAX(mx, (size_t)all[i]->n_out * (size_t)all[i]->n_in);
         /* q|k|v fused into one product */
         mx = HMOE_MAX(mx, (size_t)(L->attn_q.n_out + L->attn_k.n_out + L->attn_v.n_out) * (size_t)L->attn_q.n_in);
+        /* qwen35moe: DeltaNet q|k|v|z|alpha|beta as one product, ssm_out, shared gate|up, down */
+        mx = HMOE_MAX(mx, (size_t)(L->gdn.qkv.n_out + L->gdn.gate.n_out + L->gdn.alpha.n_out + L->gdn.beta.n_out) *
+                              (size_t)L->gdn.qkv.n_in);
+        mx = HMOE_MAX(mx, (size_t)L->gdn.out.n_out * (size_t)L->gdn.out.n_in);
+        mx = HMOE_MAX(mx, (size_t)(L->shexp.gate.n_out + L->shexp.up.n_out) * (size_t)L->shexp.gate.n_in);
+        mx = HMOE_MAX(mx, (size_t)L->shexp.down.n_out * (size_t)L->shexp.down.n_in);
     }
     return mx;
 }
@@ -227,6 +241,7 @@ void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer) {
     if (!g) return;
     if (g->cu) hmoe_cuda_sync(g->cu, NULL);
     hmoe_sched_hybrid_free(g->hyb);
+    hmoe_gpu_q35_free(g, n_layer);
     hmoe_cuda_graph_free(g->graph);
     for (int il = 0; g->L && il < n_layer; il++) {
         hmoe_cuda_buf_free(g->cu, &g->L[il].attn_buf);
@@ -279,9 +294,12 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     uint64_t attn = 0;
     for (int il = 0; il < cfg->n_layer; il++) attn += layer_attn_bytes(m, il);
     const uint64_t head = align256((size_t)cfg->n_embd * 4) + align256(mat_bytes(&m->w.output));
-    const uint64_t kv = (uint64_t)cfg->n_layer * 2 *
+    int n_kv_layers = 0;
+    for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent;
+    const uint64_t kv = (uint64_t)n_kv_layers * 2 *
                         align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv, cfg->head_dim));
-    const uint64_t act = act_layout(c, NULL) + (g->n_ub > GPU_SMALL_TOKENS ? CUBLAS_WS_BYTES : 0);
+    const uint64_t act = act_layout(c, NULL) + (g->n_ub > GPU_SMALL_TOKENS ? CUBLAS_WS_BYTES : 0) +
+                         (cfg->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_gpu_q35_bytes(c) : 0); /* mixers, state */
     g->bytes_attn = attn;
     g->bytes_head = head;
     g->bytes_kv = kv;
@@ -311,7 +329,8 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     if (!st) {
         struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
                                            .fixed_bytes = attn + head + kv + act,
-                                           .stream_bytes = hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub),
+                                           .stream_bytes = cfg->n_ff_exp % 32 ? 0 /* not GEMM-able: prefill on CPU threads */
+                                                           : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub),
                                            .budget_bytes = g->budget_bytes, .cpu_moe = c->p.sched.cpu_moe,
                                            .n_cpu_moe = c->p.sched.n_cpu_moe, .ot = ot, .n_ot = n_ot};
         st = hmoe_sched_place(&req, &plan, err);
@@ -331,6 +350,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
 
     /* Upload, then activations and staging. */
     for (int il = 0; il < cfg->n_layer && !st; il++) st = upload_layer(c, il, err);
+    if (!st && cfg->arch_id == HMOE_ARCH_QWEN35MOE) st = hmoe_gpu_q35_init(c, err);
     if (!st) st = hmoe_cuda_buf_alloc(g->cu, (size_t)head, &g->head_buf, err);
     if (!st) {
         g->out_norm = g->head_buf.ptr;
@@ -407,6 +427,10 @@ const char *hmoe_gpu_report(struct hmoe_ctx *c) {
     rappend(g, "  KV cache (%s, %d positions)       %9.1f MiB\n", hmoe_type_name(c->p.type_k), c->p.n_ctx,
             (double)g->bytes_kv / MiB);
     rappend(g, "  activation buffers (%d-token ubatch) %8.1f MiB\n", g->n_ub, (double)g->act_buf.bytes / MiB);
+    if (g->q35)
+        rappend(g, "  DeltaNet + shared experts %9.1f MiB, recurrent state %.1f MiB, mixer buffers %.1f MiB\n",
+                (double)hmoe_gpu_q35_weight_bytes(g) / MiB, (double)hmoe_gpu_q35_state_bytes(g) / MiB,
+                (double)hmoe_gpu_q35_act_bytes(g) / MiB);
     rappend(g, "%s", g->plan_text);
     if (g->hyb) {
         char *buf = malloc(65536);

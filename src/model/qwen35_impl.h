@@ -46,6 +46,11 @@ struct hmoe_rec_state {
     float *chunk_scratch;       /* [n_threads][hmoe_gdn_chunk_scratch_floats] */
     size_t chunk_floats;
     float *rope0_cos, *rope0_sin; /* [n_rot/2] the table at position 0: pairs of the e section */
+
+    /* GPU backend: the live state is in VRAM (same layout as conv/ssm above, which then go
+     * unused); checkpoints stay in RAM and are copied across. NULL when the CPU runs the model. */
+    struct hmoe_cuda_ctx *cu;
+    float *d_conv, *d_ssm;
 };
 
 /* recurrent.c */
@@ -58,6 +63,8 @@ void hmoe_rec_checkpoint(struct hmoe_rec_state *r, int n_past);
  * pos0 (after a rewind), then remember ids[0..n). */
 enum hmoe_status hmoe_rec_prepare(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, struct hmoe_err *err);
 size_t hmoe_rec_state_bytes(const struct hmoe_rec_state *r);
+/* Move the live state to the device buffers (zeroed by the caller; cu NULL: back to RAM, zeroed). */
+void hmoe_rec_attach_device(struct hmoe_rec_state *r, struct hmoe_cuda_ctx *cu, float *d_conv, float *d_ssm);
 
 /* attention_gated.c — cos/sin for partial interleaved M-RoPE of text tokens (qwen35moe.md §6):
  * the NEOX table of the first n_rot dims, pairs of the e section at position 0. */

@@ -47,20 +47,10 @@ const char *hmoe_gpu_prof_name(int cls) { return cls >= 0 && cls < P_COUNT ? pro
 
 static bool q8_gemm_type(enum hmoe_type t) { return hmoe_type_info[t].is_quantized && t != HMOE_TYPE_IQ1_M; }
 
-/* Inputs of a product in every form a kernel may want: f32 rows, q8_1 rows, f16 rows. */
-struct act {
-    const float *f;
-    int64_t f_stride;   /* floats */
-    const void *q;
-    size_t q_stride;    /* bytes */
-    const uint16_t *h;
-    int64_t h_stride;   /* halves */
-};
-
 /* y (n rows, y_stride floats apart) = W · x (+ add, which may be y). Picks the kernel: float
  * weights always take the f32 matvec; a few tokens the q8_1 matvec; many tokens cuBLAS (weights
  * dequantized to f16) or the int8 tensor-core GEMM. */
-static enum hmoe_status dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, int64_t n, const struct act *a,
+static enum hmoe_status dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, int64_t n, const struct hmoe_gpu_act *a,
                               float *y, int64_t y_stride, const float *add, struct hmoe_err *err) {
     const bool fl = !hmoe_type_info[W->type].is_quantized;
     const bool gemm_ok = W->ncols % 64 == 0 && W->nrows % 2 == 0 && y_stride % 2 == 0 && a->h;
@@ -129,15 +119,13 @@ static struct hmoe_cuda_rope rope_params(const struct hmoe_model_config *cfg) {
 
 /* One layer for n tokens whose residual rows are in g->x. decode: the single-token step (graph). */
 static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err) {
+    if (c->gpu->q35) return hmoe_qwen35_gpu_layer(c, il, n, decode, err); /* qwen35moe_gpu.c */
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_layer *L = &g->L[il];
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const int64_t d = cfg->n_embd, H = cfg->n_head, Hkv = cfg->n_head_kv, D = cfg->head_dim;
     const int64_t nq = H * D, nk = Hkv * D, nqkv = nq + 2 * nk, no = H * D;
-    const int k = cfg->n_expert_used, E = cfg->n_expert;
-    const bool f16 = n > SMALL_TOKENS || !hmoe_type_info[L->gate.type].is_quantized;
     const int32_t *d_pos = g->step + 2;
-    const uint32_t *d_seq = (const uint32_t *)g->step;
     void *s = g->stream;
 
     /* Self-attention (§4.3). */
@@ -147,7 +135,7 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
                                         .out_q8_1 = g->hq};
     TRY(hmoe_cuda_rmsnorm(&n1, s, err));
     prof(g, P_QKV);
-    const struct act ah = {g->hf, d, g->hq, hmoe_cuda_q8_1_row_bytes(d), n > SMALL_TOKENS ? g->h16 : NULL, d};
+    const struct hmoe_gpu_act ah = {g->hf, d, g->hq, hmoe_cuda_q8_1_row_bytes(d), n > SMALL_TOKENS ? g->h16 : NULL, d};
     if (L->qkv_fused) {
         struct hmoe_gpu_mat w = L->wq;
         w.nrows = nq + nk + (L->qkv_fused == 3 ? nk : 0);
@@ -177,8 +165,20 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
         if (!wo_float) TRY(hmoe_cuda_quantize_q8_1(g->o, no, n, no, g->oq, s, err));
     }
     prof(g, P_WO);
-    const struct act ao = {g->o, no, g->oq, qo, n > SMALL_TOKENS ? g->o16 : NULL, no};
+    const struct hmoe_gpu_act ao = {g->o, no, g->oq, qo, n > SMALL_TOKENS ? g->o16 : NULL, no};
     TRY(dense(g, &L->wo, n, &ao, g->x, d, g->x, err));
+    return hmoe_gpu_ffn(c, il, n, decode, err);
+}
+
+enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    struct hmoe_gpu_layer *L = &g->L[il];
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    const int64_t d = cfg->n_embd;
+    const int k = cfg->n_expert_used, E = cfg->n_expert;
+    const bool f16 = n > SMALL_TOKENS || !hmoe_type_info[L->gate.type].is_quantized;
+    const uint32_t *d_seq = (const uint32_t *)g->step;
+    void *s = g->stream;
     prof(g, P_NORM);
 
     /* MoE feed-forward (§4.4): router and top-k on the device. */
@@ -219,7 +219,7 @@ static enum hmoe_status head(struct hmoe_ctx *c, int64_t t0, int64_t rows, struc
                                         .nrows = rows, .n = d, .out_f32 = g->hf,
                                         .out_f16 = rows > SMALL_TOKENS ? g->h16 : NULL, .out_q8_1 = g->hq};
     TRY(hmoe_cuda_rmsnorm(&nf, g->stream, err));
-    const struct act a = {g->hf, d, g->hq, qd, rows > SMALL_TOKENS ? g->h16 : NULL, d};
+    const struct hmoe_gpu_act a = {g->hf, d, g->hq, qd, rows > SMALL_TOKENS ? g->h16 : NULL, d};
     /* never cuBLAS here: its f16 copy of the LM head would not fit the scratch */
     return dense(g, &g->out, rows, &a, g->logits, V, NULL, err);
 }
@@ -321,3 +321,10 @@ enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *id
     prof_collect(g, n);
     return HMOE_OK;
 }
+
+/* Shared with qwen35moe_gpu.c (gpu_impl.h). */
+enum hmoe_status hmoe_gpu_dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, int64_t n, const struct hmoe_gpu_act *a,
+                                float *y, int64_t y_stride, const float *add, struct hmoe_err *err) {
+    return dense(g, W, n, a, y, y_stride, add, err);
+}
+struct hmoe_cuda_rope hmoe_gpu_rope_params(const struct hmoe_model_config *cfg) { return rope_params(cfg); }

@@ -8,11 +8,15 @@
  * the new n_past, or to zero; the state then lags (n_state < n_past) and the next decode
  * re-runs the remembered tokens hist[n_state .. pos0) first. The result is exactly what a
  * fresh prefill gives; a checkpoint only makes it cheaper (llama.cpp keeps checkpoints too).
+ * With the GPU backend the live state sits in VRAM (gpu_init_qwen35.c attaches it) and the
+ * checkpoints stay in RAM.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/cuda.h"
 #include "model/deltanet_impl.h"
+#include "model/gpu_impl.h"
 #include "model/qwen35_impl.h"
 
 size_t hmoe_rec_state_bytes(const struct hmoe_rec_state *r) {
@@ -101,10 +105,57 @@ enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     return HMOE_OK;
 }
 
-static void copy_state(float *dst_conv, float *dst_ssm, const float *src_conv, const float *src_ssm,
-                       const struct hmoe_rec_state *r) {
-    memcpy(dst_conv, src_conv, (size_t)r->n_rec * r->conv_floats * sizeof(float));
-    memcpy(dst_ssm, src_ssm, (size_t)r->n_rec * r->ssm_floats * sizeof(float));
+/* The live state lives in RAM, or in VRAM once the GPU backend attached it (then copies
+ * between it and the checkpoints in RAM go over the bus and wait for the device). */
+static void save_live(struct hmoe_rec_state *r, struct hmoe_rec_ckpt *ck) {
+    const size_t cb = (size_t)r->n_rec * r->conv_floats * sizeof(float), sb = (size_t)r->n_rec * r->ssm_floats * sizeof(float);
+    if (!r->cu) {
+        memcpy(ck->conv, r->conv, cb);
+        memcpy(ck->ssm, r->ssm, sb);
+        return;
+    }
+    struct hmoe_err e = {0};
+    if (hmoe_cuda_download(r->cu, ck->conv, r->d_conv, cb, &e) || hmoe_cuda_download(r->cu, ck->ssm, r->d_ssm, sb, &e)) {
+        HMOE_WARN("recurrent state checkpoint not saved: %s", e.msg);
+        ck->pos = -1;
+    }
+}
+
+static void zero_live(struct hmoe_rec_state *r) {
+    const size_t cb = (size_t)r->n_rec * r->conv_floats * sizeof(float), sb = (size_t)r->n_rec * r->ssm_floats * sizeof(float);
+    if (!r->cu) {
+        memset(r->conv, 0, cb);
+        memset(r->ssm, 0, sb);
+        return;
+    }
+    struct hmoe_err e = {0};
+    if (hmoe_cuda_memset(r->cu, r->d_conv, 0, cb, &e) || hmoe_cuda_memset(r->cu, r->d_ssm, 0, sb, &e))
+        HMOE_WARN("recurrent state not reset on the GPU: %s", e.msg);
+}
+
+/* false when the copy failed (the caller starts from zero instead). */
+static bool load_live(struct hmoe_rec_state *r, const struct hmoe_rec_ckpt *ck) {
+    const size_t cb = (size_t)r->n_rec * r->conv_floats * sizeof(float), sb = (size_t)r->n_rec * r->ssm_floats * sizeof(float);
+    if (!r->cu) {
+        memcpy(r->conv, ck->conv, cb);
+        memcpy(r->ssm, ck->ssm, sb);
+        return true;
+    }
+    struct hmoe_err e = {0};
+    if (hmoe_cuda_upload(r->cu, r->d_conv, ck->conv, cb, &e) || hmoe_cuda_upload(r->cu, r->d_ssm, ck->ssm, sb, &e)) {
+        HMOE_WARN("recurrent state checkpoint not restored (%s): replaying from the start", e.msg);
+        return false;
+    }
+    return true;
+}
+
+void hmoe_rec_attach_device(struct hmoe_rec_state *r, struct hmoe_cuda_ctx *cu, float *d_conv, float *d_ssm) {
+    if (!r) return;
+    r->cu = cu;
+    r->d_conv = d_conv;
+    r->d_ssm = d_ssm;
+    r->n_state = 0;
+    if (!cu) zero_live(r);
 }
 
 void hmoe_rec_truncate(struct hmoe_rec_state *r, int n_keep) {
@@ -115,13 +166,11 @@ void hmoe_rec_truncate(struct hmoe_rec_state *r, int n_keep) {
     int best = -1;
     for (int i = 0; i < HMOE_REC_CKPT; i++)
         if (r->ckpt[i].pos >= 0 && (best < 0 || r->ckpt[i].pos > r->ckpt[best].pos)) best = i;
-    if (best >= 0) {
-        copy_state(r->conv, r->ssm, r->ckpt[best].conv, r->ckpt[best].ssm, r);
+    if (best >= 0 && load_live(r, &r->ckpt[best])) {
         r->n_state = r->ckpt[best].pos;
         r->ckpt[best].age = ++r->age; /* just used: keep it longest */
     } else {
-        memset(r->conv, 0, (size_t)r->n_rec * r->conv_floats * sizeof(float));
-        memset(r->ssm, 0, (size_t)r->n_rec * r->ssm_floats * sizeof(float));
+        zero_live(r);
         r->n_state = 0;
     }
 }
@@ -138,16 +187,18 @@ void hmoe_rec_checkpoint(struct hmoe_rec_state *r, int n_past) {
         for (int i = 1; i < HMOE_REC_CKPT; i++)
             if (r->ckpt[i].age < r->ckpt[slot].age) slot = i;
     }
-    copy_state(r->ckpt[slot].conv, r->ckpt[slot].ssm, r->conv, r->ssm, r);
     r->ckpt[slot].pos = n_past;
     r->ckpt[slot].age = ++r->age;
+    save_live(r, &r->ckpt[slot]);
 }
 
 enum hmoe_status hmoe_rec_prepare(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, struct hmoe_err *err) {
     struct hmoe_rec_state *r = c->rs.rec;
     while (r->n_state < pos0) {
         const int m = HMOE_MIN(c->p.n_ubatch, pos0 - r->n_state);
-        enum hmoe_status st = hmoe_qwen35moe_forward(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err);
+        enum hmoe_status st =
+            c->gpu ? hmoe_qwen3moe_forward_gpu(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err)
+                   : hmoe_qwen35moe_forward(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err);
         if (st) return st;
         r->n_state += m;
     }

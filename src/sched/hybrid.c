@@ -174,7 +174,9 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     for (int l = 0; l < p->n_layer; l++) {
         const struct hmoe_moe_weights *w = &p->moe[l];
         if (!p->plan->where || p->plan->where[l] != HMOE_PLACE_RAM) continue;
-        if (!hmoe_type_info[w->gate.type].is_quantized || !hmoe_type_info[w->down.type].is_quantized)
+        /* (a layer without cache slots never meets those kernels: its experts all run on CPU threads) */
+        if (p->plan->n_slots[l] > 0 &&
+            (!hmoe_type_info[w->gate.type].is_quantized || !hmoe_type_info[w->down.type].is_quantized))
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                               "experts in RAM need a quantized type for the GPU cache kernels (layer %d has %s/%s); "
                               "raise --vram-budget to hold every expert, or use --gpu off",
