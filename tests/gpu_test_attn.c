@@ -79,7 +79,10 @@ static int compare(const float *got, const double *ref, int D, char *why, size_t
     return 1;
 }
 
-static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
+/* fused: hmoe_cuda_attn_decode_fused with max_split = n_split (0 = its default), the lengths in
+ * sequence through the same counters (each call must leave them at zero for the next). */
+static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul,
+                             int fused) {
     struct cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
@@ -93,17 +96,23 @@ static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens
     void *d_outq = dalloc(qb);
     uint8_t *outq = malloc(qb), *wantq = malloc(qb);
     int32_t *d_pos = dalloc(4);
-    void *d_scr = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, D, n_split));
+    void *d_scr = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, D, fused && n_split <= 0 ? 32 : n_split));
+    unsigned int *d_cnt = dalloc((size_t)Hkv * 4);
+    struct hmoe_err merr = {0};
+    hmoe_cuda_memset(g_ctx, d_cnt, 0, (size_t)Hkv * 4, &merr);
     for (int li = 0; li < nlens; li++) {
         char name[200], why[200] = "";
-        snprintf(name, sizeof name, "attn decode H=%d Hkv=%d D=%d %s cache, length %d, %d splits", H, Hkv, D, hmoe_type_name(t),
-                 lens[li], n_split > 0 ? n_split : 64);
+        snprintf(name, sizeof name, "attn decode%s H=%d Hkv=%d D=%d %s cache, length %d, %d splits", fused ? " fused" : "", H,
+                 Hkv, D, hmoe_type_name(t), lens[li], n_split > 0 ? n_split : fused ? 32 : 64);
         for (int i = 0; i < H * D; i++) q[i] = rng_normal() * qmul;
         const int32_t pos = lens[li] - 1;
         to_dev(d_q, q, (size_t)H * D * 4);
         to_dev(d_pos, &pos, 4);
         struct hmoe_err err = {0};
-        if (!launched(hmoe_cuda_attn_decode(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_out, d_outq, g_stream, &err), &err, name) ||
+        const enum hmoe_status st =
+            fused ? hmoe_cuda_attn_decode_fused(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_cnt, d_out, d_outq, g_stream, &err)
+                  : hmoe_cuda_attn_decode(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_out, d_outq, g_stream, &err);
+        if (!launched(st, &err, name) ||
             !from_dev(out, d_out, (size_t)H * D * 4, name) || !from_dev(outq, d_outq, qb, name))
             continue;
         int ok = 1;
@@ -123,6 +132,13 @@ static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens
     }
     free(q), free(out), free(ref), free(outq), free(wantq);
     cache_free(&c);
+}
+
+static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
+    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 0);
+}
+static void test_decode_fused(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
+    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 1);
 }
 
 static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out) {
@@ -198,6 +214,15 @@ int main(void) {
     test_decode(16, 2, 256, HMOE_TYPE_Q8_0, l35, 1, 0, 1.0f);
     const int lmini[] = {50};
     test_decode(4, 4, 32, HMOE_TYPE_F16, lmini, 1, 0, 1.0f);
+    /* fused: one range (<= 128 positions), several ranges merged by the last block, the cap */
+    const int lf[] = {1, 64, 128, 129, 257, 1000, 5000, 77};
+    test_decode_fused(32, 4, 128, HMOE_TYPE_F16, lf, 8, 0, 1.0f);
+    test_decode_fused(32, 4, 128, HMOE_TYPE_Q8_0, lf, 8, 0, 3.0f);
+    const int lf3[] = {2000, 130, 1};
+    test_decode_fused(32, 4, 128, HMOE_TYPE_F16, lf3, 3, 3, 1.0f);
+    test_decode_fused(8, 2, 64, HMOE_TYPE_F16, lf, 8, 0, 1.0f);
+    test_decode_fused(4, 4, 32, HMOE_TYPE_F16, lf3, 3, 0, 1.0f);
+    test_decode_fused(16, 2, 256, HMOE_TYPE_Q8_0, lf3, 3, 0, 1.0f);
 
     test_prefill(32, 4, 128, HMOE_TYPE_F16, 0, 1, 0);
     test_prefill(32, 4, 128, HMOE_TYPE_F16, 0, 7, 0);

@@ -161,6 +161,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
     __shared__ __align__(16) float smem[(ATTN_WARPS * R * D > R * D + ATTN_WARPS * R * 32) ? ATTN_WARPS * R * D
                                                                                             : R * D + ATTN_WARPS * R * 32];
     __shared__ float sm_m[ATTN_WARPS][R], sm_l[ATTN_WARPS][R];
+    hmoe_cu_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hk = blockIdx.x, split = blockIdx.y;
     const int L = (int)min((int64_t)pos_p[0] + 1, kv.n_ctx);
@@ -224,6 +225,7 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
                                                                   int n_head) {
     __shared__ float wsp[1024];
     __shared__ float red[4];
+    hmoe_cu_pdl_wait();
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float *src = scratch + (size_t)h * n_split * (D + 2);
     float m = -INFINITY;
@@ -261,6 +263,125 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
             hmoe_cu_q8_1_warp(o, (int8_t *)out_q + col, (float2 *)(out_q + nq) + col / 32);
         }
     }
+}
+
+/* Fused decode (hmoe_cuda_attn_decode_fused): block (kv head hk, range s) of a grid max_split
+ * wide; the ranges are cut from the length at run time (>= 128 positions each), blocks past the
+ * last range exit. One range: the block normalises and writes the result itself. Several: each
+ * writes its partial (max, sum, o) like attn_decode_kernel, and the last block of hk to finish
+ * merges the ranges of its G heads. Output f32 and/or q8_1 (warps cover 32 dims of one head). */
+template <int D, int R, bool Q8>
+__global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const float *__restrict__ q,
+                                                                       struct hmoe_cuda_kv kv, const int32_t *pos_p,
+                                                                       int G, float scale, float *scratch,
+                                                                       unsigned int *counters, float *out,
+                                                                       uint8_t *out_q, int n_head) {
+    __shared__ __align__(16) float smem[(ATTN_WARPS * R * D > R * D + ATTN_WARPS * R * 32) ? ATTN_WARPS * R * D
+                                                                                            : R * D + ATTN_WARPS * R * 32];
+    __shared__ float sm_m[ATTN_WARPS][R], sm_l[ATTN_WARPS][R];
+    hmoe_cu_pdl_wait();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hk = blockIdx.x, split = blockIdx.y, max_split = gridDim.y;
+    const int L = (int)min((int64_t)pos_p[0] + 1, kv.n_ctx);
+    int chunk = (L + max_split - 1) / max_split;
+    chunk = max(128, (chunk + 31) / 32 * 32);
+    const int S = (L + chunk - 1) / chunk;
+    if (split >= S) return; /* the whole block: no barrier has been reached yet */
+    const int begin = split * chunk, end = min(L, begin + chunk);
+
+    float *qs = smem, *sp = smem + R * D + warp * R * 32;
+    for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
+        const int r = i / D;
+        qs[i] = r < G ? q[(size_t)(hk * G + r) * D + (i % D)] * scale : 0.0f;
+    }
+    __syncthreads();
+
+    attn_warp_state<D, R, Q8> st;
+    st.init();
+    int rowpos[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rowpos[r] = r < G ? L - 1 : -1;
+    const size_t rb = attn_row_bytes<Q8>(D);
+    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
+    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
+    for (int t0 = begin + 32 * warp; t0 < end; t0 += 32 * ATTN_WARPS) st.tile(kbase, vbase, t0, min(32, end - t0), qs, rowpos, sp);
+
+    __syncthreads();
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++) sm_m[warp][r] = st.m[r], sm_l[warp][r] = st.l[r];
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < D / 32; j++) smem[(warp * R + r) * D + lane * (D / 32) + j] = st.o[r][j];
+    __syncthreads();
+    const int nq = n_head * D; /* q8_1 row of all heads */
+    for (int i0 = 0; i0 < G * D; i0 += ATTN_WARPS * 32) {
+        const int i = i0 + threadIdx.x;
+        if (i0 + warp * 32 >= G * D) continue; /* warp-uniform: G * D % 32 == 0 */
+        const int r = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, sm_m[w][r]);
+        float Ls = 0.0f, O = 0.0f;
+        if (M != -INFINITY) {
+            for (int w = 0; w < ATTN_WARPS; w++) {
+                const float c = expf(sm_m[w][r] - M);
+                Ls += sm_l[w][r] * c;
+                O += smem[(w * R + r) * D + d] * c;
+            }
+        }
+        if (S == 1) {
+            const float o = Ls > 0.0f ? O / Ls : 0.0f;
+            const int col = (hk * G + r) * D + d;
+            if (out) out[col] = o;
+            if (out_q) hmoe_cu_q8_1_warp(o, (int8_t *)out_q + (col & ~31), (float2 *)(out_q + nq) + col / 32);
+        } else {
+            float *dst = scratch + ((size_t)(hk * G + r) * max_split + split) * (D + 2);
+            dst[2 + d] = O;
+            if (d == 0) dst[0] = M, dst[1] = Ls;
+        }
+    }
+    if (S == 1 || !hmoe_cu_last_block(counters + hk, (unsigned)S)) return;
+    /* last range of hk done: merge the S partials of each of the G heads */
+    for (int i0 = 0; i0 < G * D; i0 += ATTN_WARPS * 32) {
+        const int i = i0 + threadIdx.x;
+        if (i0 + warp * 32 >= G * D) continue;
+        const int r = i / D, d = i % D;
+        const float *src = scratch + (size_t)(hk * G + r) * max_split * (D + 2);
+        float M = -INFINITY;
+        for (int sp_ = 0; sp_ < S; sp_++) M = fmaxf(M, __ldcg(src + (size_t)sp_ * (D + 2)));
+        float Ls = 0.0f, O = 0.0f;
+        if (M != -INFINITY) {
+#pragma unroll 4
+            for (int sp_ = 0; sp_ < S; sp_++) {
+                const float *ps = src + (size_t)sp_ * (D + 2);
+                const float c = expf(__ldcg(ps) - M);
+                Ls += c * __ldcg(ps + 1);
+                O += c * __ldcg(ps + 2 + d);
+            }
+        }
+        const float o = Ls > 0.0f ? O / Ls : 0.0f;
+        const int col = (hk * G + r) * D + d;
+        if (out) out[col] = o;
+        if (out_q) hmoe_cu_q8_1_warp(o, (int8_t *)out_q + (col & ~31), (float2 *)(out_q + nq) + col / 32);
+    }
+}
+
+template <int D, bool Q8>
+static void decode1_launch(const float *q, const struct hmoe_cuda_kv *kv, const int32_t *pos, int G, float scale,
+                           int max_split, float *scratch, unsigned int *cnt, float *out, uint8_t *out_q, int n_head,
+                           cudaStream_t st) {
+    dim3 grid((unsigned)kv->n_head_kv, (unsigned)max_split), blk(ATTN_WARPS * 32);
+    if (G <= 4)
+        hmoe_cu_launch(attn_decode1_kernel<D, (4 < attn_rows<D>::value ? 4 : attn_rows<D>::value), Q8>, grid, blk, 0, st, q,
+                       *kv, pos, G, scale, scratch, cnt, out, out_q, n_head);
+    else if (G <= 8)
+        hmoe_cu_launch(attn_decode1_kernel<D, (8 < attn_rows<D>::value ? 8 : attn_rows<D>::value), Q8>, grid, blk, 0, st, q,
+                       *kv, pos, G, scale, scratch, cnt, out, out_q, n_head);
+    else
+        hmoe_cu_launch(attn_decode1_kernel<D, attn_rows<D>::value, Q8>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch,
+                       cnt, out, out_q, n_head);
 }
 
 extern "C" size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split) {
@@ -322,6 +443,36 @@ extern "C" enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct
                 : decode_launch<256, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
     }
     HMOE_CUDA_LAUNCH_CHECK(err, "attn_decode");
+    return HMOE_OK;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_attn_decode_fused(const float *d_q, const struct hmoe_cuda_kv *kv,
+                                                        const int32_t *d_pos, int n_head, float scale, int max_split,
+                                                        void *d_scratch, unsigned int *d_counters, float *d_out,
+                                                        void *d_out_q8_1, void *stream, struct hmoe_err *err) {
+    int G = 0;
+    const char *why = attn_check(kv, n_head, &G);
+    HMOE_CUDA_REQUIRE(err, !why, "attn_decode_fused: %s", why);
+    if (max_split <= 0) max_split = 32;
+    HMOE_CUDA_REQUIRE(err, max_split <= 1024 && d_q && d_pos && d_scratch && d_counters && (d_out || d_out_q8_1),
+                      "attn_decode_fused: max_split %d > 1024 or NULL buffer", max_split);
+    HMOE_CUDA_REQUIRE(err, !d_out_q8_1 || hmoe_cu_aligned(d_out_q8_1, 16), "attn_decode_fused: q8_1 output must be 16-byte aligned");
+    uint8_t *oq = (uint8_t *)d_out_q8_1;
+    cudaStream_t st = hmoe_cu_stream(stream);
+    float *scr = (float *)d_scratch;
+    unsigned int *c = d_counters;
+    const bool q8 = kv->type == HMOE_TYPE_Q8_0;
+    switch (kv->head_dim) {
+    case 32: q8 ? decode1_launch<32, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st)
+                : decode1_launch<32, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st); break;
+    case 64: q8 ? decode1_launch<64, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st)
+                : decode1_launch<64, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st); break;
+    case 128: q8 ? decode1_launch<128, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st)
+                 : decode1_launch<128, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st); break;
+    default: q8 ? decode1_launch<256, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st)
+                : decode1_launch<256, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, st); break;
+    }
+    HMOE_CUDA_LAUNCH_CHECK(err, "attn_decode_fused");
     return HMOE_OK;
 }
 

@@ -30,6 +30,7 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 
 __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_rmsnorm_args a) {
     __shared__ float red[NORM_THREADS / 32];
+    hmoe_cu_pdl_wait();
     const int64_t row = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float *x = a.x + row * a.x_stride;
@@ -112,7 +113,7 @@ extern "C" enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_arg
                       "rmsnorm: q8_1 output needs n %% 32 == 0 and a 16-byte aligned buffer");
     HMOE_CUDA_REQUIRE(err, a->nrows <= 0x7fffffff, "rmsnorm: too many rows");
     if (a->nrows == 0) return HMOE_OK;
-    rmsnorm_kernel<<<(unsigned)a->nrows, NORM_THREADS, 0, hmoe_cu_stream(stream)>>>(*a);
+    hmoe_cu_launch(rmsnorm_kernel, dim3((unsigned)a->nrows), dim3(NORM_THREADS), 0, hmoe_cu_stream(stream), *a);
     HMOE_CUDA_LAUNCH_CHECK(err, "rmsnorm");
     return HMOE_OK;
 }
@@ -175,6 +176,7 @@ __device__ __forceinline__ void store_cache_row(const struct hmoe_cuda_kv &kv, v
 
 __global__ void __launch_bounds__(QKR_WARPS * 32) qk_norm_rope_kernel(struct hmoe_cuda_qkv_args a) {
     __shared__ float sh[QKR_WARPS][QKR_MAXD];
+    hmoe_cu_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int head = blockIdx.x * QKR_WARPS + warp;
     const int64_t t = blockIdx.y;
@@ -257,7 +259,7 @@ extern "C" enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_
                       "qk_norm_rope: bad strides, ntok (<= 65535) or no positions");
     if (a->ntok == 0) return HMOE_OK;
     dim3 grid((unsigned)hmoe_cu_div_up(a->n_head + a->n_head_kv, QKR_WARPS), (unsigned)a->ntok);
-    qk_norm_rope_kernel<<<grid, QKR_WARPS * 32, 0, hmoe_cu_stream(stream)>>>(*a);
+    hmoe_cu_launch(qk_norm_rope_kernel, grid, dim3(QKR_WARPS * 32), 0, hmoe_cu_stream(stream), *a);
     HMOE_CUDA_LAUNCH_CHECK(err, "qk_norm_rope");
     return HMOE_OK;
 }
