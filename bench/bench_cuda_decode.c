@@ -6,7 +6,7 @@
  * Run: ./build/bench/bench_cuda_decode [--mix iq2_xxs] [--pos N] [--router-split] [--mode unfused|fused|pdl]
  * Modes (all three by default): "unfused" is the launch-per-operation step below; "fused" uses
  * the fused decode launchers of cuda.h (norm+router+top-k, gate/up+quantize, down+next norm,
- * one-launch attention: 7-8 launches per layer); "pdl" is "fused" with programmatic dependent
+ * qk-norm+rope+KV store+attention: 6-7 launches per layer); "pdl" is "fused" with programmatic dependent
  * launch (sm_90+).
  * Per layer (11-12 launches): rmsnorm->q8_1, one q|k|v matvec (q, k, v weights back to back; v
  * separate where its type differs), qk-norm+rope+KV store, flash-decoding attention writing q8_1,
@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
     double t_full = 0.0;
     for (int skip = -1; skip < NCLS; skip++) {
         if (skip == 6 && (!router_split || fused)) continue; /* top-k is fused into the router launch */
-        if (skip == 8 && fused) continue;                    /* quantize is fused into gate/up */
+        if ((skip == 8 || skip == 2) && fused) continue;     /* quantize is in gate/up, qk-norm+rope in attention */
         struct hmoe_cuda_graph *g = NULL;
         check(hmoe_cuda_graph_capture_begin(ctx, &err), &err, "capture");
         int launches = 0;
@@ -196,11 +196,11 @@ int main(int argc, char **argv) {
             struct hmoe_cuda_qkv_args qa = {.q = q, .k = k, .v = v, .q_stride = NH * HD, .kv_stride = NKV * HD, .ntok = 1, .n_head = NH,
                                             .n_head_kv = NKV, .head_dim = HD, .q_norm = y->qn, .k_norm = y->kn, .eps = 1e-6f, .pos = d_pos,
                                             .rope = {.n_rot = HD, .freq_base = 1e6f, .freq_scale = 1.0f, .mscale = 1.0f}, .kv = y->kv};
-            GO(2, hmoe_cuda_qk_norm_rope_store(&qa, stream, &err));
             if (fused)
-                GO(3, hmoe_cuda_attn_decode_fused(q, &y->kv, d_pos, NH, 0.08838834764831845f, 32, scratch, counter + 64, NULL, oq,
-                                                  stream, &err));
+                GO(3, hmoe_cuda_attn_decode_qkv(&qa, 0.08838834764831845f, 32, scratch, counter + 64, NULL, oq, stream, &err));
             else
+                GO(2, hmoe_cuda_qk_norm_rope_store(&qa, stream, &err));
+            if (!fused)
                 GO(3, hmoe_cuda_attn_decode(q, &y->kv, d_pos, NH, 0.08838834764831845f, NSPLIT, scratch, NULL, oq, stream, &err));
             struct hmoe_cuda_mmv_args mo = {.type = y->tq, .w = y->wo, .row_bytes = hmoe_row_bytes(y->tq, NH * HD), .nrows = DM,
                                             .ncols = NH * HD, .x = oq, .x_stride_bytes = qo, .ntok = 1, .y = x, .y_stride = DM, .add = x,

@@ -146,10 +146,10 @@ static void dot_q(const float *w, const uint8_t *q, int64_t n, double *s, double
  * quantizer of that z; run twice with the q8_1 output wiped in between, so the per-slot counters
  * must have reset) and hmoe_cuda_moe_down_norm (y as below; the RMSNorm of each new y row in
  * float64, and its q8_1 row against the reference quantizer of the f32 output). */
-static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int fused) {
+static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int fused, int64_t d) {
     char name[200], why[256] = "";
     const int E = 16, k = 4;
-    const int64_t d = 512, F = 256;
+    const int64_t F = 256;
     struct experts_h gate, up, down;
     experts_make(&gate, tgu, E, F, d);
     experts_make(&up, tgu, E, F, d);
@@ -214,8 +214,8 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
         }
     }
     t_check(ok, name, "%s", why);
-    snprintf(name, sizeof name, "moe_down%s %s, %d token(s) x %d experts: y += sum w_j dot_j", fused ? "_norm" : "",
-             hmoe_type_name(tdn), ntok, k);
+    snprintf(name, sizeof name, "moe_down%s %s, %d token(s) x %d experts, %lld rows: y += sum w_j dot_j", fused ? "_norm" : "",
+             hmoe_type_name(tdn), ntok, k, (long long)d);
     const struct hmoe_cuda_norm_out no = {.norm_w = d_nw, .eps = 1e-6f, .out_f32 = d_hf, .out_q8_1 = d_hq, .counters = d_cnt + 32};
     if ((!fused && !launched(hmoe_cuda_quantize_q8_1(d_z, F, nslot, F, d_zq, g_stream, &err), &err, name)) ||
         !launched(fused ? hmoe_cuda_moe_down_norm(&down.dev, d_ids, d_w, ntok, k, d_zq, zs, d_y, d, &no, g_stream, &err)
@@ -259,7 +259,7 @@ out:
     free(nw), free(hf), free(hq), free(wantq);
     gpu_free_all();
 }
-static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok) { test_decode_experts_impl(tgu, tdn, ntok, 0); }
+static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok) { test_decode_experts_impl(tgu, tdn, ntok, 0, 512); }
 
 /* Decode RMSNorm + router + top-k in one launch: the normalised row within 2e-6 of float64 (its
  * q8_1 row bit-exact against the reference quantizer of it), logits within 1e-5 of the float64
@@ -672,9 +672,10 @@ int main(void) {
     test_decode_experts(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 1);
     test_decode_experts(HMOE_TYPE_IQ2_XS, HMOE_TYPE_Q5_K, 2);
     test_decode_experts(HMOE_TYPE_Q8_0, HMOE_TYPE_IQ4_NL, 1);
-    test_decode_experts_impl(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 1, 1);
-    test_decode_experts_impl(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 1, 1);
-    test_decode_experts_impl(HMOE_TYPE_IQ2_XS, HMOE_TYPE_Q5_K, 2, 1);
+    test_decode_experts_impl(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 1, 1, 512);
+    test_decode_experts_impl(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 1, 1, 512);
+    test_decode_experts_impl(HMOE_TYPE_IQ2_XS, HMOE_TYPE_Q5_K, 2, 1, 512);
+    test_decode_experts_impl(HMOE_TYPE_Q4_K, HMOE_TYPE_Q4_K, 1, 1, 4096); /* the norm's two-pass path (rows > 2048) */
     test_router_norm_topk(128, 8, 2048);
     test_router_norm_topk(16, 4, 256);
     test_router_norm_topk(256, 8, 4096);

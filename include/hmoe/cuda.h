@@ -360,16 +360,25 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
  * finishes the work (no second launch).
  * ------------------------------------------------------------------------------------------ */
 
-/* hmoe_cuda_attn_decode in one launch (cuda_attn.cu): the cache 0..*pos is cut into ranges of
- * at least 128 positions, at most max_split of them (the grid is max_split wide; blocks past the
- * last range exit at once), so up to 128 positions one block per kv head computes the result and
- * writes it; with several ranges the last block of each kv head merges them.
- * d_scratch: hmoe_cuda_attn_decode_scratch_bytes(n_head, head_dim, max_split) bytes;
- * d_counters: n_head_kv counters. max_split in 1..1024 (0 = 32). */
+/* hmoe_cuda_attn_decode in one launch (cuda_attn.cu): one block per query head and range; the
+ * cache 0..*pos is cut into ranges of at least 128 positions, at most max_split of them (the grid
+ * is n_head x max_split; blocks past the last range exit at once), so up to 128 positions each
+ * head's block computes and writes its result; with several ranges the last block of each head
+ * merges them. d_scratch: hmoe_cuda_attn_decode_scratch_bytes(n_head, head_dim, max_split) bytes;
+ * d_counters: n_head counters. max_split in 1..1024 (0 = 32). */
 enum hmoe_status hmoe_cuda_attn_decode_fused(const float *d_q, const struct hmoe_cuda_kv *kv, const int32_t *d_pos,
                                              int n_head, float scale, int max_split, void *d_scratch,
                                              unsigned int *d_counters, float *d_out, void *d_out_q8_1, void *stream,
                                              struct hmoe_err *err);
+
+/* hmoe_cuda_qk_norm_rope_store for one token (a->ntok == 1) followed by
+ * hmoe_cuda_attn_decode_fused, in one launch: every block normalises and rotates its own q head
+ * (a->q is read, not written back); the blocks of the range holding the new position compute the
+ * new k row (normalised, rotated) and take k and v at the precision the cache stores them, the
+ * first block of each kv group stores them at a->pos[0]. */
+enum hmoe_status hmoe_cuda_attn_decode_qkv(const struct hmoe_cuda_qkv_args *a, float scale, int max_split,
+                                           void *d_scratch, unsigned int *d_counters, float *d_out, void *d_out_q8_1,
+                                           void *stream, struct hmoe_err *err);
 
 /* RMSNorm of one residual row + router + top-k (cuda_moe.cu): hmoe_cuda_rmsnorm (no add) followed
  * by hmoe_cuda_moe_router_topk on its f32 output. Every block normalises the row itself (it is
@@ -403,7 +412,7 @@ enum hmoe_status hmoe_cuda_moe_gate_up_q8(const struct hmoe_cuda_experts *gate, 
 /* hmoe_cuda_moe_down (y += experts) followed by an RMSNorm of each updated row of y (the next
  * layer's input norm, or the output norm before the LM head) (cuda_moe.cu): the last block of
  * each token normalises its row of y with weights norm_w into out_f32 (rows nrows apart) and/or
- * out_q8_1 (rows hmoe_cuda_q8_1_row_bytes(nrows) apart); nrows % 32 == 0 when out_q8_1 is set.
+ * out_q8_1 (rows hmoe_cuda_q8_1_row_bytes(nrows) apart); nrows % 32 == 0.
  * d_counters: ntok counters. */
 struct hmoe_cuda_norm_out {
     const float *norm_w;       /* device, nrows floats */

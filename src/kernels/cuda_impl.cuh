@@ -255,12 +255,14 @@ __device__ __forceinline__ void hmoe_cu_pdl_wait() {
 
 /* Last block done: every thread of the block calls this after its global writes. True in the
  * one block that arrives last of the `nblocks` sharing *cnt; that block resets *cnt to 0 (so a
- * graph replays) and may read the others' writes through L2 (__ldcg: never through L1). */
+ * graph replays) and may read the others' writes through L2 (__ldcg: never through L1). The
+ * barrier orders the block's writes before thread 0's fence, which publishes them all (a fence
+ * in every thread cost microseconds per launch). */
 __device__ __forceinline__ bool hmoe_cu_last_block(unsigned int *cnt, unsigned int nblocks) {
     __shared__ bool s_last;
-    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
+        __threadfence();
         const bool last = atomicAdd(cnt, 1u) == nblocks - 1;
         if (last) atomicExch(cnt, 0u);
         s_last = last;
@@ -271,16 +273,47 @@ __device__ __forceinline__ bool hmoe_cu_last_block(unsigned int *cnt, unsigned i
     return last;
 }
 
+/* Quantize nb q8_1 blocks of row x (read through L2) to q: warp w takes blocks w, w + nwarps, ...;
+ * all of a warp's loads are issued before the first block is quantized (one L2 round trip per
+ * 16 blocks, not one per block). */
+__device__ __forceinline__ void hmoe_cu_block_q8_1_row(const float *x, int64_t nb, uint8_t *q) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+    const int64_t n = 32 * nb;
+    for (int64_t b0 = warp; b0 < nb; b0 += 16 * (int64_t)nw) {
+        float v[16];
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int64_t b = b0 + (int64_t)nw * j;
+            v[j] = b < nb ? __ldcg(x + 32 * b + lane) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int64_t b = b0 + (int64_t)nw * j;
+            if (b < nb) hmoe_cu_q8_1_warp(v[j], (int8_t *)q + 32 * b, (float2 *)(q + n) + b);
+        }
+    }
+}
+
 /* RMSNorm of one row of n floats by the whole block (qwen3moe.md §4.2: h = (x * r) * w), x
- * read through L2 (other blocks wrote it): h to out_f32 and/or q8_1 row q (n % 32 == 0). */
+ * read through L2 (other blocks wrote it): h to out_f32 and/or q8_1 row q; n % 32 == 0. Rows of
+ * up to 32 * 16 * (warps of the block) values are loaded once, all loads in flight together;
+ * longer rows take a second pass. */
+#define HMOE_CU_NORM_MAXJ 16
 __device__ __forceinline__ void hmoe_cu_block_rmsnorm(const float *x, int64_t n, const float *w, float eps,
                                                       float *out_f32, uint8_t *q) {
     __shared__ float s_red[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+    const int64_t nb = n / 32;
+    const bool one = nb <= (int64_t)HMOE_CU_NORM_MAXJ * nw;
+    float v[HMOE_CU_NORM_MAXJ];
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = __ldcg(x + i);
-        ss += v * v;
+    for (int64_t b0 = warp; b0 < nb; b0 += (int64_t)HMOE_CU_NORM_MAXJ * nw) {
+#pragma unroll
+        for (int j = 0; j < HMOE_CU_NORM_MAXJ; j++) {
+            const int64_t b = b0 + (int64_t)nw * j;
+            v[j] = b < nb ? __ldcg(x + 32 * b + lane) : 0.0f;
+            ss += v[j] * v[j];
+        }
     }
     ss = hmoe_warp_sum(ss);
     if (lane == 0) s_red[warp] = ss;
@@ -288,11 +321,23 @@ __device__ __forceinline__ void hmoe_cu_block_rmsnorm(const float *x, int64_t n,
     float tot = 0.0f;
     for (int i = 0; i < nw; i++) tot += s_red[i];
     const float r = 1.0f / sqrtf(tot / (float)n + eps);
-    for (int64_t b = warp; b < (n + 31) / 32; b += nw) {
-        const int64_t i = 32 * b + lane;
-        const float h = i < n ? (__ldcg(x + i) * r) * w[i] : 0.0f;
-        if (out_f32 && i < n) out_f32[i] = h;
-        if (q) hmoe_cu_q8_1_warp(h, (int8_t *)q + 32 * b, (float2 *)(q + n) + b);
+    for (int64_t b0 = warp; b0 < nb; b0 += (int64_t)HMOE_CU_NORM_MAXJ * nw) {
+        float wv[HMOE_CU_NORM_MAXJ];
+#pragma unroll
+        for (int j = 0; j < HMOE_CU_NORM_MAXJ; j++) {
+            const int64_t b = b0 + (int64_t)nw * j;
+            if (!one) v[j] = b < nb ? __ldcg(x + 32 * b + lane) : 0.0f; /* long row: second pass */
+            wv[j] = b < nb ? w[32 * b + lane] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < HMOE_CU_NORM_MAXJ; j++) {
+            const int64_t b = b0 + (int64_t)nw * j;
+            if (b < nb) {
+                const float h = (v[j] * r) * wv[j];
+                if (out_f32) out_f32[32 * b + lane] = h;
+                if (q) hmoe_cu_q8_1_warp(h, (int8_t *)q + 32 * b, (float2 *)(q + n) + b);
+            }
+        }
     }
 }
 

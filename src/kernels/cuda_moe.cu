@@ -281,14 +281,8 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
         }
     }
     if (cnt && hmoe_cu_last_block(cnt + slot, gridDim.x)) {
-        /* the whole row of z is written: quantize it (one warp per 32 values, through L2) */
-        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        const int64_t F = g.nrows;
-        uint8_t *qrow = zq + (size_t)slot * hmoe_cu_q8_1_row_bytes(F);
-        for (int64_t b = warp; b < F / 32; b += HMOE_MMV_THREADS / 32) {
-            const float v = __ldcg(z + slot * z_stride + 32 * b + lane);
-            hmoe_cu_q8_1_warp(v, (int8_t *)qrow + 32 * b, (float2 *)(qrow + F) + b);
-        }
+        /* the whole row of z is written: quantize it */
+        hmoe_cu_block_q8_1_row(z + slot * z_stride, g.nrows / 32, zq + (size_t)slot * hmoe_cu_q8_1_row_bytes(g.nrows));
     }
 }
 
@@ -445,8 +439,9 @@ extern "C" enum hmoe_status hmoe_cuda_moe_down_norm(const struct hmoe_cuda_exper
                                                     struct hmoe_err *err) {
     HMOE_CUDA_REQUIRE(err, norm && norm->norm_w && norm->counters && (norm->out_f32 || norm->out_q8_1),
                       "moe_down_norm: needs norm weights, counters and an output");
-    HMOE_CUDA_REQUIRE(err, !norm->out_q8_1 || (down->nrows % 32 == 0 && hmoe_cu_aligned(norm->out_q8_1, 16)),
-                      "moe_down_norm: q8_1 output needs nrows %% 32 == 0 and a 16-byte aligned buffer");
+    HMOE_CUDA_REQUIRE(err, down->nrows % 32 == 0, "moe_down_norm: nrows %lld must be a multiple of 32", (long long)down->nrows);
+    HMOE_CUDA_REQUIRE(err, !norm->out_q8_1 || hmoe_cu_aligned(norm->out_q8_1, 16),
+                      "moe_down_norm: q8_1 output needs a 16-byte aligned buffer");
     return down_launch(down, d_ids, d_weights, ntok, k, d_zq, zq_stride_bytes, d_y, y_stride, *norm, stream, err);
 }
 

@@ -229,6 +229,12 @@ enum hmoe_status hmoe_cuda_attn_decode_fused(const float *d_q, const struct hmoe
         (void)d_out, (void)d_out_q8_1, (void)stream;
     return NO_CUDA(err);
 }
+enum hmoe_status hmoe_cuda_attn_decode_qkv(const struct hmoe_cuda_qkv_args *a, float scale, int max_split,
+                                           void *d_scratch, unsigned int *d_counters, float *d_out, void *d_out_q8_1,
+                                           void *stream, struct hmoe_err *err) {
+    (void)a, (void)scale, (void)max_split, (void)d_scratch, (void)d_counters, (void)d_out, (void)d_out_q8_1, (void)stream;
+    return NO_CUDA(err);
+}
 enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_norm_args *a, void *stream,
                                                 struct hmoe_err *err) {
     (void)a, (void)stream;

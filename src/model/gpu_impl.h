@@ -79,6 +79,8 @@ struct hmoe_gpu {
     struct hmoe_cuda_graph *graph;
     uint32_t seq;                      /* decode steps so far (the mailbox sequence number) */
     bool fused_decode;                 /* single-token steps use the fused launchers (gpu_init.c) */
+    bool fuse_moe;                     /* ... quantize and the next norm inside the expert kernels */
+    bool fuse_qkr;                     /* ... QK-norm + RoPE + KV store inside the attention kernel */
     bool pdl;                          /* ... with programmatic dependent launch */
     bool x_normed;                     /* while recording a step: hf/hq already hold the next norm of x */
     struct hmoe_sched_hybrid *hyb;     /* NULL when every expert is resident */
@@ -105,7 +107,7 @@ struct hmoe_gpu {
 #define GPU_CNT_DOWN 8           /* [1] down + next norm of the decode token */
 #define GPU_CNT_GATE_UP 16       /* [k] gate/up + quantize, per slot */
 #define GPU_CNT_GATE_UP_MAX 48
-#define GPU_CNT_ATTN 64          /* [n_head_kv] decode attention */
+#define GPU_CNT_ATTN 64          /* [n_head] decode attention */
 #define GPU_CNT_ATTN_MAX 192
 #define GPU_COUNTERS 256
 

@@ -378,20 +378,23 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
 /* The fused single-token step (qwen3moe_gpu.c moe_fused, attn_decode_fused) where its
  * launchers' shape rules hold: every expert resident and quantized, n_embd and n_ff_exp
  * multiples of 32, n_embd <= 4096, the counters of gpu_impl.h large enough. HMOE_GPU_UNFUSED=1
- * keeps the launch-per-operation step (comparisons); HMOE_PDL=0 turns programmatic dependent
- * launch off. */
+ * keeps the launch-per-operation step (comparisons); HMOE_FUSE_MOE=0 keeps separate quantize and
+ * norm launches around the experts, HMOE_FUSE_QKR=0 the separate QK-norm/RoPE/KV-store launch; HMOE_PDL=1 turns programmatic dependent launch on (sm_90+;
+ * measured no faster on the H200, bench/gpu_results.md). */
 static void fused_decode_setup(struct hmoe_ctx *c) {
     struct hmoe_gpu *g = c->gpu;
     const struct hmoe_model_config *cfg = &c->m->cfg;
     bool ok = !getenv("HMOE_GPU_UNFUSED") && cfg->n_embd % 32 == 0 && cfg->n_embd <= 4096 && cfg->n_ff_exp % 32 == 0 &&
-              cfg->n_head_kv <= GPU_CNT_ATTN_MAX && cfg->n_expert_used <= GPU_CNT_GATE_UP_MAX && cfg->n_expert <= 512;
+              cfg->n_head <= GPU_CNT_ATTN_MAX && cfg->n_expert_used <= GPU_CNT_GATE_UP_MAX && cfg->n_expert <= 512;
     for (int il = 0; il < cfg->n_layer && ok; il++) {
         const struct hmoe_gpu_layer *L = &g->L[il];
         ok = L->resident && hmoe_type_info[L->gate.type].is_quantized && hmoe_type_info[L->down.type].is_quantized;
     }
     g->fused_decode = ok;
-    const char *pdl = getenv("HMOE_PDL");
-    g->pdl = ok && !(pdl && !strcmp(pdl, "0")) && !g->prof_on && hmoe_cuda_pdl_supported();
+    const char *pdl = getenv("HMOE_PDL"), *fm = getenv("HMOE_FUSE_MOE"), *fq = getenv("HMOE_FUSE_QKR");
+    g->fuse_moe = ok && !(fm && !strcmp(fm, "0"));
+    g->fuse_qkr = ok && !(fq && !strcmp(fq, "0"));
+    g->pdl = ok && pdl && !strcmp(pdl, "1") && !g->prof_on && hmoe_cuda_pdl_supported();
 }
 
 /* --- report --------------------------------------------------------------------------- */

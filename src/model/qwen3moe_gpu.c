@@ -129,7 +129,8 @@ static struct hmoe_cuda_rope rope_params(const struct hmoe_model_config *cfg) {
 
 /* MoE half of a fused single-token layer (resident quantized experts): RMSNorm + router + top-k
  * in one launch, gate/up with the q8_1 quantization of z in its last blocks, down + residual with
- * the next RMSNorm (next layer's attn_norm, or output_norm before the LM head) in its last block. */
+ * the next RMSNorm (next layer's attn_norm, or output_norm before the LM head) in its last block
+ * (the last two as separate launches with HMOE_FUSE_MOE=0). */
 static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_layer *L = &g->L[il];
@@ -144,6 +145,11 @@ static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *e
                                                   .out_f32 = g->hf, .out_q8_1 = g->hq};
     TRY(hmoe_cuda_moe_router_norm_topk(&ra, g->stream, err));
     prof(g, P_EXPERTS);
+    if (!g->fuse_moe) {
+        TRY(hmoe_cuda_moe_gate_up(&L->gate, &L->up, g->ids, k, k, g->hq, qd, g->z, F, g->stream, err));
+        TRY(hmoe_cuda_quantize_q8_1(g->z, F, k, F, g->zq, g->stream, err));
+        return hmoe_cuda_moe_down(&L->down, g->ids, g->wts, 1, k, g->zq, qf, g->x, d, g->stream, err);
+    }
     TRY(hmoe_cuda_moe_gate_up_q8(&L->gate, &L->up, g->ids, k, k, g->hq, qd, g->z, F, g->zq, g->counter + GPU_CNT_GATE_UP,
                                  g->stream, err));
     const bool last = il + 1 == cfg->n_layer;
@@ -195,12 +201,16 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
                                     .kv_stride = nqkv, .ntok = n, .n_head = (int)H, .n_head_kv = (int)Hkv,
                                     .head_dim = (int)D, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = cfg->rms_eps,
                                     .pos = d_pos, .rope = rope_params(cfg), .kv = L->kv};
-    TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
-    prof(g, P_ATTN);
     const float scale = 1.0f / sqrtf((float)D);
     const bool wo_float = !hmoe_type_info[L->wo.type].is_quantized;
     const size_t qo = hmoe_cuda_q8_1_row_bytes(no);
-    if (fused) {
+    const bool fused_qkr = fused && g->fuse_qkr; /* QK-norm, RoPE and the KV store inside the attention launch */
+    if (!fused_qkr) TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
+    prof(g, P_ATTN);
+    if (fused_qkr) {
+        TRY(hmoe_cuda_attn_decode_qkv(&qa, scale, g->attn_split, g->attn_scratch, g->counter + GPU_CNT_ATTN,
+                                      wo_float ? g->o : NULL, wo_float ? NULL : g->oq, s, err));
+    } else if (fused) {
         TRY(hmoe_cuda_attn_decode_fused(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch,
                                         g->counter + GPU_CNT_ATTN, wo_float ? g->o : NULL, wo_float ? NULL : g->oq, s, err));
     } else if (n == 1) {
