@@ -5,9 +5,10 @@
  * Build: make bench (a CUDA build).
  * Run: ./build/bench/bench_cuda_decode [--mix iq2_xxs] [--pos N] [--router-split] [--mode unfused|fused|pdl]
  * Modes (all three by default): "unfused" is the launch-per-operation step below; "fused" uses
- * the fused decode launchers of cuda.h (norm+router+top-k, gate/up+quantize, down+next norm,
- * qk-norm+rope+KV store+attention: 6-7 launches per layer); "pdl" is "fused" with programmatic dependent
- * launch (sm_90+).
+ * every fused decode launcher of cuda.h (norm+router+top-k, gate/up+quantize, down+next norm,
+ * qk-norm+rope+KV store+attention: 6-7 launches per layer; the forward pass's default leaves out
+ * the two MoE ones, which measured slower: HMOE_FUSE_MOE in src/model/gpu_init.c); "pdl" is
+ * "fused" with programmatic dependent launch (sm_90+).
  * Per layer (11-12 launches): rmsnorm->q8_1, one q|k|v matvec (q, k, v weights back to back; v
  * separate where its type differs), qk-norm+rope+KV store, flash-decoding attention writing q8_1,
  * o matvec + residual, rmsnorm->f32+q8_1, router + top-k (one launch), fused gate+up of the 8

@@ -403,7 +403,9 @@ enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_no
 
 /* hmoe_cuda_moe_gate_up followed by hmoe_cuda_quantize_q8_1 of z (cuda_moe.cu): the last block of
  * each slot quantizes that slot's row of z into d_zq (rows hmoe_cuda_q8_1_row_bytes(nrows) apart).
- * d_counters: nslot counters. */
+ * d_counters: nslot counters. Note: this and hmoe_cuda_moe_down_norm measured slower than the
+ * separate launches for the Qwen3-30B shapes on the H200 (hundreds of blocks serialise on one
+ * counter); the forward pass uses them only with HMOE_FUSE_MOE=1. */
 enum hmoe_status hmoe_cuda_moe_gate_up_q8(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
                                           const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
                                           size_t x_stride_bytes, float *d_z, int64_t z_stride, void *d_zq,

@@ -10,6 +10,10 @@
  * take alternate tiles of the block's range and merge in shared memory; a second kernel merges
  * the ranges. Prefill: a block takes TQ tokens x G heads = 4 warps x R rows; each warp walks the
  * cache up to the last position its rows may see. Tensor-core prefill is a follow-up.
+ * Version 2 decode (attn_decode1_kernel, one launch): one block per query head and cache range,
+ * ranges cut from the length at run time (one range up to 128 positions, else the last block of a
+ * head merges them), optionally with the QK-norm + RoPE + KV store of the new token inside: 11.1
+ * us per layer on the H200 at depth 65 against 19.4 + 3.4 for v1's two kernels + the store kernel.
  */
 #include <math.h>
 

@@ -79,7 +79,7 @@ struct hmoe_gpu {
     struct hmoe_cuda_graph *graph;
     uint32_t seq;                      /* decode steps so far (the mailbox sequence number) */
     bool fused_decode;                 /* single-token steps use the fused launchers (gpu_init.c) */
-    bool fuse_moe;                     /* ... quantize and the next norm inside the expert kernels */
+    bool fuse_moe;                     /* ... quantize and the next norm inside the expert kernels (off) */
     bool fuse_qkr;                     /* ... QK-norm + RoPE + KV store inside the attention kernel */
     bool pdl;                          /* ... with programmatic dependent launch */
     bool x_normed;                     /* while recording a step: hf/hq already hold the next norm of x */

@@ -378,9 +378,11 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
 /* The fused single-token step (qwen3moe_gpu.c moe_fused, attn_decode_fused) where its
  * launchers' shape rules hold: every expert resident and quantized, n_embd and n_ff_exp
  * multiples of 32, n_embd <= 4096, the counters of gpu_impl.h large enough. HMOE_GPU_UNFUSED=1
- * keeps the launch-per-operation step (comparisons); HMOE_FUSE_MOE=0 keeps separate quantize and
- * norm launches around the experts, HMOE_FUSE_QKR=0 the separate QK-norm/RoPE/KV-store launch; HMOE_PDL=1 turns programmatic dependent launch on (sm_90+;
- * measured no faster on the H200, bench/gpu_results.md). */
+ * keeps the launch-per-operation step (comparisons); HMOE_FUSE_QKR=0 keeps the separate
+ * QK-norm/RoPE/KV-store launch. Off by default, measured slower on the H200 (bench/gpu_results.md):
+ * HMOE_FUSE_MOE=1 moves the quantize of z and the next RMSNorm into the last blocks of the expert
+ * kernels (their counters serialise ~1000 atomics: 404 -> 361 tok/s); HMOE_PDL=1 turns on
+ * programmatic dependent launch (sm_90+, no measurable gain). */
 static void fused_decode_setup(struct hmoe_ctx *c) {
     struct hmoe_gpu *g = c->gpu;
     const struct hmoe_model_config *cfg = &c->m->cfg;
@@ -392,7 +394,7 @@ static void fused_decode_setup(struct hmoe_ctx *c) {
     }
     g->fused_decode = ok;
     const char *pdl = getenv("HMOE_PDL"), *fm = getenv("HMOE_FUSE_MOE"), *fq = getenv("HMOE_FUSE_QKR");
-    g->fuse_moe = ok && !(fm && !strcmp(fm, "0"));
+    g->fuse_moe = ok && fm && !strcmp(fm, "1");
     g->fuse_qkr = ok && !(fq && !strcmp(fq, "0"));
     g->pdl = ok && pdl && !strcmp(pdl, "1") && !g->prof_on && hmoe_cuda_pdl_supported();
 }

@@ -128,9 +128,10 @@ static struct hmoe_cuda_rope rope_params(const struct hmoe_model_config *cfg) {
 }
 
 /* MoE half of a fused single-token layer (resident quantized experts): RMSNorm + router + top-k
- * in one launch, gate/up with the q8_1 quantization of z in its last blocks, down + residual with
- * the next RMSNorm (next layer's attn_norm, or output_norm before the LM head) in its last block
- * (the last two as separate launches with HMOE_FUSE_MOE=0). */
+ * in one launch, then gate/up, quantize, down + residual (the next RMSNorm is the next layer's own
+ * launch). With HMOE_FUSE_MOE=1 (slower on the H200, gpu_init.c) gate/up quantizes z in its last
+ * blocks and down + residual runs the next RMSNorm (next layer's attn_norm, or output_norm before
+ * the LM head) in its last block. */
 static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_layer *L = &g->L[il];
