@@ -3,7 +3,12 @@
  * the fraction of the HBM roofline, before the real forward pass exists (follow-up task).
  *
  * Build: make bench (a CUDA build).
- * Run: ./build/bench/bench_cuda_decode [--mix iq2_xxs] [--pos N] [--router-split]
+ * Run: ./build/bench/bench_cuda_decode [--mix iq2_xxs] [--pos N] [--router-split] [--mode unfused|fused|pdl]
+ * Modes (all three by default): "unfused" is the launch-per-operation step below; "fused" uses
+ * every fused decode launcher of cuda.h (norm+router+top-k, gate/up+quantize, down+next norm,
+ * qk-norm+rope+KV store+attention: 6-7 launches per layer; the forward pass's default leaves out
+ * the two MoE ones, which measured slower: HMOE_FUSE_MOE in src/model/gpu_init.c); "pdl" is
+ * "fused" with programmatic dependent launch (sm_90+).
  * Per layer (11-12 launches): rmsnorm->q8_1, one q|k|v matvec (q, k, v weights back to back; v
  * separate where its type differs), qk-norm+rope+KV store, flash-decoding attention writing q8_1,
  * o matvec + residual, rmsnorm->f32+q8_1, router + top-k (one launch), fused gate+up of the 8
@@ -58,9 +63,13 @@ struct layer {
 };
 
 int main(int argc, char **argv) {
-    int iq2 = 0, pos = 64, router_split = 0;
+    int iq2 = 0, pos = 64, router_split = 0, mode_only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--router-split")) router_split = 1;
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
+            ++i;
+            mode_only = !strcmp(argv[i], "unfused") ? 0 : !strcmp(argv[i], "fused") ? 1 : 2;
+        }
         else if (!strcmp(argv[i], "--mix") && i + 1 < argc) iq2 = !strcmp(argv[++i], "iq2_xxs");
         else if (!strcmp(argv[i], "--pos") && i + 1 < argc) pos = atoi(argv[++i]);
     }
@@ -143,8 +152,8 @@ int main(int argc, char **argv) {
     float *lm = dmalloc_fill((size_t)NV * 4, 0);
     void *hq = dmalloc_fill(qd, 0), *oq = dmalloc_fill(qo, 0), *zq = dmalloc_fill(NK * qf, 0);
     int32_t *ids = dmalloc_fill(NK * 4, 0), *d_pos = dmalloc_fill(4, 0);
-    unsigned int *counter = dmalloc_fill(16, 0);
-    check(hmoe_cuda_memset(ctx, counter, 0, 16, &err), &err, "memset");
+    unsigned int *counter = dmalloc_fill(1024, 0);
+    check(hmoe_cuda_memset(ctx, counter, 0, 1024, &err), &err, "memset");
     void *scratch = dmalloc_fill(hmoe_cuda_attn_decode_scratch_bytes(NH, HD, NSPLIT), 0);
     check(hmoe_cuda_memset(ctx, x, 0, DM * 4, &err), &err, "memset");
     check(hmoe_cuda_upload(ctx, d_pos, &pos, 4, &err), &err, "upload");
@@ -155,9 +164,18 @@ int main(int argc, char **argv) {
                                      "o matvec + residual", "router (+ top-k if fused)", "top-k", "experts gate+up", "quantize z",
                                      "experts down + residual", "LM head"};
     enum { NCLS = 11 };
+    static const char *mode_name[] = {"unfused", "fused", "fused + programmatic dependent launch"};
+    for (int mode = 0; mode < 3; mode++) {
+    if (mode_only >= 0 && mode != mode_only) continue;
+    if (mode == 2 && !hmoe_cuda_pdl_supported()) {
+        printf("mode %s: not supported by this device\n", mode_name[mode]);
+        continue;
+    }
+    const int fused = mode >= 1;
     double t_full = 0.0;
     for (int skip = -1; skip < NCLS; skip++) {
-        if (skip == 6 && !router_split) continue; /* top-k is fused into the router launch */
+        if (skip == 6 && (!router_split || fused)) continue; /* top-k is fused into the router launch */
+        if ((skip == 8 || skip == 2) && fused) continue;     /* quantize is in gate/up, qk-norm+rope in attention */
         struct hmoe_cuda_graph *g = NULL;
         check(hmoe_cuda_graph_capture_begin(ctx, &err), &err, "capture");
         int launches = 0;
@@ -165,7 +183,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < L; i++) {
             struct layer *y = &ly[i];
             struct hmoe_cuda_rmsnorm_args n1 = {.x = x, .x_stride = DM, .w = y->norm1, .eps = 1e-6f, .nrows = 1, .n = DM, .out_q8_1 = hq};
-            GO(0, hmoe_cuda_rmsnorm(&n1, stream, &err));
+            if (!fused || i == 0) GO(0, hmoe_cuda_rmsnorm(&n1, stream, &err));
+            if (fused) hmoe_cuda_set_pdl(mode == 2);
             const int fused_v = y->tv == y->tq;
             struct hmoe_cuda_mmv_args m = {.type = y->tq, .w = y->wq, .row_bytes = hmoe_row_bytes(y->tq, DM),
                                            .nrows = (NH + (fused_v ? 2 : 1) * NKV) * HD, .ncols = DM, .x = hq, .x_stride_bytes = qd,
@@ -178,12 +197,27 @@ int main(int argc, char **argv) {
             struct hmoe_cuda_qkv_args qa = {.q = q, .k = k, .v = v, .q_stride = NH * HD, .kv_stride = NKV * HD, .ntok = 1, .n_head = NH,
                                             .n_head_kv = NKV, .head_dim = HD, .q_norm = y->qn, .k_norm = y->kn, .eps = 1e-6f, .pos = d_pos,
                                             .rope = {.n_rot = HD, .freq_base = 1e6f, .freq_scale = 1.0f, .mscale = 1.0f}, .kv = y->kv};
-            GO(2, hmoe_cuda_qk_norm_rope_store(&qa, stream, &err));
-            GO(3, hmoe_cuda_attn_decode(q, &y->kv, d_pos, NH, 0.08838834764831845f, NSPLIT, scratch, NULL, oq, stream, &err));
+            if (fused)
+                GO(3, hmoe_cuda_attn_decode_qkv(&qa, 0.08838834764831845f, 32, scratch, counter + 64, NULL, oq, stream, &err));
+            else
+                GO(2, hmoe_cuda_qk_norm_rope_store(&qa, stream, &err));
+            if (!fused)
+                GO(3, hmoe_cuda_attn_decode(q, &y->kv, d_pos, NH, 0.08838834764831845f, NSPLIT, scratch, NULL, oq, stream, &err));
             struct hmoe_cuda_mmv_args mo = {.type = y->tq, .w = y->wo, .row_bytes = hmoe_row_bytes(y->tq, NH * HD), .nrows = DM,
                                             .ncols = NH * HD, .x = oq, .x_stride_bytes = qo, .ntok = 1, .y = x, .y_stride = DM, .add = x,
                                             .add_stride = DM};
             GO(4, hmoe_cuda_mmv(&mo, stream, &err));
+            if (fused) {
+                const struct hmoe_cuda_router_norm_args ra = {.x = x, .norm_w = y->norm2, .eps = 1e-6f, .n = DM, .router = y->router,
+                                                              .n_expert = NE, .k = NK, .logits = logits, .ids = ids, .weights = wts,
+                                                              .counter = counter, .out_f32 = hf, .out_q8_1 = hq};
+                GO(5, hmoe_cuda_moe_router_norm_topk(&ra, stream, &err));
+                GO(7, hmoe_cuda_moe_gate_up_q8(&y->gate, &y->up, ids, NK, NK, hq, qd, z, FF, zq, counter + 16, stream, &err));
+                const struct hmoe_cuda_norm_out no = {.norm_w = i + 1 < L ? ly[i + 1].norm1 : out_norm, .eps = 1e-6f, .out_f32 = hf,
+                                                      .out_q8_1 = hq, .counters = counter + 8};
+                GO(9, hmoe_cuda_moe_down_norm(&y->down, ids, wts, 1, NK, zq, qf, x, DM, &no, stream, &err));
+                continue;
+            }
             struct hmoe_cuda_rmsnorm_args n2 = {.x = x, .x_stride = DM, .w = y->norm2, .eps = 1e-6f, .nrows = 1, .n = DM, .out_f32 = hf,
                                                 .out_q8_1 = hq};
             GO(0, hmoe_cuda_rmsnorm(&n2, stream, &err));
@@ -200,11 +234,12 @@ int main(int argc, char **argv) {
             GO(9, hmoe_cuda_moe_down(&y->down, ids, wts, 1, NK, zq, qf, x, DM, stream, &err));
         }
         struct hmoe_cuda_rmsnorm_args nf = {.x = x, .x_stride = DM, .w = out_norm, .eps = 1e-6f, .nrows = 1, .n = DM, .out_q8_1 = hq};
-        GO(0, hmoe_cuda_rmsnorm(&nf, stream, &err));
+        if (!fused) GO(0, hmoe_cuda_rmsnorm(&nf, stream, &err));
         struct hmoe_cuda_mmv_args ml = {.type = HMOE_TYPE_Q6_K, .w = w_out, .row_bytes = hmoe_row_bytes(HMOE_TYPE_Q6_K, DM), .nrows = NV,
                                         .ncols = DM, .x = hq, .x_stride_bytes = qd, .ntok = 1, .y = lm, .y_stride = NV};
         GO(10, hmoe_cuda_mmv(&ml, stream, &err));
 #undef GO
+        hmoe_cuda_set_pdl(false);
         check(hmoe_cuda_graph_capture_end(ctx, &g, &err), &err, "capture end");
         double t[9];
         for (int r = -2; r < 9; r++) {
@@ -223,8 +258,8 @@ int main(int argc, char **argv) {
         const double ms = t[4];
         if (skip < 0) {
             t_full = ms;
-            printf("synthetic Qwen3-30B-A3B decode step, %s mix, KV depth %d, router %s, one CUDA graph of %d launches:\n",
-                   iq2 ? "IQ2_XXS" : "Q4_K_M", pos + 1, router_split ? "matvec + top-k" : "fused", launches);
+            printf("[%s] synthetic Qwen3-30B-A3B decode step, %s mix, KV depth %d, router %s, one CUDA graph of %d launches:\n",
+                   mode_name[mode], iq2 ? "IQ2_XXS" : "Q4_K_M", pos + 1, router_split ? "matvec + top-k" : "fused", launches);
             printf("  %.3f ms/token = %.0f tok/s; %.2f GB read per token -> %.0f GB/s = %.1f%% of the %.0f GB/s copy roofline\n", ms,
                    1e3 / ms, bytes_tok / 1e9, bytes_tok / (ms * 1e-3) / 1e9, 100.0 * bytes_tok / (ms * 1e-3) / 1e9 / roof, roof);
             printf("  time per token by kernel class (full step minus the step without that class):\n");
@@ -233,6 +268,7 @@ int main(int argc, char **argv) {
                    (t_full - ms) * 1e3 / (skip == 10 ? 1 : L));
         }
         hmoe_cuda_graph_free(g);
+    }
     }
     hmoe_cuda_ctx_free(ctx);
     return 0;

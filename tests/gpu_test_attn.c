@@ -79,7 +79,10 @@ static int compare(const float *got, const double *ref, int D, char *why, size_t
     return 1;
 }
 
-static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
+/* fused: hmoe_cuda_attn_decode_fused with max_split = n_split (0 = its default), the lengths in
+ * sequence through the same counters (each call must leave them at zero for the next). */
+static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul,
+                             int fused) {
     struct cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
@@ -93,17 +96,23 @@ static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens
     void *d_outq = dalloc(qb);
     uint8_t *outq = malloc(qb), *wantq = malloc(qb);
     int32_t *d_pos = dalloc(4);
-    void *d_scr = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, D, n_split));
+    void *d_scr = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, D, fused && n_split <= 0 ? 32 : n_split));
+    unsigned int *d_cnt = dalloc((size_t)H * 4);
+    struct hmoe_err merr = {0};
+    hmoe_cuda_memset(g_ctx, d_cnt, 0, (size_t)H * 4, &merr);
     for (int li = 0; li < nlens; li++) {
         char name[200], why[200] = "";
-        snprintf(name, sizeof name, "attn decode H=%d Hkv=%d D=%d %s cache, length %d, %d splits", H, Hkv, D, hmoe_type_name(t),
-                 lens[li], n_split > 0 ? n_split : 64);
+        snprintf(name, sizeof name, "attn decode%s H=%d Hkv=%d D=%d %s cache, length %d, %d splits", fused ? " fused" : "", H,
+                 Hkv, D, hmoe_type_name(t), lens[li], n_split > 0 ? n_split : fused ? 32 : 64);
         for (int i = 0; i < H * D; i++) q[i] = rng_normal() * qmul;
         const int32_t pos = lens[li] - 1;
         to_dev(d_q, q, (size_t)H * D * 4);
         to_dev(d_pos, &pos, 4);
         struct hmoe_err err = {0};
-        if (!launched(hmoe_cuda_attn_decode(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_out, d_outq, g_stream, &err), &err, name) ||
+        const enum hmoe_status st =
+            fused ? hmoe_cuda_attn_decode_fused(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_cnt, d_out, d_outq, g_stream, &err)
+                  : hmoe_cuda_attn_decode(d_q, &c.kv, d_pos, H, scale, n_split, d_scr, d_out, d_outq, g_stream, &err);
+        if (!launched(st, &err, name) ||
             !from_dev(out, d_out, (size_t)H * D * 4, name) || !from_dev(outq, d_outq, qb, name))
             continue;
         int ok = 1;
@@ -122,6 +131,111 @@ static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens
         t_check(ok, name, "%s", why);
     }
     free(q), free(out), free(ref), free(outq), free(wantq);
+    cache_free(&c);
+}
+
+static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
+    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 0);
+}
+static void test_decode_fused(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
+    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 1);
+}
+
+/* q, k: RMS-normalised (weights nw) and NEOX-rotated head in float64 (qwen3moe.md §4.3, §5). */
+static void ref_norm_rope(const float *src, int D, const float *nw, int pos, double *out) {
+    double ss = 0;
+    for (int i = 0; i < D; i++) ss += (double)src[i] * src[i];
+    const double r = 1.0 / sqrt(ss / D + 1e-6);
+    for (int i = 0; i < D; i++) out[i] = (double)src[i] * r * nw[i];
+    for (int i = 0; i < D / 2; i++) {
+        const double th = pos * pow(1e6, -2.0 * i / D), c = cos(th), sn = sin(th);
+        const double x0 = out[i], x1 = out[i + D / 2];
+        out[i] = x0 * c - x1 * sn;
+        out[i + D / 2] = x0 * sn + x1 * c;
+    }
+}
+
+/* hmoe_cuda_attn_decode_qkv: raw q/k/v of the new token in, QK-norm + RoPE + KV store + attention
+ * in one launch. Checks: the stored K row against the float64 norm + rope (one fp16 rounding /
+ * half a q8_0 step), the stored V row byte-exact against the type table's quantizer, and the
+ * output against the float64 attention over the cache as stored (earlier rows + the new one)
+ * with the float64 normalised, rotated q. The lengths run in sequence over the same cache and
+ * counters. */
+static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split) {
+    struct cache c;
+    int maxl = 0;
+    for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
+    cache_init(&c, Hkv, D, maxl + 3, t);
+    const int G = H / Hkv;
+    const float scale = 1.0f / sqrtf((float)D);
+    const size_t rb = row_bytes(t, D), qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
+    float *q = malloc((size_t)H * D * 4), *k = malloc((size_t)Hkv * D * 4), *v = malloc((size_t)Hkv * D * 4);
+    float *qn = malloc((size_t)D * 4), *kn = malloc((size_t)D * 4), *out = malloc((size_t)H * D * 4), *qf = malloc((size_t)D * 4);
+    double *ref = malloc((size_t)D * 8);
+    uint8_t *krow = malloc(rb), *vrow = malloc(rb), *vwant = malloc(rb), *outq = malloc(qb), *wantq = malloc(qb);
+    for (int i = 0; i < D; i++) qn[i] = 1.0f + 0.2f * rng_normal(), kn[i] = 1.0f + 0.2f * rng_normal();
+    float *d_q = dalloc((size_t)H * D * 4), *d_k = dalloc((size_t)Hkv * D * 4), *d_v = dalloc((size_t)Hkv * D * 4);
+    float *d_out = dalloc((size_t)H * D * 4), *d_qn = dup_dev(qn, (size_t)D * 4), *d_kn = dup_dev(kn, (size_t)D * 4);
+    void *d_outq = dalloc(qb), *d_scr = dalloc(hmoe_cuda_attn_decode_scratch_bytes(H, D, max_split > 0 ? max_split : 32));
+    int32_t *d_pos = dalloc(4);
+    unsigned int *d_cnt = dalloc((size_t)H * 4);
+    struct hmoe_err err = {0};
+    hmoe_cuda_memset(g_ctx, d_cnt, 0, (size_t)H * 4, &err);
+    for (int li = 0; li < nlens; li++) {
+        char name[200], why[200] = "";
+        snprintf(name, sizeof name, "attn decode qkv (norm+rope+store fused) H=%d Hkv=%d D=%d %s cache, length %d, %d splits", H,
+                 Hkv, D, hmoe_type_name(t), lens[li], max_split > 0 ? max_split : 32);
+        const int32_t pos = lens[li] - 1;
+        for (int i = 0; i < H * D; i++) q[i] = rng_normal();
+        for (int i = 0; i < Hkv * D; i++) k[i] = rng_normal() * 2.0f, v[i] = rng_normal();
+        to_dev(d_q, q, (size_t)H * D * 4);
+        to_dev(d_k, k, (size_t)Hkv * D * 4);
+        to_dev(d_v, v, (size_t)Hkv * D * 4);
+        to_dev(d_pos, &pos, 4);
+        const struct hmoe_cuda_qkv_args a = {.q = d_q, .k = d_k, .v = d_v, .q_stride = H * D, .kv_stride = Hkv * D, .ntok = 1,
+                                             .n_head = H, .n_head_kv = Hkv, .head_dim = D, .q_norm = d_qn, .k_norm = d_kn,
+                                             .eps = 1e-6f, .pos = d_pos,
+                                             .rope = {.n_rot = D, .freq_base = 1e6f, .freq_scale = 1.0f, .mscale = 1.0f},
+                                             .kv = c.kv};
+        if (!launched(hmoe_cuda_attn_decode_qkv(&a, scale, max_split, d_scr, d_cnt, d_out, d_outq, g_stream, &err), &err, name) ||
+            !from_dev(out, d_out, (size_t)H * D * 4, name) || !from_dev(outq, d_outq, qb, name))
+            continue;
+        int ok = 1;
+        for (int h = 0; h < Hkv && ok; h++) {
+            const size_t off = ((size_t)h * c.n_ctx + pos) * rb;
+            if (!from_dev(krow, (const uint8_t *)c.kv.k + off, rb, name) || !from_dev(vrow, (const uint8_t *)c.kv.v + off, rb, name)) {
+                ok = -1;
+                break;
+            }
+            ref_norm_rope(k + (size_t)h * D, D, kn, pos, ref);
+            float *kd = c.kd + ((size_t)h * c.n_ctx + pos) * D, *vd = c.vd + ((size_t)h * c.n_ctx + pos) * D;
+            hmoe_type_info[t].dequant_ref(krow, kd, D);
+            hmoe_type_info[t].dequant_ref(vrow, vd, D);
+            for (int i = 0; i < D && ok; i++) {
+                double tol = ldexp(fabs(ref[i]), -11) + 2e-5;
+                if (t == HMOE_TYPE_Q8_0) tol = 0.6 * hmoe_fp16_to_f32((uint16_t)(krow[34 * (i / 32)] | (krow[34 * (i / 32) + 1] << 8))) + 2e-5;
+                if (!(fabs(kd[i] - ref[i]) <= tol))
+                    snprintf(why, sizeof why, "k head %d dim %d stored %.9g, want %.9g", h, i, kd[i], ref[i]), ok = 0;
+            }
+            hmoe_type_info[t].quantize_ref(v + (size_t)h * D, vwant, D);
+            if (ok && memcmp(vrow, vwant, rb) != 0) snprintf(why, sizeof why, "v head %d: stored row differs from the quantizer", h), ok = 0;
+        }
+        if (ok < 0) continue;
+        for (int h = 0; h < H && ok; h++) {
+            ref_norm_rope(q + (size_t)h * D, D, qn, pos, ref);
+            for (int i = 0; i < D; i++) qf[i] = (float)ref[i];
+            ref_attn(&c, qf, h, G, pos, scale, ref);
+            char where[64];
+            snprintf(where, sizeof where, "head %d", h);
+            ok = compare(out + (size_t)h * D, ref, D, why, sizeof why, where);
+        }
+        ref_quantize_q8_1(out, (int64_t)H * D, wantq);
+        if (ok && memcmp(outq, wantq, (size_t)H * D + 8 * (size_t)(H * D / 32)) != 0)
+            snprintf(why, sizeof why, "q8_1 output differs from quantizing the f32 output"), ok = 0;
+        t_check(ok, name, "%s", why);
+    }
+    free(q), free(k), free(v), free(qn), free(kn), free(out), free(qf), free(ref);
+    free(krow), free(vrow), free(vwant), free(outq), free(wantq);
     cache_free(&c);
 }
 
@@ -198,6 +312,21 @@ int main(void) {
     test_decode(16, 2, 256, HMOE_TYPE_Q8_0, l35, 1, 0, 1.0f);
     const int lmini[] = {50};
     test_decode(4, 4, 32, HMOE_TYPE_F16, lmini, 1, 0, 1.0f);
+    /* fused: one range (<= 128 positions), several ranges merged by the last block, the cap */
+    const int lf[] = {1, 64, 128, 129, 257, 1000, 5000, 77};
+    test_decode_fused(32, 4, 128, HMOE_TYPE_F16, lf, 8, 0, 1.0f);
+    test_decode_fused(32, 4, 128, HMOE_TYPE_Q8_0, lf, 8, 0, 3.0f);
+    const int lf3[] = {2000, 130, 1};
+    test_decode_fused(32, 4, 128, HMOE_TYPE_F16, lf3, 3, 3, 1.0f);
+    test_decode_fused(8, 2, 64, HMOE_TYPE_F16, lf, 8, 0, 1.0f);
+    test_decode_fused(4, 4, 32, HMOE_TYPE_F16, lf3, 3, 0, 1.0f);
+    test_decode_fused(16, 2, 256, HMOE_TYPE_Q8_0, lf3, 3, 0, 1.0f);
+    const int lq[] = {1, 2, 65, 128, 129, 300, 2001, 97};
+    test_decode_qkv(32, 4, 128, HMOE_TYPE_F16, lq, 8, 0);
+    test_decode_qkv(32, 4, 128, HMOE_TYPE_Q8_0, lq, 8, 0);
+    test_decode_qkv(8, 2, 64, HMOE_TYPE_F16, lq, 8, 5);
+    test_decode_qkv(4, 4, 32, HMOE_TYPE_Q8_0, lq, 8, 0);
+    test_decode_qkv(16, 2, 256, HMOE_TYPE_F16, lq, 4, 0);
 
     test_prefill(32, 4, 128, HMOE_TYPE_F16, 0, 1, 0);
     test_prefill(32, 4, 128, HMOE_TYPE_F16, 0, 7, 0);

@@ -142,10 +142,14 @@ static void dot_q(const float *w, const uint8_t *q, int64_t n, double *s, double
     }
 }
 
-static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok) {
+/* fused: hmoe_cuda_moe_gate_up_q8 (z checked as below, its q8_1 rows against the reference
+ * quantizer of that z; run twice with the q8_1 output wiped in between, so the per-slot counters
+ * must have reset) and hmoe_cuda_moe_down_norm (y as below; the RMSNorm of each new y row in
+ * float64, and its q8_1 row against the reference quantizer of the f32 output). */
+static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int fused, int64_t d) {
     char name[200], why[256] = "";
     const int E = 16, k = 4;
-    const int64_t d = 512, F = 256;
+    const int64_t F = 256;
     struct experts_h gate, up, down;
     experts_make(&gate, tgu, E, F, d);
     experts_make(&up, tgu, E, F, d);
@@ -171,11 +175,24 @@ static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok
     uint8_t *xq = malloc(xs * (size_t)ntok), *zq = malloc(zs * (size_t)nslot);
     float *z = malloc((size_t)(nslot * F) * 4), *y = malloc((size_t)(ntok * d) * 4);
     struct hmoe_err err = {0};
-    snprintf(name, sizeof name, "moe_gate_up %s, %d token(s) x %d experts: silu(g)*u", hmoe_type_name(tgu), ntok, k);
-    if (!launched(hmoe_cuda_quantize_q8_1(d_x, d, ntok, d, d_xq, g_stream, &err), &err, name) ||
-        !launched(hmoe_cuda_moe_gate_up(&gate.dev, &up.dev, d_ids, nslot, k, d_xq, xs, d_z, F, g_stream, &err), &err, name) ||
-        !from_dev(xq, d_xq, xs * (size_t)ntok, name) || !from_dev(z, d_z, (size_t)(nslot * F) * 4, name))
-        goto out;
+    unsigned int *d_cnt = dalloc(64 * 4);
+    hmoe_cuda_memset(g_ctx, d_cnt, 0, 64 * 4, &err);
+    float *nw = malloc((size_t)d * 4), *hf = malloc((size_t)(ntok * d) * 4);
+    uint8_t *hq = malloc(xs * (size_t)ntok), *wantq = malloc(xs > zs ? xs : zs);
+    for (int64_t i = 0; i < d; i++) nw[i] = 0.5f + (float)rng_unif();
+    float *d_nw = dup_dev(nw, (size_t)d * 4), *d_hf = dalloc((size_t)(ntok * d) * 4);
+    void *d_hq = dalloc(xs * (size_t)ntok);
+    snprintf(name, sizeof name, "moe_gate_up%s %s, %d token(s) x %d experts: silu(g)*u", fused ? "_q8 (twice)" : "",
+             hmoe_type_name(tgu), ntok, k);
+    if (!launched(hmoe_cuda_quantize_q8_1(d_x, d, ntok, d, d_xq, g_stream, &err), &err, name)) goto out;
+    for (int rep = 0; rep < (fused ? 2 : 1); rep++) {
+        if (fused) hmoe_cuda_memset(g_ctx, d_zq, 0xff, zs * (size_t)nslot, &err);
+        enum hmoe_status st = fused ? hmoe_cuda_moe_gate_up_q8(&gate.dev, &up.dev, d_ids, nslot, k, d_xq, xs, d_z, F, d_zq,
+                                                               d_cnt, g_stream, &err)
+                                    : hmoe_cuda_moe_gate_up(&gate.dev, &up.dev, d_ids, nslot, k, d_xq, xs, d_z, F, g_stream, &err);
+        if (!launched(st, &err, name)) goto out;
+    }
+    if (!from_dev(xq, d_xq, xs * (size_t)ntok, name) || !from_dev(z, d_z, (size_t)(nslot * F) * 4, name)) goto out;
     int ok = 1;
     for (int s = 0; s < nslot && ok; s++)
         for (int64_t f = 0; f < F && ok; f++) {
@@ -188,11 +205,24 @@ static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok
                 ok = 0;
             }
         }
+    if (fused && ok) {
+        if (!from_dev(zq, d_zq, zs * (size_t)nslot, name)) goto out;
+        for (int sl = 0; sl < nslot && ok; sl++) {
+            ref_quantize_q8_1(z + (size_t)sl * F, F, wantq);
+            if (memcmp(zq + (size_t)sl * zs, wantq, (size_t)F + 8 * (size_t)(F / 32)) != 0)
+                snprintf(why, sizeof why, "slot %d: q8_1 row differs from quantizing z", sl), ok = 0;
+        }
+    }
     t_check(ok, name, "%s", why);
-    snprintf(name, sizeof name, "moe_down %s, %d token(s) x %d experts: y += sum w_j dot_j", hmoe_type_name(tdn), ntok, k);
-    if (!launched(hmoe_cuda_quantize_q8_1(d_z, F, nslot, F, d_zq, g_stream, &err), &err, name) ||
-        !launched(hmoe_cuda_moe_down(&down.dev, d_ids, d_w, ntok, k, d_zq, zs, d_y, d, g_stream, &err), &err, name) ||
-        !from_dev(zq, d_zq, zs * (size_t)nslot, name) || !from_dev(y, d_y, (size_t)(ntok * d) * 4, name))
+    snprintf(name, sizeof name, "moe_down%s %s, %d token(s) x %d experts, %lld rows: y += sum w_j dot_j", fused ? "_norm" : "",
+             hmoe_type_name(tdn), ntok, k, (long long)d);
+    const struct hmoe_cuda_norm_out no = {.norm_w = d_nw, .eps = 1e-6f, .out_f32 = d_hf, .out_q8_1 = d_hq, .counters = d_cnt + 32};
+    if ((!fused && !launched(hmoe_cuda_quantize_q8_1(d_z, F, nslot, F, d_zq, g_stream, &err), &err, name)) ||
+        !launched(fused ? hmoe_cuda_moe_down_norm(&down.dev, d_ids, d_w, ntok, k, d_zq, zs, d_y, d, &no, g_stream, &err)
+                        : hmoe_cuda_moe_down(&down.dev, d_ids, d_w, ntok, k, d_zq, zs, d_y, d, g_stream, &err),
+                  &err, name) ||
+        !from_dev(zq, d_zq, zs * (size_t)nslot, name) || !from_dev(y, d_y, (size_t)(ntok * d) * 4, name) ||
+        !from_dev(hf, d_hf, (size_t)(ntok * d) * 4, name) || !from_dev(hq, d_hq, xs * (size_t)ntok, name))
         goto out;
     ok = 1;
     for (int t = 0; t < ntok && ok; t++)
@@ -209,10 +239,84 @@ static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok
                 ok = 0;
             }
         }
+    for (int t = 0; t < ntok && ok && fused; t++) { /* the next RMSNorm of the updated rows */
+        double ss = 0;
+        for (int64_t r = 0; r < d; r++) ss += (double)y[t * d + r] * y[t * d + r];
+        const double rs = 1.0 / sqrt(ss / (double)d + 1e-6);
+        for (int64_t r = 0; r < d && ok; r++) {
+            const double want = y[t * d + r] * rs * nw[r];
+            if (!(fabs(hf[t * d + r] - want) <= 2e-6 * fabs(want) + 1e-30))
+                snprintf(why, sizeof why, "norm token %d col %lld: %.9g, want %.9g", t, (long long)r, hf[t * d + r], want), ok = 0;
+        }
+        ref_quantize_q8_1(hf + t * d, d, wantq);
+        if (ok && memcmp(hq + (size_t)t * xs, wantq, (size_t)d + 8 * (size_t)(d / 32)) != 0)
+            snprintf(why, sizeof why, "norm token %d: q8_1 row differs from quantizing the f32 row", t), ok = 0;
+    }
     t_check(ok, name, "%s", why);
 out:
     experts_free(&gate), experts_free(&up), experts_free(&down);
     free(ids), free(wts), free(x), free(y0), free(xq), free(zq), free(z), free(y);
+    free(nw), free(hf), free(hq), free(wantq);
+    gpu_free_all();
+}
+static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok) { test_decode_experts_impl(tgu, tdn, ntok, 0, 512); }
+
+/* Decode RMSNorm + router + top-k in one launch: the normalised row within 2e-6 of float64 (its
+ * q8_1 row bit-exact against the reference quantizer of it), logits within 1e-5 of the float64
+ * matvec of that row, ids exact against the C top-k of the GPU's logits, weights 1e-6; two calls
+ * (the counter must reset). */
+static void test_router_norm_topk(int E, int k, int64_t n) {
+    char name[160], why[200] = "";
+    snprintf(name, sizeof name, "moe_router_norm_topk E=%d k=%d, row of %lld, two calls", E, k, (long long)n);
+    float *w = malloc((size_t)(E * n) * 4), *x = malloc((size_t)n * 4), *nw = malloc((size_t)n * 4), *hf = malloc((size_t)n * 4);
+    float *lg = malloc((size_t)E * 4), *wt = malloc((size_t)k * 4), *rw = malloc((size_t)k * 4);
+    int32_t *ids = malloc((size_t)k * 4), *rid = malloc((size_t)k * 4);
+    const size_t qb = hmoe_cuda_q8_1_row_bytes(n);
+    uint8_t *hq = malloc(qb), *wantq = malloc(qb);
+    for (int64_t i = 0; i < E * n; i++) w[i] = rng_normal();
+    for (int64_t i = 0; i < n; i++) nw[i] = 0.5f + (float)rng_unif();
+    float *d_w = dup_dev(w, (size_t)(E * n) * 4), *d_nw = dup_dev(nw, (size_t)n * 4), *d_x = dalloc((size_t)n * 4);
+    float *d_lg = dalloc((size_t)E * 4), *d_wt = dalloc((size_t)k * 4), *d_hf = dalloc((size_t)n * 4);
+    int32_t *d_ids = dalloc((size_t)k * 4);
+    void *d_hq = dalloc(qb);
+    unsigned int *d_cnt = dalloc(16);
+    struct hmoe_err err = {0};
+    hmoe_cuda_memset(g_ctx, d_cnt, 0, 16, &err);
+    int ok = 1;
+    for (int call = 0; call < 2 && ok; call++) {
+        for (int64_t i = 0; i < n; i++) x[i] = rng_normal() * (call ? 30.0f : 1.0f);
+        to_dev(d_x, x, (size_t)n * 4);
+        const struct hmoe_cuda_router_norm_args a = {.x = d_x, .norm_w = d_nw, .eps = 1e-6f, .n = n, .router = d_w, .n_expert = E,
+                                                     .k = k, .logits = d_lg, .ids = d_ids, .weights = d_wt, .counter = d_cnt,
+                                                     .out_f32 = d_hf, .out_q8_1 = d_hq};
+        if (!launched(hmoe_cuda_moe_router_norm_topk(&a, g_stream, &err), &err, name) || !from_dev(lg, d_lg, (size_t)E * 4, name) ||
+            !from_dev(ids, d_ids, (size_t)k * 4, name) || !from_dev(wt, d_wt, (size_t)k * 4, name) ||
+            !from_dev(hf, d_hf, (size_t)n * 4, name) || !from_dev(hq, d_hq, qb, name))
+            goto out;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+        const double rs = 1.0 / sqrt(ss / (double)n + 1e-6);
+        for (int64_t i = 0; i < n && ok; i++) {
+            const double want = x[i] * rs * nw[i];
+            if (!(fabs(hf[i] - want) <= 2e-6 * fabs(want) + 1e-30))
+                snprintf(why, sizeof why, "call %d norm col %lld: %.9g, want %.9g", call, (long long)i, hf[i], want), ok = 0;
+        }
+        ref_quantize_q8_1(hf, n, wantq);
+        if (ok && memcmp(hq, wantq, (size_t)n + 8 * (size_t)(n / 32)) != 0)
+            snprintf(why, sizeof why, "call %d: q8_1 row differs from quantizing the f32 row", call), ok = 0;
+        for (int e = 0; e < E && ok; e++) {
+            double s_ = 0, m = 0;
+            for (int64_t i = 0; i < n; i++) s_ += (double)w[e * n + i] * hf[i], m += fabs((double)w[e * n + i] * hf[i]);
+            if (!(fabs(lg[e] - s_) <= 1e-5 * m)) snprintf(why, sizeof why, "call %d logit %d: %.9g, want %.9g", call, e, lg[e], s_), ok = 0;
+        }
+        ref_topk(lg, E, k, rid, rw);
+        for (int j = 0; j < k && ok; j++)
+            if (ids[j] != rid[j] || !(fabsf(wt[j] - rw[j]) <= 1e-6f))
+                snprintf(why, sizeof why, "call %d slot %d: expert %d weight %.9g, want %d %.9g", call, j, ids[j], wt[j], rid[j], rw[j]), ok = 0;
+    }
+    t_check(ok, name, "%s", why);
+out:
+    free(w), free(x), free(nw), free(hf), free(lg), free(wt), free(rw), free(ids), free(rid), free(hq), free(wantq);
     gpu_free_all();
 }
 
@@ -568,6 +672,15 @@ int main(void) {
     test_decode_experts(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 1);
     test_decode_experts(HMOE_TYPE_IQ2_XS, HMOE_TYPE_Q5_K, 2);
     test_decode_experts(HMOE_TYPE_Q8_0, HMOE_TYPE_IQ4_NL, 1);
+    test_decode_experts_impl(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 1, 1, 512);
+    test_decode_experts_impl(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 1, 1, 512);
+    test_decode_experts_impl(HMOE_TYPE_IQ2_XS, HMOE_TYPE_Q5_K, 2, 1, 512);
+    test_decode_experts_impl(HMOE_TYPE_Q4_K, HMOE_TYPE_Q4_K, 1, 1, 4096); /* the norm's two-pass path (rows > 2048) */
+    test_router_norm_topk(128, 8, 2048);
+    test_router_norm_topk(16, 4, 256);
+    test_router_norm_topk(256, 8, 4096);
+    test_router_norm_topk(8, 2, 64);
+    test_router_norm_topk(17, 3, 96);
     for (size_t i = 0; i < HMOE_ARRAY_LEN(k_types); i++) test_gemm_dense(k_types[i], 70, 192, 512, 0);
     test_gemm_dense(HMOE_TYPE_Q4_K, 5, 256, 768, 1);
     test_gemm_dense(HMOE_TYPE_Q6_K, 130, 128, 1024, 1);

@@ -352,6 +352,93 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
                                         struct hmoe_err *err);
 
 /* ------------------------------------------------------------------------------------------
+ * Fused decode launchers: the single-token step with fewer, right-sized launches. Each does what
+ * the launchers named in its comment do in sequence, with the same results up to f32 rounding
+ * order. "Counters" are device unsigned ints that the caller zeroes once; the kernels leave them
+ * at zero again (the last block to finish a unit of work resets its counter), so a captured
+ * graph replays. Blocks publish partial results with a fence and an atomic; the last one
+ * finishes the work (no second launch).
+ * ------------------------------------------------------------------------------------------ */
+
+/* hmoe_cuda_attn_decode in one launch (cuda_attn.cu): one block per query head and range; the
+ * cache 0..*pos is cut into ranges of at least 128 positions, at most max_split of them (the grid
+ * is n_head x max_split; blocks past the last range exit at once), so up to 128 positions each
+ * head's block computes and writes its result; with several ranges the last block of each head
+ * merges them. d_scratch: hmoe_cuda_attn_decode_scratch_bytes(n_head, head_dim, max_split) bytes;
+ * d_counters: n_head counters. max_split in 1..1024 (0 = 32). */
+enum hmoe_status hmoe_cuda_attn_decode_fused(const float *d_q, const struct hmoe_cuda_kv *kv, const int32_t *d_pos,
+                                             int n_head, float scale, int max_split, void *d_scratch,
+                                             unsigned int *d_counters, float *d_out, void *d_out_q8_1, void *stream,
+                                             struct hmoe_err *err);
+
+/* hmoe_cuda_qk_norm_rope_store for one token (a->ntok == 1) followed by
+ * hmoe_cuda_attn_decode_fused, in one launch: every block normalises and rotates its own q head
+ * (a->q is read, not written back); the blocks of the range holding the new position compute the
+ * new k row (normalised, rotated) and take k and v at the precision the cache stores them, the
+ * first block of each kv group stores them at a->pos[0]. */
+enum hmoe_status hmoe_cuda_attn_decode_qkv(const struct hmoe_cuda_qkv_args *a, float scale, int max_split,
+                                           void *d_scratch, unsigned int *d_counters, float *d_out, void *d_out_q8_1,
+                                           void *stream, struct hmoe_err *err);
+
+/* RMSNorm of one residual row + router + top-k (cuda_moe.cu): hmoe_cuda_rmsnorm (no add) followed
+ * by hmoe_cuda_moe_router_topk on its f32 output. Every block normalises the row itself (it is
+ * n floats, read from L2), computes two router logits and writes its share of the normalised row
+ * (out_f32 and/or out_q8_1, both optional); the last block runs the top-k. */
+struct hmoe_cuda_router_norm_args {
+    const float *x;            /* device, n floats: the residual row */
+    const float *norm_w;       /* device, n floats */
+    float eps;
+    int64_t n;                 /* n % 32 == 0, n <= 4096 */
+    const float *router;       /* device F32 [n_expert][n] */
+    int n_expert, k;
+    float *logits;             /* device [n_expert] */
+    int32_t *ids;              /* device [k] */
+    float *weights;            /* device [k] */
+    unsigned int *counter;     /* one counter */
+    float *out_f32;            /* optional [n] */
+    void *out_q8_1;            /* optional, hmoe_cuda_q8_1_row_bytes(n) bytes */
+};
+enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_norm_args *a, void *stream,
+                                                struct hmoe_err *err);
+
+/* hmoe_cuda_moe_gate_up followed by hmoe_cuda_quantize_q8_1 of z (cuda_moe.cu): the last block of
+ * each slot quantizes that slot's row of z into d_zq (rows hmoe_cuda_q8_1_row_bytes(nrows) apart).
+ * d_counters: nslot counters. Note: this and hmoe_cuda_moe_down_norm measured slower than the
+ * separate launches for the Qwen3-30B shapes on the H200 (hundreds of blocks serialise on one
+ * counter); the forward pass uses them only with HMOE_FUSE_MOE=1. */
+enum hmoe_status hmoe_cuda_moe_gate_up_q8(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
+                                          const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
+                                          size_t x_stride_bytes, float *d_z, int64_t z_stride, void *d_zq,
+                                          unsigned int *d_counters, void *stream, struct hmoe_err *err);
+
+/* hmoe_cuda_moe_down (y += experts) followed by an RMSNorm of each updated row of y (the next
+ * layer's input norm, or the output norm before the LM head) (cuda_moe.cu): the last block of
+ * each token normalises its row of y with weights norm_w into out_f32 (rows nrows apart) and/or
+ * out_q8_1 (rows hmoe_cuda_q8_1_row_bytes(nrows) apart); nrows % 32 == 0.
+ * d_counters: ntok counters. */
+struct hmoe_cuda_norm_out {
+    const float *norm_w;       /* device, nrows floats */
+    float eps;
+    float *out_f32;            /* optional */
+    void *out_q8_1;            /* optional */
+    unsigned int *counters;    /* ntok counters */
+};
+enum hmoe_status hmoe_cuda_moe_down_norm(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
+                                         const float *d_weights, int64_t ntok, int k, const void *d_zq,
+                                         size_t zq_stride_bytes, float *d_y, int64_t y_stride,
+                                         const struct hmoe_cuda_norm_out *norm, void *stream, struct hmoe_err *err);
+
+/* Programmatic dependent launch (compute capability 9.0 and later): while on, the launchers of
+ * the decode chain (rmsnorm, mmv, qk_norm_rope, the attention, router, gate/up, quantize, down
+ * and the fused launchers above) let the next kernel start launching while the previous one is
+ * finishing; each of these kernels waits for its predecessor's results before it reads or
+ * writes anything. Off by default; a no-op on older devices and in CPU-only builds. The caller
+ * turns it on only between two of these launchers (the first kernel after a copy or another
+ * kernel is launched the ordinary way when the flag is off). Process-wide, not thread-safe. */
+void hmoe_cuda_set_pdl(bool on);
+bool hmoe_cuda_pdl_supported(void);
+
+/* ------------------------------------------------------------------------------------------
  * Host memory, streams and events (cuda_host.cu) — what the forward pass and the hybrid
  * scheduler need around the kernels: page-locked buffers (copies from them are DMA, capturable
  * into a graph, and "mapped" ones are readable/writable by kernels over PCIe), pinning of an

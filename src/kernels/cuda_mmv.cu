@@ -23,6 +23,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
                                                                  const float *add, int64_t add_stride) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
+    hmoe_cu_pdl_wait();
     const int tl = threadIdx.x % TPR;
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MMV_RPT;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
@@ -71,6 +72,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_f_kernel(const uint8_t *
                                                                  const float *add, int64_t add_stride) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
+    hmoe_cu_pdl_wait();
     const int tl = threadIdx.x % TPR;
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MMV_RPT;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
@@ -125,11 +127,13 @@ static void mmv_launch(const struct hmoe_cuda_mmv_args *a, int units, cudaStream
 #define MMV_GO(NT_, TPR_)                                                                                           \
     do {                                                                                                            \
         if constexpr (F)                                                                                            \
-            mmv_f_kernel<TR, NT_, TPR_><<<grid(TPR_, NT_), HMOE_MMV_THREADS, 0, st>>>(                             \
-                w, a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add, a->add_stride); \
+            hmoe_cu_launch(mmv_f_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), 0, st, w,          \
+                           a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
+                           a->add_stride);                                                                          \
         else                                                                                                        \
-            mmv_q_kernel<TR, NT_, TPR_><<<grid(TPR_, NT_), HMOE_MMV_THREADS, 0, st>>>(                             \
-                w, a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add, a->add_stride); \
+            hmoe_cu_launch(mmv_q_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), 0, st, w,          \
+                           a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
+                           a->add_stride);                                                                          \
     } while (0)
     if (a->ntok > 1)
         MMV_GO(8, 64);

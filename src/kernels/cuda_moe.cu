@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__res
                                                               float *weights, unsigned int *counter) {
     __shared__ float red[4][2];
     __shared__ bool last;
+    hmoe_cu_pdl_wait();
     const int tid = threadIdx.x;
     const int r0 = 2 * blockIdx.x;
     float acc[2] = {0.0f, 0.0f};
@@ -116,6 +117,83 @@ __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__res
     if (tid == 0) *counter = 0;
 }
 
+/* Decode RMSNorm + router + top-k in one launch: block b normalises the residual row itself
+ * (x and the norm weights are 2 x n floats from L2; the router rows it multiplies are loaded
+ * first, before the wait for the previous kernel, since weights never change), computes logits
+ * 2b and 2b+1, writes its share of the normalised row (q8_1 blocks b*4 + warp, ...), and the last
+ * block runs the top-k. h = (x * r) * w as in rmsnorm_kernel (qwen3moe.md §4.2). */
+#define RN_MAXV 8 /* float4 per thread: n <= 128 * 4 * 8 = 4096 */
+__global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_cuda_router_norm_args a) {
+    __shared__ float red[4][2];
+    __shared__ float s_ss[4];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int r0 = 2 * blockIdx.x;
+    const int n = (int)a.n, nv = (n + 511) / 512; /* float4 j of this thread: column 4 tid + 512 j, if < n */
+    float4 wv[2][RN_MAXV], xv[RN_MAXV], nw[RN_MAXV];
+#pragma unroll
+    for (int j = 0; j < RN_MAXV; j++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (j < nv && 4 * tid + 512 * j < n && r0 + r < a.n_expert)
+                wv[r][j] = __ldg((const float4 *)(a.router + (size_t)(r0 + r) * n + 4 * tid + 512 * j));
+    hmoe_cu_pdl_wait();
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < RN_MAXV; j++) {
+        xv[j] = nw[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (j < nv && 4 * tid + 512 * j < n) {
+            xv[j] = *(const float4 *)(a.x + 4 * tid + 512 * j);
+            nw[j] = __ldg((const float4 *)(a.norm_w + 4 * tid + 512 * j));
+            ss += xv[j].x * xv[j].x + xv[j].y * xv[j].y + xv[j].z * xv[j].z + xv[j].w * xv[j].w;
+        }
+    }
+    ss = hmoe_warp_sum(ss);
+    if (lane == 0) s_ss[warp] = ss;
+    __syncthreads();
+    const float rs = 1.0f / sqrtf((s_ss[0] + s_ss[1] + s_ss[2] + s_ss[3]) / (float)n + a.eps);
+    float acc[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < RN_MAXV; j++) {
+        if (j < nv && 4 * tid + 512 * j < n) {
+            const float4 h = make_float4((xv[j].x * rs) * nw[j].x, (xv[j].y * rs) * nw[j].y, (xv[j].z * rs) * nw[j].z,
+                                         (xv[j].w * rs) * nw[j].w);
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                if (r0 + r < a.n_expert) acc[r] += wv[r][j].x * h.x + wv[r][j].y * h.y + wv[r][j].z * h.z + wv[r][j].w * h.w;
+        }
+    }
+    /* this block's share of the normalised row: q8_1 block qb, lane = value */
+    uint8_t *q = (uint8_t *)a.out_q8_1;
+    for (int qb = blockIdx.x * 4 + warp; qb < n / 32; qb += gridDim.x * 4) {
+        const int i = 32 * qb + lane;
+        const float h = (a.x[i] * rs) * a.norm_w[i];
+        if (a.out_f32) a.out_f32[i] = h;
+        if (q) hmoe_cu_q8_1_warp(h, (int8_t *)q + 32 * qb, (float2 *)(q + n) + qb);
+    }
+    hmoe_mmv_group_sum<128>(acc, red);
+    if (tid == 0)
+        for (int r = 0; r < 2; r++)
+            if (r0 + r < a.n_expert) a.logits[r0 + r] = acc[r];
+    if (hmoe_cu_last_block(a.counter, gridDim.x) && tid < 32)
+        moe_topk_warp(a.logits, a.n_expert, a.k, a.ids, a.weights); /* L2 loads (__ldcg) */
+}
+
+extern "C" enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_norm_args *a, void *stream,
+                                                           struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, a->n_expert > 0 && a->n_expert <= 32 * TOPK_MAXV && a->k >= 1 && a->k <= a->n_expert && a->k <= 32,
+                      "moe_router_norm_topk: n_expert %d / k %d out of range", a->n_expert, a->k);
+    HMOE_CUDA_REQUIRE(err, a->n > 0 && a->n % 32 == 0 && a->n <= 512 * RN_MAXV,
+                      "moe_router_norm_topk: n %lld must be a multiple of 32 up to %d", (long long)a->n, 512 * RN_MAXV);
+    HMOE_CUDA_REQUIRE(err, a->x && a->norm_w && a->router && a->logits && a->ids && a->weights && a->counter &&
+                               hmoe_cu_aligned(a->x, 16) && hmoe_cu_aligned(a->norm_w, 16) && hmoe_cu_aligned(a->router, 16),
+                      "moe_router_norm_topk: NULL or misaligned (16 bytes) buffer");
+    HMOE_CUDA_REQUIRE(err, !a->out_q8_1 || hmoe_cu_aligned(a->out_q8_1, 16), "moe_router_norm_topk: q8_1 output must be 16-byte aligned");
+    hmoe_cu_launch(moe_router_norm_topk_kernel, dim3((unsigned)hmoe_cu_div_up(a->n_expert, 2)), dim3(128), 0,
+                   hmoe_cu_stream(stream), *a);
+    HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_norm_topk");
+    return HMOE_OK;
+}
+
 extern "C" enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_expert, int k, int32_t *d_ids,
                                                float *d_weights, void *stream, struct hmoe_err *err) {
     HMOE_CUDA_REQUIRE(err, n_expert > 0 && n_expert <= 32 * TOPK_MAXV, "moe_topk: n_expert %d not in 1..%d", n_expert,
@@ -137,8 +215,8 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const fl
     HMOE_CUDA_REQUIRE(err, ncols > 0 && ncols % 4 == 0 && ncols < (1 << 30) && hmoe_cu_aligned(d_w, 16) && hmoe_cu_aligned(d_x, 16),
                       "moe_router_topk: ncols must be a multiple of 4, w and x 16-byte aligned");
     HMOE_CUDA_REQUIRE(err, d_counter && d_logits && d_ids && d_weights, "moe_router_topk: NULL buffer");
-    moe_router_topk_kernel<<<(unsigned)hmoe_cu_div_up(n_expert, 2), 128, 0, hmoe_cu_stream(stream)>>>(
-        d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter);
+    hmoe_cu_launch(moe_router_topk_kernel, dim3((unsigned)hmoe_cu_div_up(n_expert, 2)), dim3(128), 0,
+                   hmoe_cu_stream(stream), d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter);
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_topk");
     return HMOE_OK;
 }
@@ -156,8 +234,10 @@ template <class TR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hmoe_cuda_experts g, const uint8_t *__restrict__ upw,
                                                                        const int32_t *__restrict__ ids, int k,
                                                                        const uint8_t *__restrict__ x, size_t x_stride,
-                                                                       float *__restrict__ z, int64_t z_stride) {
+                                                                       float *__restrict__ z, int64_t z_stride,
+                                                                       uint8_t *zq, unsigned int *cnt) {
     constexpr int G = HMOE_MMV_THREADS / MOE_GU_TPR;
+    hmoe_cu_pdl_wait();
     __shared__ float red[HMOE_MMV_THREADS / 32][2 * MOE_RPT];
     const int tl = threadIdx.x % MOE_GU_TPR;
     const int64_t slot = blockIdx.y;
@@ -200,6 +280,10 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
             zr[r0 + r] = ok ? gv / (1.0f + expf(-gv)) * uv : 0.0f; /* a bad expert id gives zeros */
         }
     }
+    if (cnt && hmoe_cu_last_block(cnt + slot, gridDim.x)) {
+        /* the whole row of z is written: quantize it */
+        hmoe_cu_block_q8_1_row(z + slot * z_stride, g.nrows / 32, zq + (size_t)slot * hmoe_cu_q8_1_row_bytes(g.nrows));
+    }
 }
 
 template <class TR>
@@ -207,8 +291,10 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
                                                                     const int32_t *__restrict__ ids,
                                                                     const float *__restrict__ wts, int k,
                                                                     const uint8_t *__restrict__ zq, size_t zq_stride,
-                                                                    float *y, int64_t y_stride) {
+                                                                    float *y, int64_t y_stride,
+                                                                    struct hmoe_cuda_norm_out nrm) {
     constexpr int G = HMOE_MMV_THREADS / MOE_DN_TPR;
+    hmoe_cu_pdl_wait();
     __shared__ const uint8_t *s_w[32];
     __shared__ float s_wt[32];
     __shared__ float red[HMOE_MMV_THREADS / 32][MOE_RPT];
@@ -248,6 +334,10 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         for (int r = 0; r < MOE_RPT; r++)
             if (r0 + r < dn.nrows) y[t * y_stride + r0 + r] += acc[r];
     }
+    if (nrm.counters && hmoe_cu_last_block(nrm.counters + t, gridDim.x))
+        hmoe_cu_block_rmsnorm(y + t * y_stride, dn.nrows, nrm.norm_w, nrm.eps,
+                              nrm.out_f32 ? nrm.out_f32 + t * dn.nrows : nullptr,
+                              nrm.out_q8_1 ? (uint8_t *)nrm.out_q8_1 + (size_t)t * hmoe_cu_q8_1_row_bytes(dn.nrows) : nullptr);
 }
 
 static const char *experts_check(const struct hmoe_cuda_experts *x, int *blck) {
@@ -264,10 +354,10 @@ static const char *experts_check(const struct hmoe_cuda_experts *x, int *blck) {
     return nullptr;
 }
 
-extern "C" enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
-                                                  const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
-                                                  size_t x_stride_bytes, float *d_z, int64_t z_stride, void *stream,
-                                                  struct hmoe_err *err) {
+static enum hmoe_status gate_up_launch(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
+                                       const int32_t *d_ids, int64_t nslot, int k, const void *d_x, size_t x_stride_bytes,
+                                       float *d_z, int64_t z_stride, void *d_zq, unsigned int *d_counters, void *stream,
+                                       struct hmoe_err *err) {
     int blck;
     const char *why = experts_check(gate, &blck);
     HMOE_CUDA_REQUIRE(err, !why, "moe_gate_up: gate (%s): %s", hmoe_type_name(gate->type), why);
@@ -286,17 +376,17 @@ extern "C" enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts
     hmoe_cuda_type_dispatch(gate->type, [&](auto tr) {
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
-            moe_gate_up_kernel<TR><<<grid, HMOE_MMV_THREADS, 0, hmoe_cu_stream(stream)>>>(
-                *gate, (const uint8_t *)up->w, d_ids, k, (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride);
+            hmoe_cu_launch(moe_gate_up_kernel<TR>, grid, dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *gate,
+                           (const uint8_t *)up->w, d_ids, k, (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride,
+                           (uint8_t *)d_zq, d_counters);
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_gate_up");
     return HMOE_OK;
 }
 
-extern "C" enum hmoe_status hmoe_cuda_moe_down(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
-                                               const float *d_weights, int64_t ntok, int k, const void *d_zq,
-                                               size_t zq_stride_bytes, float *d_y, int64_t y_stride, void *stream,
-                                               struct hmoe_err *err) {
+static enum hmoe_status down_launch(const struct hmoe_cuda_experts *down, const int32_t *d_ids, const float *d_weights,
+                                    int64_t ntok, int k, const void *d_zq, size_t zq_stride_bytes, float *d_y,
+                                    int64_t y_stride, struct hmoe_cuda_norm_out nrm, void *stream, struct hmoe_err *err) {
     int blck;
     const char *why = experts_check(down, &blck);
     HMOE_CUDA_REQUIRE(err, !why, "moe_down (%s): %s", hmoe_type_name(down->type), why);
@@ -310,11 +400,49 @@ extern "C" enum hmoe_status hmoe_cuda_moe_down(const struct hmoe_cuda_experts *d
     hmoe_cuda_type_dispatch(down->type, [&](auto tr) {
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
-            moe_down_kernel<TR><<<grid, HMOE_MMV_THREADS, 0, hmoe_cu_stream(stream)>>>(
-                *down, d_ids, d_weights, k, (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride);
+            hmoe_cu_launch(moe_down_kernel<TR>, grid, dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *down, d_ids,
+                           d_weights, k, (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride, nrm);
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_down");
     return HMOE_OK;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
+                                                  const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
+                                                  size_t x_stride_bytes, float *d_z, int64_t z_stride, void *stream,
+                                                  struct hmoe_err *err) {
+    return gate_up_launch(gate, up, d_ids, nslot, k, d_x, x_stride_bytes, d_z, z_stride, nullptr, nullptr, stream, err);
+}
+
+extern "C" enum hmoe_status hmoe_cuda_moe_gate_up_q8(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
+                                                     const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
+                                                     size_t x_stride_bytes, float *d_z, int64_t z_stride, void *d_zq,
+                                                     unsigned int *d_counters, void *stream, struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, d_zq && d_counters && hmoe_cu_aligned(d_zq, 16) && gate->nrows % 32 == 0,
+                      "moe_gate_up_q8: needs a 16-byte aligned q8_1 output, counters and nrows %% 32 == 0 (nrows %lld)",
+                      (long long)gate->nrows);
+    return gate_up_launch(gate, up, d_ids, nslot, k, d_x, x_stride_bytes, d_z, z_stride, d_zq, d_counters, stream, err);
+}
+
+extern "C" enum hmoe_status hmoe_cuda_moe_down(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
+                                               const float *d_weights, int64_t ntok, int k, const void *d_zq,
+                                               size_t zq_stride_bytes, float *d_y, int64_t y_stride, void *stream,
+                                               struct hmoe_err *err) {
+    const struct hmoe_cuda_norm_out none = {};
+    return down_launch(down, d_ids, d_weights, ntok, k, d_zq, zq_stride_bytes, d_y, y_stride, none, stream, err);
+}
+
+extern "C" enum hmoe_status hmoe_cuda_moe_down_norm(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
+                                                    const float *d_weights, int64_t ntok, int k, const void *d_zq,
+                                                    size_t zq_stride_bytes, float *d_y, int64_t y_stride,
+                                                    const struct hmoe_cuda_norm_out *norm, void *stream,
+                                                    struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, norm && norm->norm_w && norm->counters && (norm->out_f32 || norm->out_q8_1),
+                      "moe_down_norm: needs norm weights, counters and an output");
+    HMOE_CUDA_REQUIRE(err, down->nrows % 32 == 0, "moe_down_norm: nrows %lld must be a multiple of 32", (long long)down->nrows);
+    HMOE_CUDA_REQUIRE(err, !norm->out_q8_1 || hmoe_cu_aligned(norm->out_q8_1, 16),
+                      "moe_down_norm: q8_1 output needs a 16-byte aligned buffer");
+    return down_launch(down, d_ids, d_weights, ntok, k, d_zq, zq_stride_bytes, d_y, y_stride, *norm, stream, err);
 }
 
 /* ------------------------------------------------ prefill plan ------------------------------------------------ */

@@ -11,7 +11,7 @@
  */
 #include <math.h>
 
-#include "kernels/cuda_impl.cuh"
+#include "kernels/cuda_rope_impl.cuh"
 
 #define NORM_THREADS 256
 
@@ -30,6 +30,7 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 
 __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_rmsnorm_args a) {
     __shared__ float red[NORM_THREADS / 32];
+    hmoe_cu_pdl_wait();
     const int64_t row = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float *x = a.x + row * a.x_stride;
@@ -112,7 +113,7 @@ extern "C" enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_arg
                       "rmsnorm: q8_1 output needs n %% 32 == 0 and a 16-byte aligned buffer");
     HMOE_CUDA_REQUIRE(err, a->nrows <= 0x7fffffff, "rmsnorm: too many rows");
     if (a->nrows == 0) return HMOE_OK;
-    rmsnorm_kernel<<<(unsigned)a->nrows, NORM_THREADS, 0, hmoe_cu_stream(stream)>>>(*a);
+    hmoe_cu_launch(rmsnorm_kernel, dim3((unsigned)a->nrows), dim3(NORM_THREADS), 0, hmoe_cu_stream(stream), *a);
     HMOE_CUDA_LAUNCH_CHECK(err, "rmsnorm");
     return HMOE_OK;
 }
@@ -132,49 +133,11 @@ extern "C" void hmoe_cuda_rope_yarn_corr(struct hmoe_cuda_rope *r, int n_ctx_ori
 }
 
 #define QKR_WARPS 4
-#define QKR_MAXD 256
-
-/* Rotation angle of pair i at position pos (qwen3moe.md §5, §5.1, §5.2). */
-__device__ __forceinline__ double rope_theta(const struct hmoe_cuda_rope &rp, int i, int pos) {
-    double th_extrap = (double)pos * exp2(-2.0 * (double)i / (double)rp.n_rot * log2((double)rp.freq_base));
-    double th_interp = (double)rp.freq_scale * th_extrap;
-    if (rp.ext_factor == 0.0f) return th_interp;
-    double y = ((double)i - rp.corr_low) / fmax(0.001, (double)rp.corr_high - rp.corr_low);
-    double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * rp.ext_factor;
-    return th_interp * (1.0 - ramp) + th_extrap * ramp;
-}
-
-/* Store the 32 values of block jb (one per lane) of a cache row in Q8_0, the way
- * hmoe_ref_quantize_q8_0 does it (multiplier 127/amax, round half to even, fp16 d). */
-__device__ __forceinline__ void store_q8_0_block(float v, uint8_t *blk) {
-    const int lane = threadIdx.x & 31;
-    float amax = hmoe_warp_max(fabsf(v));
-    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int q = __float2int_rn(v * id);
-    q = max(-128, min(127, q));
-    blk[2 + lane] = (uint8_t)(int8_t)q;
-    if (lane == 0) *(__half *)blk = __float2half_rn(d);
-}
-
-__device__ __forceinline__ void store_cache_row(const struct hmoe_cuda_kv &kv, void *base, int h, int pos,
-                                                const float (&v)[QKR_MAXD / 32], int nj) {
-    const int lane = threadIdx.x & 31, D = kv.head_dim;
-    const size_t row = (size_t)h * kv.n_ctx + pos;
-    if (kv.type == HMOE_TYPE_F16) {
-        __half *dst = (__half *)base + row * D;
-#pragma unroll
-        for (int j = 0; j < QKR_MAXD / 32; j++)
-            if (j < nj) dst[lane + 32 * j] = __float2half_rn(v[j]);
-    } else {
-        uint8_t *dst = (uint8_t *)base + row * (size_t)(D / 32) * 34;
-#pragma unroll
-        for (int j = 0; j < QKR_MAXD / 32; j++)
-            if (j < nj) store_q8_0_block(v[j], dst + 34 * j);
-    }
-}
+#define QKR_MAXD HMOE_QKR_MAXD
 
 __global__ void __launch_bounds__(QKR_WARPS * 32) qk_norm_rope_kernel(struct hmoe_cuda_qkv_args a) {
     __shared__ float sh[QKR_WARPS][QKR_MAXD];
+    hmoe_cu_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int head = blockIdx.x * QKR_WARPS + warp;
     const int64_t t = blockIdx.y;
@@ -184,54 +147,20 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) qk_norm_rope_kernel(struct hmo
     const int D = a.head_dim, nj = D / 32;
     const int pos = a.pos[t];
     const float *src = is_q ? a.q + t * a.q_stride + (int64_t)h * D : a.k + t * a.kv_stride + (int64_t)h * D;
-    const float *nw = is_q ? a.q_norm : a.k_norm;
-    float v[QKR_MAXD / 32];
-    float ss = 0.0f;
-    #pragma unroll
-    for (int j = 0; j < QKR_MAXD / 32; j++) {
-        v[j] = j < nj ? src[lane + 32 * j] : 0.0f;
-        ss += v[j] * v[j];
-    }
-    if (nw) {
-        ss = hmoe_warp_sum(ss);
-        const float r = 1.0f / sqrtf(ss / (float)D + a.eps);
-#pragma unroll
-        for (int j = 0; j < QKR_MAXD / 32; j++)
-            if (j < nj) v[j] = (v[j] * r) * nw[lane + 32 * j];
-    }
-    float *s = sh[warp];
-#pragma unroll
-    for (int j = 0; j < QKR_MAXD / 32; j++)
-        if (j < nj) s[lane + 32 * j] = v[j];
-    __syncwarp();
-    const int half = a.rope.n_rot / 2;
-    for (int i = lane; i < half; i += 32) {
-        /* angle in double (large positions), reduced to [-pi, pi] in double, then f32 sin/cos */
-        const double th = rope_theta(a.rope, i, pos);
-        const double rd = th - 6.283185307179586 * rint(th * 0.15915494309189535);
-        float sn, cs;
-        sincosf((float)rd, &sn, &cs);
-        const float c = cs * a.rope.mscale, sf = sn * a.rope.mscale;
-        const float x0 = s[i], x1 = s[i + half];
-        s[i] = x0 * c - x1 * sf;
-        s[i + half] = x0 * sf + x1 * c;
-    }
-    __syncwarp();
-#pragma unroll
-    for (int j = 0; j < QKR_MAXD / 32; j++)
-        if (j < nj) v[j] = s[lane + 32 * j];
+    float v[HMOE_QKR_MAXJ];
+    hmoe_cu_warp_norm_rope(src, D, is_q ? a.q_norm : a.k_norm, a.eps, a.rope, pos, sh[warp], v);
     if (is_q) {
         float *dst = a.q + t * a.q_stride + (int64_t)h * D;
 #pragma unroll
-        for (int j = 0; j < QKR_MAXD / 32; j++)
+        for (int j = 0; j < HMOE_QKR_MAXJ; j++)
             if (j < nj) dst[lane + 32 * j] = v[j];
     } else {
-        store_cache_row(a.kv, a.kv.k, h, pos, v, nj);
+        hmoe_cu_store_cache_row(a.kv, a.kv.k, h, pos, v, true);
         const float *vs = a.v + t * a.kv_stride + (int64_t)h * D;
 #pragma unroll
-        for (int j = 0; j < QKR_MAXD / 32; j++)
+        for (int j = 0; j < HMOE_QKR_MAXJ; j++)
             if (j < nj) v[j] = vs[lane + 32 * j];
-        store_cache_row(a.kv, a.kv.v, h, pos, v, nj);
+        hmoe_cu_store_cache_row(a.kv, a.kv.v, h, pos, v, true);
     }
 }
 
@@ -257,7 +186,7 @@ extern "C" enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_
                       "qk_norm_rope: bad strides, ntok (<= 65535) or no positions");
     if (a->ntok == 0) return HMOE_OK;
     dim3 grid((unsigned)hmoe_cu_div_up(a->n_head + a->n_head_kv, QKR_WARPS), (unsigned)a->ntok);
-    qk_norm_rope_kernel<<<grid, QKR_WARPS * 32, 0, hmoe_cu_stream(stream)>>>(*a);
+    hmoe_cu_launch(qk_norm_rope_kernel, grid, dim3(QKR_WARPS * 32), 0, hmoe_cu_stream(stream), *a);
     HMOE_CUDA_LAUNCH_CHECK(err, "qk_norm_rope");
     return HMOE_OK;
 }

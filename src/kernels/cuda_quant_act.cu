@@ -10,6 +10,7 @@
 
 __global__ void quantize_q8_1_kernel(const float *__restrict__ x, int64_t x_stride, int64_t nrows, int64_t ncols,
                                      uint8_t *__restrict__ xq, size_t row_bytes) {
+    hmoe_cu_pdl_wait();
     const int64_t nblk = ncols / 32, total = nrows * nblk;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
     for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {
@@ -32,8 +33,8 @@ extern "C" enum hmoe_status hmoe_cuda_quantize_q8_1(const float *d_x, int64_t x_
     const int64_t total = nrows * (ncols / 32);
     const int threads = 256;
     const int64_t blocks = HMOE_MIN(hmoe_cu_div_up(total, threads / 32), (int64_t)1 << 20);
-    quantize_q8_1_kernel<<<(unsigned)blocks, threads, 0, hmoe_cu_stream(stream)>>>(
-        d_x, x_stride, nrows, ncols, (uint8_t *)d_xq, hmoe_cu_q8_1_row_bytes(ncols));
+    hmoe_cu_launch(quantize_q8_1_kernel, dim3((unsigned)blocks), dim3(threads), 0, hmoe_cu_stream(stream), d_x, x_stride,
+                   nrows, ncols, (uint8_t *)d_xq, hmoe_cu_q8_1_row_bytes(ncols));
     HMOE_CUDA_LAUNCH_CHECK(err, "quantize_q8_1");
     return HMOE_OK;
 }

@@ -78,7 +78,7 @@ struct hmoe_gpu {
     void *attn_scratch;
     float *logits;                     /* [logit_rows][V] */
     int32_t *step;                     /* [2 + n_ub] see the header comment */
-    unsigned int *counter;             /* router_topk's block counter */
+    unsigned int *counter;             /* [GPU_COUNTERS] last-block counters of the decode kernels */
     uint16_t *cublas_scratch;          /* largest dense matrix as f16 */
     size_t cublas_scratch_halves;
     size_t act_bytes_total;
@@ -89,6 +89,11 @@ struct hmoe_gpu {
     /* decode graph: captured on the first single-token step, replayed after */
     struct hmoe_cuda_graph *graph;
     uint32_t seq;                      /* decode steps so far (the mailbox sequence number) */
+    bool fused_decode;                 /* single-token steps use the fused launchers (gpu_init.c) */
+    bool fuse_moe;                     /* ... quantize and the next norm inside the expert kernels (off) */
+    bool fuse_qkr;                     /* ... QK-norm + RoPE + KV store inside the attention kernel */
+    bool pdl;                          /* ... with programmatic dependent launch */
+    bool x_normed;                     /* while recording a step: hf/hq already hold the next norm of x */
     struct hmoe_sched_hybrid *hyb;     /* NULL when every expert is resident */
     struct hmoe_gpu_q35 *q35;          /* qwen35moe: mixer weights and recurrent state (gpu_qwen35_impl.h) */
     struct hmoe_moe_weights *moe;      /* [n_layer] the MoE weight views handed to the scheduler */
@@ -109,6 +114,14 @@ struct hmoe_gpu {
     uint64_t prof_tokens;
 };
 #define HMOE_GPU_PROF_EVENTS 4096
+/* Regions of g->counter (zeroed once; every kernel leaves its counters at zero). */
+#define GPU_CNT_ROUTER 0         /* router (+ top-k) */
+#define GPU_CNT_DOWN 8           /* [1] down + next norm of the decode token */
+#define GPU_CNT_GATE_UP 16       /* [k] gate/up + quantize, per slot */
+#define GPU_CNT_GATE_UP_MAX 48
+#define GPU_CNT_ATTN 64          /* [n_head] decode attention */
+#define GPU_CNT_ATTN_MAX 192
+#define GPU_COUNTERS 256
 
 /* gpu_init.c */
 enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err);

@@ -117,6 +117,40 @@ static struct hmoe_cuda_rope rope_params(const struct hmoe_model_config *cfg) {
     return r;
 }
 
+/* MoE half of a fused single-token layer (resident quantized experts): RMSNorm + router + top-k
+ * in one launch, then gate/up, quantize, down + residual (the next RMSNorm is the next layer's own
+ * launch). With HMOE_FUSE_MOE=1 (slower on the H200, gpu_init.c) gate/up quantizes z in its last
+ * blocks and down + residual runs the next RMSNorm (next layer's attn_norm, or output_norm before
+ * the LM head) in its last block. */
+static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    struct hmoe_gpu_layer *L = &g->L[il];
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    const int64_t d = cfg->n_embd, F = cfg->n_ff_exp;
+    const int k = cfg->n_expert_used, E = cfg->n_expert;
+    const size_t qd = hmoe_cuda_q8_1_row_bytes(d), qf = hmoe_cuda_q8_1_row_bytes(F);
+    prof(g, P_ROUTER);
+    const struct hmoe_cuda_router_norm_args ra = {.x = g->x, .norm_w = L->ffn_norm, .eps = cfg->rms_eps, .n = d,
+                                                  .router = L->router, .n_expert = E, .k = k, .logits = g->rlog,
+                                                  .ids = g->ids, .weights = g->wts, .counter = g->counter + GPU_CNT_ROUTER,
+                                                  .out_f32 = g->hf, .out_q8_1 = g->hq};
+    TRY(hmoe_cuda_moe_router_norm_topk(&ra, g->stream, err));
+    prof(g, P_EXPERTS);
+    if (!g->fuse_moe) {
+        TRY(hmoe_cuda_moe_gate_up(&L->gate, &L->up, g->ids, k, k, g->hq, qd, g->z, F, g->stream, err));
+        TRY(hmoe_cuda_quantize_q8_1(g->z, F, k, F, g->zq, g->stream, err));
+        return hmoe_cuda_moe_down(&L->down, g->ids, g->wts, 1, k, g->zq, qf, g->x, d, g->stream, err);
+    }
+    TRY(hmoe_cuda_moe_gate_up_q8(&L->gate, &L->up, g->ids, k, k, g->hq, qd, g->z, F, g->zq, g->counter + GPU_CNT_GATE_UP,
+                                 g->stream, err));
+    const bool last = il + 1 == cfg->n_layer;
+    const struct hmoe_cuda_norm_out no = {.norm_w = last ? g->out_norm : g->L[il + 1].attn_norm, .eps = cfg->rms_eps,
+                                          .out_f32 = g->hf, .out_q8_1 = g->hq, .counters = g->counter + GPU_CNT_DOWN};
+    TRY(hmoe_cuda_moe_down_norm(&L->down, g->ids, g->wts, 1, k, g->zq, qf, g->x, d, &no, g->stream, err));
+    g->x_normed = true;
+    return HMOE_OK;
+}
+
 /* One layer for n tokens whose residual rows are in g->x. decode: the single-token step (graph). */
 static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err) {
     if (c->gpu->q35) return hmoe_qwen35_gpu_layer(c, il, n, decode, err); /* qwen35moe_gpu.c */
@@ -128,12 +162,17 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
     const int32_t *d_pos = g->step + 2;
     void *s = g->stream;
 
+    /* fused single-token step (gpu_impl.h): fewer launches, same products */
+    const bool fused = decode && n == 1 && g->fused_decode;
+
     /* Self-attention (§4.3). */
     prof(g, P_NORM);
     struct hmoe_cuda_rmsnorm_args n1 = {.x = g->x, .x_stride = d, .w = L->attn_norm, .eps = cfg->rms_eps, .nrows = n,
                                         .n = d, .out_f32 = g->hf, .out_f16 = n > SMALL_TOKENS ? g->h16 : NULL,
                                         .out_q8_1 = g->hq};
-    TRY(hmoe_cuda_rmsnorm(&n1, s, err));
+    if (!(fused && g->x_normed)) TRY(hmoe_cuda_rmsnorm(&n1, s, err));
+    g->x_normed = false;
+    if (fused) hmoe_cuda_set_pdl(g->pdl); /* from here on every launch of the step follows a kernel */
     prof(g, P_QKV);
     const struct hmoe_gpu_act ah = {g->hf, d, g->hq, hmoe_cuda_q8_1_row_bytes(d), n > SMALL_TOKENS ? g->h16 : NULL, d};
     if (L->qkv_fused) {
@@ -151,12 +190,19 @@ static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode
                                     .kv_stride = nqkv, .ntok = n, .n_head = (int)H, .n_head_kv = (int)Hkv,
                                     .head_dim = (int)D, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = cfg->rms_eps,
                                     .pos = d_pos, .rope = rope_params(cfg), .kv = L->kv};
-    TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
-    prof(g, P_ATTN);
     const float scale = 1.0f / sqrtf((float)D);
     const bool wo_float = !hmoe_type_info[L->wo.type].is_quantized;
     const size_t qo = hmoe_cuda_q8_1_row_bytes(no);
-    if (n == 1) {
+    const bool fused_qkr = fused && g->fuse_qkr; /* QK-norm, RoPE and the KV store inside the attention launch */
+    if (!fused_qkr) TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
+    prof(g, P_ATTN);
+    if (fused_qkr) {
+        TRY(hmoe_cuda_attn_decode_qkv(&qa, scale, g->attn_split, g->attn_scratch, g->counter + GPU_CNT_ATTN,
+                                      wo_float ? g->o : NULL, wo_float ? NULL : g->oq, s, err));
+    } else if (fused) {
+        TRY(hmoe_cuda_attn_decode_fused(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch,
+                                        g->counter + GPU_CNT_ATTN, wo_float ? g->o : NULL, wo_float ? NULL : g->oq, s, err));
+    } else if (n == 1) {
         TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch, wo_float ? g->o : NULL,
                                   wo_float ? NULL : g->oq, s, err));
     } else {
@@ -182,6 +228,8 @@ enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode
     prof(g, P_NORM);
 
     /* MoE feed-forward (§4.4): router and top-k on the device. */
+    const bool fused = decode && n == 1 && g->fused_decode;
+    if (fused) return moe_fused(c, il, err);
     struct hmoe_cuda_rmsnorm_args n2 = {.x = g->x, .x_stride = d, .w = L->ffn_norm, .eps = cfg->rms_eps, .nrows = n,
                                         .n = d, .out_f32 = g->hf, .out_f16 = f16 ? g->h16 : NULL, .out_q8_1 = g->hq};
     TRY(hmoe_cuda_rmsnorm(&n2, s, err));
@@ -218,7 +266,8 @@ static enum hmoe_status head(struct hmoe_ctx *c, int64_t t0, int64_t rows, struc
     struct hmoe_cuda_rmsnorm_args nf = {.x = g->x + t0 * d, .x_stride = d, .w = g->out_norm, .eps = c->m->cfg.rms_eps,
                                         .nrows = rows, .n = d, .out_f32 = g->hf,
                                         .out_f16 = rows > SMALL_TOKENS ? g->h16 : NULL, .out_q8_1 = g->hq};
-    TRY(hmoe_cuda_rmsnorm(&nf, g->stream, err));
+    if (!g->x_normed) TRY(hmoe_cuda_rmsnorm(&nf, g->stream, err)); /* else the last down kernel did it */
+    g->x_normed = false;
     const struct hmoe_gpu_act a = {g->hf, d, g->hq, qd, rows > SMALL_TOKENS ? g->h16 : NULL, d};
     /* never cuBLAS here: its f16 copy of the LM head would not fit the scratch */
     return dense(g, &g->out, rows, &a, g->logits, V, NULL, err);
@@ -230,8 +279,13 @@ static enum hmoe_status decode_step(struct hmoe_ctx *c, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     TRY(hmoe_cuda_memcpy_async(g->x, g->emb_host, (size_t)cfg->n_embd * 4, g->stream, err));
     TRY(hmoe_cuda_memcpy_async(g->step, g->step_host, 3 * sizeof(int32_t), g->stream, err));
-    for (int il = 0; il < cfg->n_layer; il++) TRY(layer(c, il, 1, true, err));
-    TRY(head(c, 0, 1, err));
+    g->x_normed = false;
+    enum hmoe_status st = HMOE_OK;
+    for (int il = 0; il < cfg->n_layer && !st; il++) st = layer(c, il, 1, true, err);
+    if (!st) st = head(c, 0, 1, err);
+    hmoe_cuda_set_pdl(false); /* the copy below and any later launch: ordinary */
+    g->x_normed = false;
+    if (st) return st;
     return hmoe_cuda_memcpy_async(g->logits_host, g->logits, (size_t)cfg->n_vocab * 4, g->stream, err);
 }
 
