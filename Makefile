@@ -36,7 +36,7 @@ CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fopenmp -fno-math-errno -fno-trappi
 LDLIBS  += -fopenmp -lm -lpthread
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
-AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512vbmi -mavx512bf16
+AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512vbmi -mavx512bitalg
 
 C_SRC   := $(wildcard src/*/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)

@@ -45,7 +45,7 @@ static int check_type(enum hmoe_type t, int64_t ncols, const uint8_t *w, size_t 
 int main(int argc, char **argv) {
     int max_threads = hmoe_cpu_physical_cores(), reps = 5;
     size_t mib = 2048;
-    const char *types = "Q4_K,Q6_K,Q5_K,Q8_0,Q2_K,Q3_K,F16,BF16,F32";
+    const char *types = "Q4_K,Q6_K,Q5_K,Q8_0,Q2_K,Q3_K,IQ2_XXS,IQ2_XS,IQ2_S,IQ3_XXS,IQ3_S,IQ4_XS,IQ4_NL,F16,BF16,F32";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-H"))
             bench_hugepages = 1;
@@ -148,14 +148,15 @@ int main(int argc, char **argv) {
                     ratio[b - 1] = tmp;
                 }
             double med = ratio[nrep / 2], gbs = (double)wbytes / best / 1e9;
+            double gws = (double)ncols * (double)nrows / best / 1e9; /* weights per second */
             if (json)
-                printf("%s{\"threads\": %d, \"gbs\": %.2f, \"roofline_gbs\": %.2f, \"pct_best\": %.1f, "
-                       "\"pct_median_paired\": %.1f}",
-                       nt > 1 ? ", " : "", nt, gbs, roof, 100 * gbs / roof, 100 * med);
+                printf("%s{\"threads\": %d, \"gbs\": %.2f, \"gweights_per_s\": %.2f, \"roofline_gbs\": %.2f, "
+                       "\"pct_best\": %.1f, \"pct_median_paired\": %.1f}",
+                       nt > 1 ? ", " : "", nt, gbs, gws, roof, 100 * gbs / roof, 100 * med);
             else
-                printf(
-                    "  gemv %d thr: best %6.2f GB/s, roofline best %6.2f GB/s = %5.1f%%; median paired ratio %5.1f%%\n",
-                    nt, gbs, roof, 100 * gbs / roof, 100 * med);
+                printf("  gemv %d thr: best %6.2f GB/s (%6.2f Gweights/s), roofline best %6.2f GB/s = %5.1f%%; median "
+                       "paired ratio %5.1f%%\n",
+                       nt, gbs, gws, roof, 100 * gbs / roof, 100 * med);
         }
         /* Compute capacity, independent of RAM and of other processes: one thread over 64 rows
          * (L2-resident), timed with the thread's CPU clock. Decode keeps up with RAM while this

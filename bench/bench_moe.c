@@ -5,10 +5,12 @@
  * Q4_K, router F32, output Q6_K), 128 experts with 8 chosen at random per token. No
  * attention softmax, norms or RoPE: the result is an upper bound for tok/s from the
  * kernels' side, to hold against llama.cpp's pp512 159.9 / tg64 26.2 (baselines.md) and,
- * for decode, against the RAM read roofline measured in the same run.
+ * for decode, against the RAM read roofline measured in the same run. -x iq2_xxs runs the
+ * --mix iq2_xxs file instead (experts IQ2_XXS, ffn_down IQ3_XXS in layers 2 and 5; llama.cpp
+ * pp512 75.8 / tg64 25.5 on the 2-core machine).
  *
  * Build: make bench CUDA=0
- * Run:   ./build/bench/bench_moe [-t threads] [-r reps] [-p prompt tokens (512)]
+ * Run:   ./build/bench/bench_moe [-t threads] [-r reps] [-p prompt tokens (512)] [-x q4_k_m|iq2_xxs]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,7 @@ static void par_gemv(const struct mat *m, const uint8_t *w, const void *xq, floa
 }
 
 int main(int argc, char **argv) {
-    int nthreads = hmoe_cpu_physical_cores(), reps = 3, ntok = 512;
+    int nthreads = hmoe_cpu_physical_cores(), reps = 3, ntok = 512, iq2 = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-H"))
             bench_hugepages = 1;
@@ -59,8 +61,11 @@ int main(int argc, char **argv) {
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-p") && i + 1 < argc)
             ntok = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-x") && i + 1 < argc && (!strcmp(argv[i + 1], "iq2_xxs") || !strcmp(argv[i + 1], "q4_k_m")))
+            iq2 = !strcmp(argv[++i], "iq2_xxs");
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-r reps (3)] [-p prompt tokens (512)] [-H]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-r reps (3)] [-p prompt tokens (512)] [-x q4_k_m|iq2_xxs] [-H]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -80,9 +85,10 @@ int main(int argc, char **argv) {
         total += mat_init(&L[l].v, more_bits ? HMOE_TYPE_Q6_K : HMOE_TYPE_Q4_K, EMBD, KVDIM, 1);
         total += mat_init(&L[l].o, HMOE_TYPE_Q4_K, QDIM, EMBD, 1);
         total += mat_init(&L[l].router, HMOE_TYPE_F32, EMBD, NEXP, 1);
-        total += mat_init(&L[l].gate, HMOE_TYPE_Q4_K, EMBD, FF, NEXP);
-        total += mat_init(&L[l].up, HMOE_TYPE_Q4_K, EMBD, FF, NEXP);
-        total += mat_init(&L[l].down, more_bits ? HMOE_TYPE_Q6_K : HMOE_TYPE_Q4_K, FF, EMBD, NEXP);
+        const enum hmoe_type ex = iq2 ? HMOE_TYPE_IQ2_XXS : HMOE_TYPE_Q4_K, exm = iq2 ? HMOE_TYPE_IQ3_XXS : HMOE_TYPE_Q6_K;
+        total += mat_init(&L[l].gate, ex, EMBD, FF, NEXP);
+        total += mat_init(&L[l].up, ex, EMBD, FF, NEXP);
+        total += mat_init(&L[l].down, more_bits ? exm : ex, FF, EMBD, NEXP);
         const struct layer *y = &L[l];
         per_tok += (y->q.row_bytes * QDIM + y->k.row_bytes * KVDIM + y->v.row_bytes * KVDIM + y->o.row_bytes * EMBD +
                     y->router.row_bytes * NEXP) +
@@ -91,8 +97,9 @@ int main(int argc, char **argv) {
     struct mat out;
     total += mat_init(&out, HMOE_TYPE_Q6_K, EMBD, VOCAB, 1);
     per_tok += out.row_bytes * VOCAB;
-    printf("bench_moe: %s path, %d threads, weights %.2f GiB, decode reads %.1f MB/token\n",
-           hmoe_cpu_path_name(hmoe_cpu_path()), nthreads, total / 1073741824.0, per_tok / 1e6);
+    printf("bench_moe: %s mix, %s path, %d threads, weights %.2f GiB, decode reads %.1f MB/token\n",
+           iq2 ? "iq2_xxs" : "q4_k_m", hmoe_cpu_path_name(hmoe_cpu_path()), nthreads, total / 1073741824.0,
+           per_tok / 1e6);
 
     /* activations: random, quantized per matrix type as the engine would */
     const size_t xb_k = hmoe_cpu_act_bytes(HMOE_TYPE_Q4_K, QDIM); /* Q8_K rows, widest input */
@@ -244,6 +251,9 @@ int main(int argc, char **argv) {
                   ((double)EMBD * (QDIM + 2 * KVDIM + NEXP) + (double)QDIM * EMBD + (double)TOPK * 3 * EMBD * FF);
     printf("prefill pp%d: %.1f tok/s (%.1f ms), %.1f GMAC/s over %.0f M MAC/token\n", ntok, ntok / best_pp,
            best_pp * 1e3, macs * ntok / best_pp / 1e9, macs / 1e6);
-    printf("llama.cpp on the same file, 2 threads (baselines.md): pp512 159.9 tok/s, tg64 26.2 tok/s\n");
+    if (iq2)
+        printf("llama.cpp on the same file, 2 threads (issue #9): pp512 75.8 tok/s, tg64 25.5 tok/s\n");
+    else
+        printf("llama.cpp on the same file, 2 threads (baselines.md): pp512 159.9 tok/s, tg64 26.2 tok/s\n");
     return 0;
 }

@@ -94,9 +94,9 @@ static bool write_retyped(const char *src, const char *dst, const char *name, ui
 }
 
 int main(void) {
-    char model[4096], arch35[4096], dir[] = "/tmp/hmoe-errors-XXXXXX", cmd[8192], name[256];
+    char model[4096], archx[4096], dir[] = "/tmp/hmoe-errors-XXXXXX", cmd[8192], name[256];
     snprintf(model, sizeof model, "%s", t_shared("fixtures/models/tiny-qwen3moe-A-Q4_K_M.gguf"));
-    snprintf(arch35, sizeof arch35, "%s", t_shared("fixtures/moe-tiny/qwen35moe-tiny.gguf"));
+    snprintf(archx, sizeof archx, "%s", t_shared("fixtures/moe-tiny/gpt-oss-tiny.gguf"));
     if (!mkdtemp(dir)) {
         t_check(0, "cli errors: temporary directory", "mkdtemp failed");
         return t_summary();
@@ -118,9 +118,9 @@ int main(void) {
     }
     /* Architecture and quant type matter to the commands that run the model. */
     for (size_t i = 0; i < 4; i++) {
-        snprintf(cmd, sizeof cmd, "./hmoe %s -m %s %s", model_cmds[i].name, arch35, model_cmds[i].args);
+        snprintf(cmd, sizeof cmd, "./hmoe %s -m %s %s", model_cmds[i].name, archx, model_cmds[i].args);
         snprintf(name, sizeof name, "%s: unsupported architecture named with the supported list", model_cmds[i].name);
-        expect(name, cmd, 1, NEEDLES("unsupported architecture 'qwen35moe' (supported: qwen3moe)"));
+        expect(name, cmd, 1, NEEDLES("unsupported architecture 'gpt-oss' (supported: qwen3moe, qwen35moe)"));
     }
     bool made = write_retyped(model, tq2, "blk.0.attn_q.weight", 35 /* TQ2_0 */);
     t_check(made, "cli errors: tiny model copy with blk.0.attn_q.weight retyped to TQ2_0", "cannot write %s", tq2);

@@ -57,6 +57,14 @@ static const struct fp16_fields fp16_fields[] = {
     {HMOE_TYPE_Q2_K, 2, {offsetof(struct hmoe_block_q2_k, d), offsetof(struct hmoe_block_q2_k, dmin)}},
     {HMOE_TYPE_Q3_K, 1, {offsetof(struct hmoe_block_q3_k, d)}},
     {HMOE_TYPE_Q8_0, 1, {offsetof(struct hmoe_block_q8_0, d)}},
+    {HMOE_TYPE_IQ2_XXS, 1, {offsetof(struct hmoe_block_iq2_xxs, d)}},
+    {HMOE_TYPE_IQ2_XS, 1, {offsetof(struct hmoe_block_iq2_xs, d)}},
+    {HMOE_TYPE_IQ2_S, 1, {offsetof(struct hmoe_block_iq2_s, d)}},
+    {HMOE_TYPE_IQ3_XXS, 1, {offsetof(struct hmoe_block_iq3_xxs, d)}},
+    {HMOE_TYPE_IQ3_S, 1, {offsetof(struct hmoe_block_iq3_s, d)}},
+    {HMOE_TYPE_IQ4_XS, 1, {offsetof(struct hmoe_block_iq4_xs, d)}},
+    {HMOE_TYPE_IQ4_NL, 1, {offsetof(struct hmoe_block_iq4_nl, d)}},
+    {HMOE_TYPE_IQ1_S, 1, {offsetof(struct hmoe_block_iq1_s, d)}},
 };
 
 /* Fill `nrows` rows of `ncols` random weights of type t. */
@@ -84,6 +92,12 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
                 memcpy(w + b * (size_t)ti->type_size + fp16_fields[k].off[f], &h, 2);
             }
     }
+    if (t == HMOE_TYPE_IQ1_M) /* d is scattered over the top nibbles of the four scale words (§5.7) */
+        for (size_t b = 0; b < bytes / (size_t)ti->type_size; b++) {
+            uint8_t *sc = w + b * (size_t)ti->type_size + offsetof(struct hmoe_block_iq1_m, scales);
+            uint16_t h = rng_fp16_scale();
+            for (int j = 0; j < 4; j++) sc[2 * j + 1] = (uint8_t)((sc[2 * j + 1] & 0x0f) | ((h >> (4 * j)) & 15) << 4);
+        }
 }
 
 /* Random activations: N(0,1) times a per-row scale, a few outliers (×40), and every so
@@ -102,7 +116,8 @@ static const char *path_tag(enum hmoe_cpu_path p) { return hmoe_cpu_path_name(p)
 
 /* ---------------- fixture checks ---------------- */
 
-static const char *const fixture_types[] = {"Q4_K", "Q6_K", "Q5_K", "Q8_0", "F16", "Q2_K"};
+static const char *const fixture_types[] = {"Q4_K", "Q6_K",    "Q5_K",   "Q8_0",  "F16",
+                                            "Q2_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_S"};
 
 static void check_fixture(const char *tname, enum hmoe_cpu_path path) {
     char name[160], file[64];
@@ -213,9 +228,10 @@ done:
 
 /* ---------------- random checks against the references ---------------- */
 
-static const enum hmoe_type random_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, HMOE_TYPE_Q5_K,
-                                              HMOE_TYPE_Q8_0, HMOE_TYPE_F32,  HMOE_TYPE_F16,
-                                              HMOE_TYPE_BF16, HMOE_TYPE_Q2_K, HMOE_TYPE_Q3_K};
+static const enum hmoe_type random_types[] = {
+    HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
+    HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
+    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {

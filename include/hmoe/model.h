@@ -5,8 +5,9 @@
  * read and validated from the GGUF metadata), hmoe_model_weights (views into the file
  * mapping, one shape comment per field, ggml order: ne0 contiguous) and the run state of a
  * context (src/model/model_impl.h: every scratch buffer and the KV cache, allocated once by
- * hmoe_ctx_init; decoding allocates nothing). Supported architecture: qwen3moe
- * (docs/qwen3moe.md). Sampling follows llama.cpp's default sampler chain.
+ * hmoe_ctx_init; decoding allocates nothing). Supported architectures: qwen3moe
+ * (docs/qwen3moe.md) and qwen35moe (docs/qwen35moe.md: Gated DeltaNet + gated attention,
+ * recurrent state per context). Sampling follows llama.cpp's default sampler chain.
  */
 #ifndef HMOE_MODEL_H
 #define HMOE_MODEL_H
@@ -24,9 +25,15 @@ enum hmoe_rope_scaling {
     HMOE_ROPE_SCALING_YARN = 2,   /* qwen3moe.md §5.2 */
 };
 
+enum hmoe_arch {
+    HMOE_ARCH_QWEN3MOE = 0,  /* qwen3moe.md */
+    HMOE_ARCH_QWEN35MOE = 1, /* qwen35moe.md */
+};
+
 struct hmoe_model_config {
-    char arch[32];          /* general.architecture ("qwen3moe") */
-    int n_layer;            /* {arch}.block_count */
+    char arch[32];          /* general.architecture ("qwen3moe", "qwen35moe") */
+    enum hmoe_arch arch_id;
+    int n_layer;            /* main layers: {arch}.block_count - nextn_predict_layers */
     int n_embd;             /* d: {arch}.embedding_length */
     int n_head;             /* H: {arch}.attention.head_count */
     int n_head_kv;          /* Hkv: {arch}.attention.head_count_kv (default H) */
@@ -45,6 +52,15 @@ struct hmoe_model_config {
     int rope_n_ctx_orig;    /* YaRN original context (default context_length) */
     float rope_attn_factor; /* rope.scaling.attn_factor (default 1) */
     bool tied_output;       /* no output.weight: the LM head reuses token_embd */
+    /* qwen35moe only (qwen35moe.md §1-§2); 0 for qwen3moe. */
+    int n_nextn;            /* {arch}.nextn_predict_layers: MTP blocks after the main layers, never run */
+    int full_attn_interval; /* layer i is full attention iff (i+1) % interval == 0 (default 4) */
+    int n_ff_shexp;         /* Fs: {arch}.expert_shared_feed_forward_length */
+    int rope_sections[4];   /* {arch}.rope.dimension_sections, in rotation pairs (t, h, w, e) */
+    int ssm_conv_kernel;    /* K: {arch}.ssm.conv_kernel */
+    int ssm_head_dim;       /* Dk = Dv: {arch}.ssm.state_size */
+    int ssm_n_k_head;       /* Hk: {arch}.ssm.group_count (q/k heads of Gated DeltaNet) */
+    int ssm_n_v_head;       /* Hv: {arch}.ssm.time_step_rank (value heads) */
 };
 
 /* Load-time overrides (0 / NONE-with-has_rope_scaling=false keep the file's values):
@@ -59,9 +75,34 @@ struct hmoe_model_params {
 
 /* --- weights: views into the GGUF mapping ------------------------------------------ */
 
+/* Gated DeltaNet mixer of a qwen35moe linear-attention layer (qwen35moe.md §3, §5.2).
+ * key_dim = Hk*Dk, value_dim = Hv*Dv, conv_dim = 2*key_dim + value_dim. */
+struct hmoe_gdn_weights {
+    struct hmoe_mat qkv;          /* attn_qkv   {d, conv_dim}: [q | k | v] */
+    struct hmoe_mat gate;         /* attn_gate  {d, value_dim}: z, the output-gate input */
+    struct hmoe_mat alpha;        /* ssm_alpha  {d, Hv}: decay input */
+    struct hmoe_mat beta;         /* ssm_beta   {d, Hv}: beta input */
+    const float *conv1d;          /* ssm_conv1d {K, conv_dim} F32: K taps per channel, tap K-1 = current token */
+    const float *dt_bias;         /* ssm_dt.bias {Hv} F32 */
+    const float *a;               /* ssm_a {Hv} F32, = -exp(A_log) (already negative) */
+    const float *norm;            /* ssm_norm {Dv} F32, no +1 folded in */
+    struct hmoe_mat out;          /* ssm_out    {value_dim, d} */
+};
+
+/* Shared expert of a qwen35moe layer (qwen35moe.md §7): always active, scaled by
+ * sigmoid(gate_inp · h2). */
+struct hmoe_shexp_weights {
+    struct hmoe_mat gate_inp;     /* ffn_gate_inp_shexp {d} F32, viewed as a {d, 1} matrix */
+    struct hmoe_mat gate;         /* ffn_gate_shexp {d, Fs} */
+    struct hmoe_mat up;           /* ffn_up_shexp   {d, Fs} */
+    struct hmoe_mat down;         /* ffn_down_shexp {Fs, d} */
+};
+
 struct hmoe_layer_weights {
+    bool recurrent;               /* qwen35moe Gated DeltaNet layer: gdn is set, attn_* are not */
     const float *attn_norm;       /* {d} F32 */
-    struct hmoe_mat attn_q;       /* {d, H*D}   (a row range of attn_qkv when the file fuses Q/K/V) */
+    struct hmoe_mat attn_q;       /* {d, H*D}   (a row range of attn_qkv when the file fuses Q/K/V);
+                                     qwen35moe: {d, 2*H*D}, per head [query D | gate D] */
     struct hmoe_mat attn_k;       /* {d, Hkv*D} */
     struct hmoe_mat attn_v;       /* {d, Hkv*Dv} */
     const float *attn_q_bias;     /* {H*D} F32, or NULL (official Qwen3 files have none) */
@@ -70,8 +111,10 @@ struct hmoe_layer_weights {
     const float *attn_q_norm;     /* {D} F32, shared by every Q head */
     const float *attn_k_norm;     /* {D} F32, shared by every K head */
     struct hmoe_mat attn_output;  /* {H*Dv, d} */
-    const float *ffn_norm;        /* {d} F32 */
+    const float *ffn_norm;        /* {d} F32 (qwen35moe: post_attention_norm) */
     struct hmoe_moe_weights moe;  /* router {d,E} F32, gate/up {d,F,E}, down {F,d,E} */
+    struct hmoe_gdn_weights gdn;  /* qwen35moe, recurrent layers */
+    struct hmoe_shexp_weights shexp; /* qwen35moe */
 };
 
 struct hmoe_model_weights {
@@ -172,9 +215,22 @@ struct hmoe_ctx_stats {
 void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c);
 
-/* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0). */
+/* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0).
+ * Models with recurrent state (qwen35moe) cannot rewind that state to any position: it goes
+ * back to the newest checkpoint at or before n_keep (or to the empty state), and the next
+ * hmoe_ctx_decode first re-runs the remembered tokens from there to n_keep, transparently.
+ * So truncate stays cheap, n_past becomes n_keep as always, and a rewind costs at most a
+ * re-prefill from the last checkpoint (recurrent.c). */
 void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep);
 void hmoe_ctx_reset(struct hmoe_ctx *c);
+/* Remember the recurrent state at the current n_past (a few slots, oldest replaced) so a
+ * later truncate to this position or after it is cheap. Call it where a rewind is expected
+ * (chat: before the generation prompt; bench: after the depth prefill). No-op for models
+ * without recurrent state. */
+void hmoe_ctx_checkpoint(struct hmoe_ctx *c);
+/* Bytes of recurrent state (conv + delta-rule matrices, f32) of the context, without the
+ * checkpoint copies; 0 for attention-only models. */
+size_t hmoe_ctx_state_bytes(const struct hmoe_ctx *c);
 
 /* --- sampling (src/model/sampling.c) ------------------------------------------------ */
 

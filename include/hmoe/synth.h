@@ -22,17 +22,22 @@ struct hmoe_synth_arch; /* private: tensor list and hparam keys of one architect
 
 struct hmoe_synth_preset {
     const char *name;                       /* "qwen3-30b-a3b" */
-    const struct hmoe_synth_arch *arch;     /* qwen3moe today; qwen35moe can be added (qwen35moe.md §3) */
-    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim;
+    const struct hmoe_synth_arch *arch;     /* qwen3moe (qwen3moe.md §2) or qwen35moe (qwen35moe.md §3) */
+    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim;   /* n_layer: main layers (--layers) */
     uint32_t n_expert, n_expert_used, n_ff_exp;
-    uint32_t n_ff;                          /* {arch}.feed_forward_length (unused by the qwen3moe graph) */
+    uint32_t n_ff;                          /* {arch}.feed_forward_length (unused by the graph; 0 = not written) */
     uint32_t n_vocab, n_ctx;
     float rope_freq_base, rms_eps;
+    /* qwen35moe only (qwen35moe.md §2); zero for qwen3moe. */
+    uint32_t n_nextn;                       /* MTP blocks written after the main layers (block_count = n_layer + n_nextn) */
+    uint32_t full_attn_interval, n_ff_shexp, n_rot;
+    uint32_t rope_sections[4];
+    uint32_t ssm_conv_kernel, ssm_state_size, ssm_group_count, ssm_time_step_rank;
 };
 
 /* The preset called `name`, or NULL. */
 const struct hmoe_synth_preset *hmoe_synth_find_preset(const char *name);
-/* "qwen3-30b-a3b, qwen3-235b-a22b, tiny" (for help and error messages). */
+/* "qwen3-30b-a3b, qwen3-235b-a22b, tiny, qwen3.6-35b-a3b, qwen35-tiny" (for help and error messages). */
 const char *hmoe_synth_preset_names(void);
 
 /* ---- mixes (which tensor gets which type; quants.md §9) ----------------------------- */
@@ -47,8 +52,9 @@ uint32_t hmoe_synth_mix_file_type(const struct hmoe_synth_mix *mix);
 
 /* The type llama-quantize gives tensor `name` under `mix` (quants.md §9.1–§9.2), for a model
  * with the preset's block_count, head counts and expert count. `index` is the position the
- * rules count: the layer number for blk.N tensors of qwen3moe (it has one attn_v and one
- * ffn_down per layer, so the running counts of §9.1 equal the layer); -1 for global tensors.
+ * rules count: the layer number for blk.N tensors (qwen3moe has one attn_v and one ffn_down
+ * per layer, qwen35moe one attn_v-like tensor — attn_v or the DeltaNet's attn_qkv — so the
+ * running counts of §9.1 equal the layer; n counts the MTP blocks too); -1 for global tensors.
  * n_dims/ne0: the tensor's dimensions and row length (1-D tensors are never quantized; rows
  * that do not fit the block size fall back as in §9.1). */
 enum hmoe_type hmoe_synth_type_for_tensor(const struct hmoe_synth_preset *p, const struct hmoe_synth_mix *mix,

@@ -126,6 +126,7 @@ size_t hmoe_utf8_complete_prefix(const char *s, size_t len);
 enum hmoe_chat_template {
     HMOE_CHAT_TEMPLATE_CHATML, /* plain <|im_start|>role\ncontent<|im_end|>\n, no think handling */
     HMOE_CHAT_TEMPLATE_QWEN3,  /* Qwen3 hybrid thinking (chat-templates.md §1) */
+    HMOE_CHAT_TEMPLATE_QWEN35, /* Qwen3.5 / Qwen3.6: thinking on by default, XML tool calls (§2) */
     HMOE_CHAT_TEMPLATE_COUNT,
     HMOE_CHAT_TEMPLATE_UNKNOWN = -1,
 };
@@ -133,7 +134,7 @@ enum hmoe_chat_template {
 /* Recognise a GGUF tokenizer.chat_template. Returns HMOE_CHAT_TEMPLATE_UNKNOWN for a
  * template we do not render exactly (the caller then warns and falls back to ChatML). */
 enum hmoe_chat_template hmoe_chat_template_detect(const char *jinja_text);
-/* "chatml", "qwen3"; NULL for an invalid value. */
+/* "chatml", "qwen3", "qwen35"; NULL for an invalid value. */
 const char *hmoe_chat_template_name(enum hmoe_chat_template t);
 /* Parse a name as given to --chat-template; HMOE_CHAT_TEMPLATE_UNKNOWN when not known. */
 enum hmoe_chat_template hmoe_chat_template_from_name(const char *name);
@@ -154,7 +155,8 @@ struct hmoe_chat_msg {
 
 struct hmoe_chat_opts {
     bool add_generation_prompt;  /* append "<|im_start|>assistant\n" (default true) */
-    bool enable_thinking;        /* false: empty think block after the generation prompt (Qwen3) */
+    bool enable_thinking;        /* false: empty think block after the generation prompt (Qwen3, Qwen3.5) */
+    bool preserve_thinking;      /* Qwen3.6 option: keep the reasoning of every assistant turn (Qwen3.5) */
     const char *const *tools;    /* tool definitions as JSON text (tojson form), or NULL */
     size_t n_tools;
 };

@@ -85,16 +85,25 @@ static int prefill(struct hmoe_chat_session *s, const int32_t *ids, int n, bool 
     st->n_cached = p;
     st->n_prefill = n - p;
     const int step = hmoe_ctx_get_params(s->ctx)->n_ubatch;
+    /* The next turn re-renders this turn's answer differently (reasoning dropped), so its
+     * common prefix ends inside the generation prompt: a recurrent model (qwen35moe) keeps a
+     * checkpoint of its state before the last <|im_start|>, a no-op for KV-only models. */
+    const int32_t im_start = hmoe_vocab_find(s->vocab, "<|im_start|>", 12);
+    int ck = -1;
+    for (int i = n - 1; i >= p && im_start != HMOE_TOKEN_NONE && ck < 0; i--)
+        if (ids[i] == im_start) ck = i;
     struct hmoe_progress bar;
     hmoe_progress_init_count(&bar, "prefill", (uint64_t)(n - p), "tok", s->progress);
     struct hmoe_err err = {0};
     const double t0 = hmoe_time_s();
-    for (int pos = p; pos < n; pos += step) {
+    for (int pos = p, m; pos < n; pos += m) {
         if (hmoe_chat_sigint_count) {
             st->interrupted = true;
             break;
         }
-        const int m = HMOE_MIN(step, n - pos);
+        m = HMOE_MIN(step, n - pos);
+        if (pos < ck) m = HMOE_MIN(m, ck - pos);
+        if (pos == ck) hmoe_ctx_checkpoint(s->ctx);
         const bool last = pos + m == n;
         if (hmoe_ctx_decode(s->ctx, ids + pos, m, pos, last && want_logits ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE,
                             s->logits, &err)) {
@@ -171,6 +180,19 @@ static void display_end(struct display *d) {
     if (d->indicator) outs("\r\033[K");
     outs("\n");
     fflush(stdout);
+}
+
+/* True when the prompt's last turn leaves a think block open: Qwen3.5's generation prompt
+ * ends with "<think>\n" (chat-templates.md §2.1), so the answer starts with reasoning and
+ * only its "</think>" shows up in the output. */
+static bool prompt_opens_think(const struct hmoe_chat_session *s, const int32_t *ids, size_t n) {
+    if (s->think_open == HMOE_TOKEN_NONE) return false;
+    const int32_t im_start = hmoe_vocab_find(s->vocab, "<|im_start|>", 12);
+    for (size_t i = n; i-- > 0 && ids[i] != im_start;) {
+        if (ids[i] == s->think_close) return false;
+        if (ids[i] == s->think_open) return true;
+    }
+    return false;
 }
 
 /* Length of the well-formed UTF-8 character at s (Unicode table 3-7: no overlongs, no
@@ -251,11 +273,13 @@ int hmoe_chat_turn_answer(struct hmoe_chat_session *s, struct hmoe_chat_turn_sta
         return rc;
     }
     for (size_t i = 0; i < n; i++) hmoe_sampler_accept(s->smp, ids[i]);
+    const bool opens_think = prompt_opens_think(s, ids, n);
     free(ids);
     st->answered = true;
 
     struct display d = {.s = s};
     hmoe_detok_stream_init(&d.ds, s->vocab, false);
+    if (opens_think) display_token(&d, s->think_open); /* the answer starts inside the reasoning */
     char *answer = NULL;
     size_t a_len = 0, a_cap = 0;
     struct hmoe_err err = {0};

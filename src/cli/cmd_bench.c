@@ -41,7 +41,8 @@ static const char *bench_help =
     "                   whole prompt for pp, 16 tokens for tg) is not counted. tg excludes the depth prefill\n"
     "  ram_read_gbps    RAM read bandwidth measured at start with the test's thread count (1 GB/s = 1e9 B/s)\n"
     "  bytes_per_token  tg only: weights read per token (attention, router, the k routed experts, output head,\n"
-    "                   one embedding row) plus the KV cache at the mean position\n"
+    "                   one embedding row) plus the KV cache at the mean position, plus for qwen35moe the\n"
+    "                   DeltaNet state, read and written once per token\n"
     "  ram_gbps         tg only: bytes_per_token x t/s;  roofline_pct = ram_gbps / ram_read_gbps (above 100%\n"
     "                   when the weights fit in the CPU caches); pp is compute-bound: null / '-'\n"
     "  h2d_gbps         pinned host->device bandwidth of GPU 0 (null without a GPU)\n"
@@ -164,6 +165,7 @@ static int ensure_depth(struct bench_run *b, int depth) {
     if (depth > 0) {
         for (int i = 0; i < depth; i++) b->ids[i] = random_token(b);
         if (hmoe_ctx_decode(b->ctx, b->ids, depth, 0, HMOE_LOGITS_NONE, NULL, &err)) return hmoe_cli_fail(&err);
+        hmoe_ctx_checkpoint(b->ctx); /* recurrent state (qwen35moe): each test rewinds to here */
     }
     b->depth_ready = depth;
     return HMOE_EXIT_OK;
@@ -288,6 +290,7 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
             }
             /* KV bytes read per position, for the tg bandwidth. */
             const double kv_per_pos = (double)hmoe_ctx_kv_bytes(b.ctx) / hmoe_ctx_n_ctx(b.ctx);
+            const double state_rw = 2.0 * (double)hmoe_ctx_state_bytes(b.ctx); /* recurrent state, per token */
             b.depth_ready = -1;
             for (int id = 0; !rc && id < cfg->nd; id++)
                 for (int pass = 0; !rc && pass < 2; pass++) { /* pp tests, then tg tests */
@@ -319,7 +322,8 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                         }
                         fill_stats(&r, ns, ts, cfg->reps, n_prompt + n_gen);
                         if (n_gen > 0 && mf.tg_weight_bytes >= 0) {
-                            r.bytes_per_token = mf.tg_weight_bytes + kv_per_pos * (depth + (n_gen - 1) / 2.0);
+                            r.bytes_per_token =
+                                mf.tg_weight_bytes + kv_per_pos * (depth + (n_gen - 1) / 2.0) + state_rw;
                             r.ram_gbps = r.bytes_per_token * r.avg_ts / 1e9;
                             if (r.ram_read_gbps > 0) r.roofline_pct = r.ram_gbps / r.ram_read_gbps * 100;
                         }
@@ -365,8 +369,9 @@ int hmoe_cmd_bench(int argc, char **argv) {
         {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR,
          &type_v},
         {"--no-warmup", NULL, NULL, "skip the uncounted warm-up run before each test", HMOE_OPT_FLAG, &no_warmup},
-        {"--synthetic", NULL, "PRESET", "without -m: tiny (default), qwen3-30b-a3b or qwen3-235b-a22b",
-         HMOE_OPT_STR, &synthetic},
+        {"--synthetic", NULL, "PRESET",
+         "without -m: tiny (default), qwen3-30b-a3b, qwen3-235b-a22b, qwen3.6-35b-a3b or qwen35-tiny", HMOE_OPT_STR,
+         &synthetic},
         {"--synthetic-layers", NULL, "N", "without -m: layers of the synthetic model (default: all that fit)",
          HMOE_OPT_INT, &syn_layers},
         {"--synthetic-out", NULL, "FILE", "without -m: write the synthetic model to FILE and keep it", HMOE_OPT_STR,

@@ -12,7 +12,7 @@
 #include "hmoe/text.h"
 
 static const char *usage =
-    "hmoe template -m FILE -i conversation.json [--no-generation-prompt] [--no-think] [--chat-template chatml|qwen3]";
+    "hmoe template -m FILE -i conversation.json [--no-generation-prompt] [--no-think] [--chat-template chatml|qwen3|qwen35]";
 
 int hmoe_cmd_template(int argc, char **argv) {
     const char *model = NULL, *input = NULL, *tmpl_name = NULL;
@@ -25,7 +25,7 @@ int hmoe_cmd_template(int argc, char **argv) {
          HMOE_OPT_FLAG, &no_gen},
         {"--no-think", NULL, NULL, "thinking off: Qwen3 gets an empty <think></think> block (enable_thinking=false)",
          HMOE_OPT_FLAG, &no_think},
-        {"--chat-template", NULL, "NAME", "use this format instead of detecting it: chatml, qwen3", HMOE_OPT_STR,
+        {"--chat-template", NULL, "NAME", "use this format instead of detecting it: chatml, qwen3, qwen35", HMOE_OPT_STR,
          &tmpl_name},
         {NULL, NULL, NULL, NULL, HMOE_OPT_FLAG, NULL},
     };
@@ -39,7 +39,8 @@ int hmoe_cmd_template(int argc, char **argv) {
     }
     enum hmoe_chat_template tmpl = HMOE_CHAT_TEMPLATE_UNKNOWN;
     if (tmpl_name && (tmpl = hmoe_chat_template_from_name(tmpl_name)) == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-        fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3)\nusage: %s\n", tmpl_name, usage);
+        fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3, qwen35)\nusage: %s\n", tmpl_name,
+                usage);
         return HMOE_EXIT_USAGE;
     }
     struct hmoe_err err = {0};
@@ -53,11 +54,18 @@ int hmoe_cmd_template(int argc, char **argv) {
             jinja[s.len] = 0;
         }
         tmpl = hmoe_chat_template_detect(jinja);
+        /* No template at all but a Qwen3.5 vocabulary: the Qwen3.5 format (as cli_gen.c). */
+        struct hmoe_gguf_str pre;
+        if (!jinja && hmoe_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL) == HMOE_OK && pre.len == 6 &&
+            memcmp(pre.ptr, "qwen35", 6) == 0)
+            tmpl = HMOE_CHAT_TEMPLATE_QWEN35;
         free(jinja);
         hmoe_gguf_free(g);
         if (tmpl == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-            fprintf(stderr, "hmoe: warning: %s: chat template not recognised (hmoe renders: qwen3); using plain ChatML "
-                    "(choose with --chat-template chatml|qwen3)\n", model);
+            fprintf(stderr,
+                    "hmoe: warning: %s: chat template not recognised (hmoe renders: qwen3, qwen35); using plain "
+                    "ChatML (choose with --chat-template chatml|qwen3|qwen35)\n",
+                    model);
             tmpl = HMOE_CHAT_TEMPLATE_CHATML;
         }
     }

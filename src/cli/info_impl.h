@@ -3,7 +3,8 @@
  * bytes that must stay resident without experts, bytes read per token) and the two
  * printers. Architecture knowledge is limited to gguf.md's naming conventions: layer
  * tensors are "blk.N.*", expert tensors contain "_exps" with the expert index outermost
- * (gguf.md §9), and "{arch}.expert_count" / "{arch}.expert_used_count".
+ * (gguf.md §9), "{arch}.expert_count" / "{arch}.expert_used_count", and the MTP blocks of
+ * "{arch}.nextn_predict_layers" at the end (qwen35moe.md §8).
  */
 #ifndef HMOE_CLI_INFO_IMPL_H
 #define HMOE_CLI_INFO_IMPL_H
@@ -32,7 +33,12 @@ struct hmoe_info_stats {
     uint64_t non_expert_bytes;         /* everything else: what must fit in VRAM without experts */
     bool tied_output;                  /* no output.weight: token_embd also serves as the output matrix */
     uint64_t token_embd_row_bytes;     /* one row of token_embd.weight (0 if absent) */
-    int64_t active_bytes_per_token;    /* -1 when n_expert_used is unknown */
+    int64_t active_bytes_per_token;    /* -1 when n_expert_used is unknown; MTP blocks not counted */
+
+    /* Multi-token-prediction blocks ({arch}.nextn_predict_layers, qwen35moe.md §8): the last
+     * n_mtp "blk.N." layers, which hmoe loads but never runs. */
+    uint32_t n_mtp;
+    uint64_t mtp_bytes;
 };
 
 enum hmoe_status hmoe_info_stats_init(struct hmoe_info_stats *s, const struct hmoe_gguf *g, struct hmoe_err *err);

@@ -124,6 +124,7 @@ void hmoe_info_print_json(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
         first = false;
     }
     fprintf(f, "},\n  \"total_tensor_bytes\": %" PRIu64, s->total_tensor_bytes);
+    fprintf(f, ",\n  \"mtp_layers\": %u, \"mtp_bytes\": %" PRIu64 ", \"mtp_used\": false", s->n_mtp, s->mtp_bytes);
     if (s->is_moe) {
         fputs(",\n  \"moe\": {\"n_expert\": ", f);
         put_opt_i64(f, s->n_expert);

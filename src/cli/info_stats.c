@@ -77,9 +77,13 @@ enum hmoe_status hmoe_info_stats_init(struct hmoe_info_stats *s, const struct hm
         }
     }
     s->n_layer = (uint32_t)(max_layer + 1);
+    bool found;
+    uint32_t n_mtp = arch_u32(g, s->arch, "nextn_predict_layers", &found);
+    s->n_mtp = found && n_mtp <= s->n_layer ? n_mtp : 0;
+    for (uint64_t i = 0; s->n_mtp && i < g->n_tensors; i++)
+        if (layer_of(g->tensors[i].name) >= (int64_t)(s->n_layer - s->n_mtp)) s->mtp_bytes += g->tensors[i].n_bytes;
     if (!s->is_moe) return HMOE_OK;
 
-    bool found;
     uint32_t v = arch_u32(g, s->arch, "expert_count", &found);
     s->n_expert = found ? (int64_t)v : max_exp_dim;
     v = arch_u32(g, s->arch, "expert_used_count", &found);
@@ -110,10 +114,12 @@ enum hmoe_status hmoe_info_stats_init(struct hmoe_info_stats *s, const struct hm
     s->tied_output = hmoe_gguf_find_tensor(g, "output.weight") == NULL;
     s->token_embd_row_bytes = emb ? emb->nb[1] : 0;
     if (s->n_expert_used >= 0) {
-        uint64_t act = s->non_expert_bytes;
+        uint64_t mtp_experts = 0; /* MTP blocks are never run: their bytes are not read */
+        for (uint32_t l = s->n_layer - s->n_mtp; l < s->n_layer; l++) mtp_experts += s->expert_bytes_per_layer[l];
+        uint64_t act = s->non_expert_bytes - (s->mtp_bytes - mtp_experts);
         if (emb && !s->tied_output && !strstr(emb->name, "_exps")) act = act - emb->n_bytes + emb->nb[1];
         bool ok = true; /* a hostile expert_used_count could overflow the sum */
-        for (uint32_t l = 0; ok && l < s->n_layer; l++) {
+        for (uint32_t l = 0; ok && l < s->n_layer - s->n_mtp; l++) {
             uint64_t x;
             ok = hmoe_mul_u64((uint64_t)s->n_expert_used, s->bytes_per_expert_per_layer[l], &x) &&
                  hmoe_add_u64(act, x, &act) && act <= (uint64_t)INT64_MAX;

@@ -132,6 +132,9 @@ void hmoe_info_print_text(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
         fprintf(f, "  %-10s %8" PRIu64 " %16" PRIu64 " %7.2f%%\n", hmoe_type_name((uint32_t)t), s->type_count[t],
                 s->type_bytes[t], share);
     }
+    if (s->n_mtp)
+        fprintf(f, "\n%-16s %u (blk.%u.*, %s): loaded but not run; hmoe does not decode speculatively\n",
+                "mtp blocks", s->n_mtp, s->n_layer - s->n_mtp, human(s->mtp_bytes, b1, sizeof b1));
     if (!s->is_moe) return;
 
     char b2[64];

@@ -30,9 +30,11 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
-/* The best path this CPU and OS support. AVX-512 needs F+BW+VL+DQ and VNNI (the kernels
- * use vpdpwssd/vpdpbusd) plus ZMM state saved by the OS (XCR0 bits 5-7); without VNNI
- * we fall back to AVX2. AMX is never used: it faults in the VMs this runs in. */
+/* The best path this CPU and OS support. AVX-512 needs F+BW+VL+DQ, VNNI (the kernels
+ * use vpdpwssd/vpdpbusd), VBMI and BITALG (the I-quant kernels use vpermb/vpermi2b/
+ * vpmultishiftqb/vpshufbitqmb; the *_avx512.c files are built with those flags, Ice Lake /
+ * Zen 4 and later have them) plus ZMM state saved by the OS (XCR0 bits 5-7); without
+ * them we fall back to AVX2. AMX is never used: it faults in the VMs this runs in. */
 static enum hmoe_cpu_path detect_path(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return HMOE_CPU_SCALAR;
@@ -44,8 +46,8 @@ static enum hmoe_cpu_path detect_path(void) {
     bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
     if (!(avx2 && fma && f16c && bmi2)) return HMOE_CPU_SCALAR;
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
-    bool vnni = c & (1u << 11);
-    if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) return HMOE_CPU_AVX512;
+    bool vnni = c & (1u << 11), vbmi = c & (1u << 1), bitalg = c & (1u << 12);
+    if (f && dq && bw && vl && vnni && vbmi && bitalg && (xcr0 & 0xe0) == 0xe0) return HMOE_CPU_AVX512;
     return HMOE_CPU_AVX2;
 }
 

@@ -29,6 +29,15 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_F32, HMOE_CPU_AVX2, f32_avx2),
     WEIGHT(HMOE_TYPE_F16, HMOE_CPU_AVX2, f16_avx2),
     WEIGHT(HMOE_TYPE_BF16, HMOE_CPU_AVX2, bf16_avx2),
+    WEIGHT(HMOE_TYPE_IQ2_XXS, HMOE_CPU_AVX2, iq2_xxs_avx2),
+    WEIGHT(HMOE_TYPE_IQ2_XS, HMOE_CPU_AVX2, iq2_xs_avx2),
+    WEIGHT(HMOE_TYPE_IQ2_S, HMOE_CPU_AVX2, iq2_s_avx2),
+    WEIGHT(HMOE_TYPE_IQ3_XXS, HMOE_CPU_AVX2, iq3_xxs_avx2),
+    WEIGHT(HMOE_TYPE_IQ3_S, HMOE_CPU_AVX2, iq3_s_avx2),
+    WEIGHT(HMOE_TYPE_IQ4_XS, HMOE_CPU_AVX2, iq4_xs_avx2),
+    WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX2, iq4_nl_avx2),
+    WEIGHT(HMOE_TYPE_IQ1_S, HMOE_CPU_AVX2, iq1_s_avx2), /* also the AVX-512 path's */
+    WEIGHT(HMOE_TYPE_IQ1_M, HMOE_CPU_AVX2, iq1_m_avx2),
     /* AVX-512 F/BW/VL/DQ + VNNI */
     ACT(HMOE_TYPE_Q8_K, HMOE_CPU_AVX512, q8_k_avx512),
     ACT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX512, q8_0_avx512),
@@ -43,5 +52,12 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_F32, HMOE_CPU_AVX512, f32_avx512),
     WEIGHT(HMOE_TYPE_F16, HMOE_CPU_AVX512, f16_avx512),
     WEIGHT(HMOE_TYPE_BF16, HMOE_CPU_AVX512, bf16_avx512),
+    WEIGHT(HMOE_TYPE_IQ2_XXS, HMOE_CPU_AVX512, iq2_xxs_avx512),
+    WEIGHT(HMOE_TYPE_IQ2_XS, HMOE_CPU_AVX512, iq2_xs_avx512),
+    WEIGHT(HMOE_TYPE_IQ2_S, HMOE_CPU_AVX512, iq2_s_avx512),
+    WEIGHT(HMOE_TYPE_IQ3_XXS, HMOE_CPU_AVX512, iq3_xxs_avx512),
+    WEIGHT(HMOE_TYPE_IQ3_S, HMOE_CPU_AVX512, iq3_s_avx512),
+    WEIGHT(HMOE_TYPE_IQ4_XS, HMOE_CPU_AVX512, iq4_xs_avx512),
+    WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX512, iq4_nl_avx512),
 };
 const int hmoe_cpu_kernel_row_count = (int)(sizeof hmoe_cpu_kernel_rows / sizeof hmoe_cpu_kernel_rows[0]);

@@ -3,7 +3,8 @@
  * ids, splits the tokens into micro-batches and runs the architecture's forward pass.
  * KV cache layout per layer: K as [n_ctx][Hkv] rows of head_dim elements in the cache type
  * (q8_0 blocks of 32 along head_dim, quants.md §3.5); V the same for q8_0, transposed to
- * [Hkv][head_dim][n_ctx] for f32/f16/bf16 (attention.c says why).
+ * [Hkv][head_dim][n_ctx] for f32/f16/bf16 (attention.c says why). Only attention layers
+ * have a KV cache; qwen35moe's recurrent layers keep their state in rs.rec (recurrent.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "hmoe/cpu.h"
 #include "hmoe/cuda.h"
 #include "model/gpu_impl.h"
+#include "model/qwen35_impl.h"
 
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
     p->n_ctx = 4096;
@@ -97,6 +99,7 @@ static void free_run_state(struct hmoe_run_state *rs, int n_layer) {
     free(rs->k_cache);
     free(rs->v_cache);
     hmoe_sched_moe_free(rs->moe);
+    hmoe_rec_free(rs->rec);
 }
 
 void hmoe_ctx_free(struct hmoe_ctx *c) {
@@ -117,6 +120,10 @@ static size_t max_act_row_bytes(const struct hmoe_model *m) {
         ACT(L->attn_k);
         ACT(L->attn_v);
         ACT(L->attn_output);
+        ACT(L->gdn.qkv); /* qwen35moe (zero-sized views elsewhere) */
+        ACT(L->gdn.out);
+        ACT(L->shexp.gate);
+        ACT(L->shexp.down);
     }
 #undef ACT
     return mx;
@@ -155,6 +162,7 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the run state (%zu-token micro-batch)", ub);
     /* calloc: the OS hands out zero pages lazily, so RSS grows only with positions used. */
     for (size_t il = 0; il < L; il++) {
+        if (c->m->w.layers[il].recurrent) continue; /* no KV cache: recurrent state instead */
         rs->k_cache[il] = calloc(n_ctx * Hkv, c->k_row_bytes);
         rs->v_cache[il] = calloc(n_ctx * Hkv, c->v_row_bytes);
         if (!rs->k_cache[il] || !rs->v_cache[il])
@@ -168,12 +176,22 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     for (size_t il = 0; il < L; il++) moe[il] = c->m->w.layers[il].moe;
     enum hmoe_status st = hmoe_sched_moe_init(moe, (int)L, c->p.n_ubatch, c->p.n_threads, &rs->moe, err);
     free(moe);
+    if (!st && cfg->arch_id == HMOE_ARCH_QWEN35MOE) st = hmoe_rec_init(c, err);
     return st;
 }
 
 /* --gpu auto|on: the GPU backend, or (auto only) the CPU with a note when there is no GPU or
  * the model/settings need something the GPU path lacks. */
 static enum hmoe_status init_gpu(struct hmoe_ctx *c, struct hmoe_err *err) {
+    if (c->m->cfg.arch_id != HMOE_ARCH_QWEN3MOE) { /* qwen35moe: CPU only so far (recurrent state) */
+        if (c->p.gpu == HMOE_GPU_ON)
+            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                              "--gpu on: the GPU backend does not run %s yet; use --gpu off (the CPU runs it)",
+                              c->m->cfg.arch);
+        HMOE_INFO("%s has no GPU path yet: running on the CPU", c->m->cfg.arch);
+        c->p.gpu = HMOE_GPU_OFF;
+        return HMOE_OK;
+    }
     if (!hmoe_cuda_available()) {
         if (c->p.gpu == HMOE_GPU_ON)
             return HMOE_RAISE(err, HMOE_ERR_DEVICE, "--gpu on: %s",
@@ -223,7 +241,9 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     c->k_row_bytes = hmoe_row_bytes(p.type_k, cfg->head_dim);
     c->v_row_bytes = hmoe_row_bytes(p.type_v, cfg->head_dim_v);
     c->v_trans = hmoe_type_info[p.type_v].blck == 1;
-    c->kv_bytes = (size_t)cfg->n_layer * (size_t)p.n_ctx * (size_t)cfg->n_head_kv * (c->k_row_bytes + c->v_row_bytes);
+    int n_kv_layers = 0;
+    for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent;
+    c->kv_bytes = (size_t)n_kv_layers * (size_t)p.n_ctx * (size_t)cfg->n_head_kv * (c->k_row_bytes + c->v_row_bytes);
     st = alloc_run_state(c, err);
     if (!st && p.gpu != HMOE_GPU_OFF) st = init_gpu(c, err);
     if (st) {
@@ -280,9 +300,23 @@ void hmoe_ctx_reset_stats(struct hmoe_ctx *c) {
 void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep) {
     if (n_keep < 0) n_keep = 0;
     if (n_keep < c->n_past) c->n_past = n_keep;
+    if (c->rs.rec) hmoe_rec_truncate(c->rs.rec, c->n_past);
 }
 
-void hmoe_ctx_reset(struct hmoe_ctx *c) { c->n_past = 0; }
+void hmoe_ctx_reset(struct hmoe_ctx *c) { hmoe_ctx_truncate(c, 0); }
+
+void hmoe_ctx_checkpoint(struct hmoe_ctx *c) {
+    if (c->rs.rec) hmoe_rec_checkpoint(c->rs.rec, c->n_past);
+}
+
+size_t hmoe_ctx_state_bytes(const struct hmoe_ctx *c) { return hmoe_rec_state_bytes(c->rs.rec); }
+
+/* The architecture's forward pass for one micro-batch. */
+static enum hmoe_status forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
+                                float *logits, struct hmoe_err *err) {
+    if (c->m->cfg.arch_id == HMOE_ARCH_QWEN35MOE) return hmoe_qwen35moe_forward(c, ids, n, pos0, which, logits, err);
+    return hmoe_qwen3moe_forward(c, ids, n, pos0, which, logits, err);
+}
 
 enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
                                  float *logits_out, struct hmoe_err *err) {
@@ -302,7 +336,12 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
         if (ids[i] < 0 || ids[i] >= V)
             return HMOE_RAISE(err, HMOE_ERR_RANGE, "token id %d (at index %d) is out of range: the vocabulary has %d ids",
                               ids[i], i, V);
-    c->n_past = pos0;
+    hmoe_ctx_truncate(c, pos0);
+    if (c->rs.rec) {
+        /* After a rewind the recurrent state may lag behind pos0: replay to it (recurrent.c). */
+        enum hmoe_status st = hmoe_rec_prepare(c, ids, n, pos0, err);
+        if (st) return st;
+    }
     for (int off = 0; off < n; off += c->p.n_ubatch) {
         const int m = HMOE_MIN(c->p.n_ubatch, n - off);
         enum hmoe_logits w = which;
@@ -310,9 +349,10 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
         if (which == HMOE_LOGITS_ALL) lo = logits_out + (size_t)off * (size_t)V;
         else if (which == HMOE_LOGITS_LAST && off + m < n) w = HMOE_LOGITS_NONE;
         enum hmoe_status st = c->gpu ? hmoe_qwen3moe_forward_gpu(c, ids + off, m, pos0 + off, w, lo, err)
-                                     : hmoe_qwen3moe_forward(c, ids + off, m, pos0 + off, w, lo, err);
+                                     : forward(c, ids + off, m, pos0 + off, w, lo, err);
         if (st) return st;
         c->n_past = pos0 + off + m;
+        if (c->rs.rec) c->rs.rec->n_state = c->n_past;
     }
     return HMOE_OK;
 }

@@ -30,6 +30,7 @@ struct hmoe_run_state {
     uint8_t **k_cache;  /* [n_layer] -> [n_ctx][Hkv] rows of D elements in type_k */
     uint8_t **v_cache;  /* [n_layer] -> transposed [Hkv][Dv][n_ctx] when v_trans, else [n_ctx][Hkv][Dv] */
     struct hmoe_sched_moe *moe; /* MoE workspace (src/sched) */
+    struct hmoe_rec_state *rec; /* qwen35moe: recurrent state and its scratch (qwen35_impl.h), else NULL */
 };
 
 struct hmoe_ctx {
@@ -48,6 +49,16 @@ struct hmoe_ctx {
 /* config.c */
 enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct hmoe_model_params *p,
                                         struct hmoe_model_config *c, struct hmoe_err *err);
+
+/* weights.c — bind the matrix (or expert stack) `name` with shape want[0..n_want) and a type
+ * that has CPU kernels; bind an F32 vector of n values (absent + !required: *v = NULL, OK).
+ * Errors name the tensor, its shape and what the architecture needs. */
+enum hmoe_status hmoe_model_bind_mat(struct hmoe_model *md, const char *name, const int64_t *want, int n_want,
+                                     struct hmoe_mat *m, struct hmoe_err *err);
+enum hmoe_status hmoe_model_bind_vec(struct hmoe_model *md, const char *name, int64_t n, bool required,
+                                     const float **v, struct hmoe_err *err);
+/* weights_qwen35.c — one qwen35moe main layer (qwen35moe.md §3). */
+enum hmoe_status hmoe_qwen35_bind_layer(struct hmoe_model *md, int il, struct hmoe_err *err);
 
 /* ops.c — y = (x / sqrt(mean(x^2) + eps)) * w over n values, sum of squares in double
  * as ggml's CPU RMSNorm (qwen3moe.md §4.2). In-place allowed (y == x). */
@@ -84,5 +95,8 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n);
 /* qwen3moe.c — one micro-batch through the whole model. */
 enum hmoe_status hmoe_qwen3moe_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
                                        enum hmoe_logits which, float *logits, struct hmoe_err *err);
+/* qwen35moe.c — the same for qwen35moe (updates the recurrent state in rs.rec). */
+enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
+                                        enum hmoe_logits which, float *logits, struct hmoe_err *err);
 
 #endif

@@ -26,12 +26,22 @@ enum synth_role {
     SYNTH_FFN_GATE_EXPS,
     SYNTH_FFN_UP_EXPS,
     SYNTH_FFN_DOWN_EXPS,
+    /* qwen35moe (qwen35moe.md §3) */
+    SYNTH_MATRIX,          /* a plain matrix nothing else needs to know about (attn_gate, ssm_alpha, ...) */
+    SYNTH_NORM,            /* another RMSNorm weight (ssm_norm, MTP norms): 1 +- 0.02 */
+    SYNTH_SSM_CONV,        /* ssm_conv1d {K, conv_dim} F32 taps */
+    SYNTH_SSM_DT,          /* ssm_dt.bias */
+    SYNTH_SSM_A,           /* ssm_a = -exp(A_log): negative, or the state grows without bound */
+    SYNTH_SSM_OUT,         /* ssm_out: writes the residual stream like attn_output */
+    SYNTH_SHEXP_GATE_INP,  /* ffn_gate_inp_shexp {d}: a router-like vector */
+    SYNTH_FFN_DOWN_SHEXP,  /* writes the residual stream like ffn_down_exps */
 };
 
-/* One architecture: its tensor list (names, shapes, roles, file order) and its hparam keys.
- * A qwen35moe preset adds a second descriptor with its own tensor list (qwen35moe.md §3). */
+/* One architecture: its tensor list (names, shapes, roles, file order) and its hparam keys. */
 struct hmoe_synth_arch {
     const char *name; /* general.architecture */
+    const char *tokenizer_pre;  /* tokenizer.ggml.pre of the generated vocabulary */
+    bool qwen3_template;        /* write the Qwen3 chat template (qwen35moe: none; the CLI picks Qwen3.5 by pre) */
     /* Fill out[] (capacity max) with the tensors of preset p, types left unset; returns the
      * count, or 0 if max is too small. */
     size_t (*list_tensors)(const struct hmoe_synth_preset *p, struct hmoe_synth_tensor *out, size_t max);
@@ -40,6 +50,11 @@ struct hmoe_synth_arch {
 };
 
 extern const struct hmoe_synth_arch hmoe_synth_arch_qwen3moe;
+extern const struct hmoe_synth_arch hmoe_synth_arch_qwen35moe; /* synth_qwen35.c */
+
+/* Fill a tensor descriptor (synth_preset.c): blk.N.name when layer >= 0. */
+void hmoe_synth_put_tensor(struct hmoe_synth_tensor *t, const char *name, int layer, int role, uint32_t n_dims,
+                           int64_t ne0, int64_t ne1, int64_t ne2);
 
 /* ---- splitmix64 / xoshiro256**: fast, deterministic, good enough for test data -------- */
 

@@ -122,13 +122,13 @@ static bool has(const char *name, const char *part) { return strstr(name, part) 
 
 enum hmoe_type hmoe_synth_type_for_tensor(const struct hmoe_synth_preset *p, const struct hmoe_synth_mix *mix,
                                           const char *name, int index, uint32_t n_dims, int64_t ne0) {
-    /* Never quantized: 1-D tensors, non-weights, norms and the MoE router (§9.1, quants.md §2);
-     * the converter writes them F32. */
+    /* Never quantized: 1-D tensors, non-weights, norms, the MoE router and SSM conv1d (§9.1,
+     * quants.md §2); the converter writes them F32. */
     size_t len = strlen(name);
     if (n_dims < 2 || len < 6 || strcmp(name + len - 6, "weight") != 0 || has(name, "_norm.weight") ||
-        has(name, "ffn_gate_inp"))
+        has(name, "ffn_gate_inp") || has(name, "ssm_conv1d"))
         return HMOE_TYPE_F32;
-    int n = (int)p->n_layer;
+    int n = (int)(p->n_layer + p->n_nextn); /* block_count: MTP blocks count too */
     bool gqa4 = p->n_head_kv > 0 && p->n_head / p->n_head_kv >= 4;
     bool eight = mix->eight_expert_rules && p->n_expert == 8;
     enum hmoe_type t;

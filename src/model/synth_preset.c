@@ -1,7 +1,7 @@
 /* synth_preset.c — model presets for `hmoe synth` and the qwen3moe architecture behind
  * them: hyperparameters (qwen3moe.md §8), metadata keys (§1) and the tensor list in the
  * order convert_hf_to_gguf / gguf_synth.py write it (§2; fixtures/README.md "models").
- * A qwen35moe preset needs a second `struct hmoe_synth_arch` (qwen35moe.md §3), nothing else.
+ * The qwen35moe presets use the second descriptor in synth_qwen35.c (qwen35moe.md §3, §9).
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +21,21 @@ static const struct hmoe_synth_preset presets[] = {
     {.name = "tiny", .arch = &hmoe_synth_arch_qwen3moe, .n_layer = 4, .n_embd = 256, .n_head = 8, .n_head_kv = 2,
      .head_dim = 64, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .n_ff = 1024, .n_vocab = 151936,
      .n_ctx = 4096, .rope_freq_base = 1e6f, .rms_eps = 1e-6f},
+    /* Qwen3.6-35B-A3B (= Qwen3.5-35B-A3B, qwen35moe.md §9): 40 layers = 10 x (3 DeltaNet + 1 gated
+     * attention), 16/2 heads x 256 with 64 rotated, DeltaNet 16 q/k heads, 32 v heads x 128,
+     * 256 experts top-8 x 512 + shared expert 512. Written without the MTP block, as the
+     * stock 21.2 GB Q4_K_M file of §9. */
+    {.name = "qwen3.6-35b-a3b", .arch = &hmoe_synth_arch_qwen35moe, .n_layer = 40, .n_embd = 2048, .n_head = 16,
+     .n_head_kv = 2, .head_dim = 256, .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_vocab = 248320,
+     .n_ctx = 262144, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .full_attn_interval = 4, .n_ff_shexp = 512,
+     .n_rot = 64, .rope_sections = {11, 11, 10, 0}, .ssm_conv_kernel = 4, .ssm_state_size = 128,
+     .ssm_group_count = 16, .ssm_time_step_rank = 32},
+    /* The same structure, small, with one MTP block (loaded and ignored): for tests. */
+    {.name = "qwen35-tiny", .arch = &hmoe_synth_arch_qwen35moe, .n_layer = 4, .n_embd = 256, .n_head = 4,
+     .n_head_kv = 2, .head_dim = 64, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .n_vocab = 2048,
+     .n_ctx = 4096, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .n_nextn = 1, .full_attn_interval = 4,
+     .n_ff_shexp = 256, .n_rot = 16, .rope_sections = {3, 3, 2, 0}, .ssm_conv_kernel = 4, .ssm_state_size = 64,
+     .ssm_group_count = 2, .ssm_time_step_rank = 4},
 };
 
 const struct hmoe_synth_preset *hmoe_synth_find_preset(const char *name) {
@@ -29,14 +44,14 @@ const struct hmoe_synth_preset *hmoe_synth_find_preset(const char *name) {
     return NULL;
 }
 
-const char *hmoe_synth_preset_names(void) { return "qwen3-30b-a3b, qwen3-235b-a22b, tiny"; }
+const char *hmoe_synth_preset_names(void) { return "qwen3-30b-a3b, qwen3-235b-a22b, tiny, qwen3.6-35b-a3b, qwen35-tiny"; }
 
 /* ---- qwen3moe ------------------------------------------------------------------------ */
 
 static size_t qwen3moe_max_tensors(const struct hmoe_synth_preset *p) { return 3 + 12 * (size_t)p->n_layer; }
 
-static void put(struct hmoe_synth_tensor *t, const char *name, int layer, int role, uint32_t n_dims, int64_t ne0,
-                int64_t ne1, int64_t ne2) {
+void hmoe_synth_put_tensor(struct hmoe_synth_tensor *t, const char *name, int layer, int role, uint32_t n_dims,
+                           int64_t ne0, int64_t ne1, int64_t ne2) {
     memset(t, 0, sizeof *t);
     if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, name);
     else snprintf(t->name, sizeof t->name, "%s", name);
@@ -56,22 +71,22 @@ static size_t qwen3moe_list_tensors(const struct hmoe_synth_preset *p, struct hm
     int64_t d = p->n_embd, q = (int64_t)p->n_head * p->head_dim, kv = (int64_t)p->n_head_kv * p->head_dim;
     int64_t hd = p->head_dim, f = p->n_ff_exp, e = p->n_expert, v = p->n_vocab;
     size_t n = 0;
-    put(&out[n++], "token_embd.weight", -1, SYNTH_TOKEN_EMBD, 2, d, v, 1);
-    put(&out[n++], "output_norm.weight", -1, SYNTH_OUTPUT_NORM, 1, d, 1, 1);
-    put(&out[n++], "output.weight", -1, SYNTH_OUTPUT, 2, d, v, 1);
+    hmoe_synth_put_tensor(&out[n++], "token_embd.weight", -1, SYNTH_TOKEN_EMBD, 2, d, v, 1);
+    hmoe_synth_put_tensor(&out[n++], "output_norm.weight", -1, SYNTH_OUTPUT_NORM, 1, d, 1, 1);
+    hmoe_synth_put_tensor(&out[n++], "output.weight", -1, SYNTH_OUTPUT, 2, d, v, 1);
     for (int i = 0; i < (int)p->n_layer; i++) {
-        put(&out[n++], "attn_norm.weight", i, SYNTH_ATTN_NORM, 1, d, 1, 1);
-        put(&out[n++], "attn_q.weight", i, SYNTH_ATTN_Q, 2, d, q, 1);
-        put(&out[n++], "attn_k.weight", i, SYNTH_ATTN_K, 2, d, kv, 1);
-        put(&out[n++], "attn_v.weight", i, SYNTH_ATTN_V, 2, d, kv, 1);
-        put(&out[n++], "attn_output.weight", i, SYNTH_ATTN_OUTPUT, 2, q, d, 1);
-        put(&out[n++], "attn_q_norm.weight", i, SYNTH_ATTN_Q_NORM, 1, hd, 1, 1);
-        put(&out[n++], "attn_k_norm.weight", i, SYNTH_ATTN_K_NORM, 1, hd, 1, 1);
-        put(&out[n++], "ffn_norm.weight", i, SYNTH_FFN_NORM, 1, d, 1, 1);
-        put(&out[n++], "ffn_gate_inp.weight", i, SYNTH_FFN_ROUTER, 2, d, e, 1);
-        put(&out[n++], "ffn_gate_exps.weight", i, SYNTH_FFN_GATE_EXPS, 3, d, f, e);
-        put(&out[n++], "ffn_up_exps.weight", i, SYNTH_FFN_UP_EXPS, 3, d, f, e);
-        put(&out[n++], "ffn_down_exps.weight", i, SYNTH_FFN_DOWN_EXPS, 3, f, d, e);
+        hmoe_synth_put_tensor(&out[n++], "attn_norm.weight", i, SYNTH_ATTN_NORM, 1, d, 1, 1);
+        hmoe_synth_put_tensor(&out[n++], "attn_q.weight", i, SYNTH_ATTN_Q, 2, d, q, 1);
+        hmoe_synth_put_tensor(&out[n++], "attn_k.weight", i, SYNTH_ATTN_K, 2, d, kv, 1);
+        hmoe_synth_put_tensor(&out[n++], "attn_v.weight", i, SYNTH_ATTN_V, 2, d, kv, 1);
+        hmoe_synth_put_tensor(&out[n++], "attn_output.weight", i, SYNTH_ATTN_OUTPUT, 2, q, d, 1);
+        hmoe_synth_put_tensor(&out[n++], "attn_q_norm.weight", i, SYNTH_ATTN_Q_NORM, 1, hd, 1, 1);
+        hmoe_synth_put_tensor(&out[n++], "attn_k_norm.weight", i, SYNTH_ATTN_K_NORM, 1, hd, 1, 1);
+        hmoe_synth_put_tensor(&out[n++], "ffn_norm.weight", i, SYNTH_FFN_NORM, 1, d, 1, 1);
+        hmoe_synth_put_tensor(&out[n++], "ffn_gate_inp.weight", i, SYNTH_FFN_ROUTER, 2, d, e, 1);
+        hmoe_synth_put_tensor(&out[n++], "ffn_gate_exps.weight", i, SYNTH_FFN_GATE_EXPS, 3, d, f, e);
+        hmoe_synth_put_tensor(&out[n++], "ffn_up_exps.weight", i, SYNTH_FFN_UP_EXPS, 3, d, f, e);
+        hmoe_synth_put_tensor(&out[n++], "ffn_down_exps.weight", i, SYNTH_FFN_DOWN_EXPS, 3, f, d, e);
     }
     return n;
 }
@@ -104,6 +119,8 @@ static enum hmoe_status qwen3moe_add_hparams(struct hmoe_gguf_writer *w, const s
 
 const struct hmoe_synth_arch hmoe_synth_arch_qwen3moe = {
     .name = "qwen3moe",
+    .tokenizer_pre = "qwen2",
+    .qwen3_template = true,
     .list_tensors = qwen3moe_list_tensors,
     .max_tensors = qwen3moe_max_tensors,
     .add_hparams = qwen3moe_add_hparams,

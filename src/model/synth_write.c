@@ -145,7 +145,22 @@ static enum hmoe_status emit_pool(struct wctx *c, const struct synth_pool *pool,
     return HMOE_OK;
 }
 
-/* Norms (1 ± 0.02) and routers (N(0, 0.05) or the zipf router), F32. */
+/* The value of one F32 parameter element: norms 1 ± 0.02, routers N(0, 0.05); the qwen35moe
+ * DeltaNet parameters (qwen35moe.md §3-§5.2) as a trained model has them in sign and scale:
+ * ssm_a = -exp(N(0, 0.5)) < 0 (a positive one would make the state grow every token),
+ * dt bias N(0, 0.1), conv taps N(0, 0.3). */
+static float f32_value(int role, double z) {
+    switch (role) {
+    case SYNTH_FFN_ROUTER:
+    case SYNTH_SHEXP_GATE_INP: return (float)(0.05 * z);
+    case SYNTH_SSM_A: return (float)-exp(0.5 * z);
+    case SYNTH_SSM_DT: return (float)(0.1 * z);
+    case SYNTH_SSM_CONV: return (float)(0.3 * z);
+    default: return (float)(1.0 + 0.02 * z);
+    }
+}
+
+/* Norms, routers and the other F32 parameters (f32_value; the zipf router), F32. */
 static enum hmoe_status emit_f32(struct wctx *c, const struct hmoe_synth_tensor *t, size_t index) {
     const struct hmoe_synth_preset *p = &c->plan->preset;
     uint64_t n = (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
@@ -162,7 +177,7 @@ static enum hmoe_status emit_f32(struct wctx *c, const struct hmoe_synth_tensor 
         for (size_t j = 0; j < k; j++) {
             uint32_t dim = (uint32_t)((i0 + j) % (uint64_t)t->ne[0]);
             double z = synth_rng_normal(&rng);
-            float v = t->role == SYNTH_FFN_ROUTER ? (float)(0.05 * z) : (float)(1.0 + 0.02 * z);
+            float v = f32_value(t->role, z);
             if (c->zipf && dim < p->n_embd && synth_route_is_channel(&c->route, dim)) {
                 /* attention and the output head never read the routing channel; the router does */
                 if (t->role == SYNTH_ATTN_NORM || t->role == SYNTH_OUTPUT_NORM) v = 0.0f;
@@ -221,7 +236,8 @@ static enum hmoe_status emit_zipf_rows(struct wctx *c, const struct hmoe_synth_t
 
 static enum hmoe_status emit_tensor(struct wctx *c, size_t index) {
     const struct hmoe_synth_tensor *t = &c->plan->tensors[index];
-    bool is_f32_param = t->type == HMOE_TYPE_F32 && (t->n_dims == 1 || t->role == SYNTH_FFN_ROUTER);
+    bool is_f32_param =
+        t->type == HMOE_TYPE_F32 && (t->n_dims == 1 || t->role == SYNTH_FFN_ROUTER || t->role == SYNTH_SSM_CONV);
     if (is_f32_param) return emit_f32(c, t, index);
     struct synth_pool *pool;
     enum hmoe_status st = get_pool(c, t->type, &pool);
@@ -230,7 +246,10 @@ static enum hmoe_status emit_tensor(struct wctx *c, size_t index) {
     uint64_t x = c->plan->seed * 0x9e3779b97f4a7c15ull + index;
     uint64_t phase = synth_splitmix(&x) % pool->n_blocks;
     if (c->zipf && t->role == SYNTH_TOKEN_EMBD) return emit_zipf_embd(c, t, pool, phase);
-    if (c->zipf && (t->role == SYNTH_ATTN_OUTPUT || t->role == SYNTH_FFN_DOWN_EXPS)) return emit_zipf_rows(c, t, pool, phase);
+    /* Everything that writes the residual stream leaves the routing channel alone. */
+    if (c->zipf && (t->role == SYNTH_ATTN_OUTPUT || t->role == SYNTH_FFN_DOWN_EXPS || t->role == SYNTH_SSM_OUT ||
+                    t->role == SYNTH_FFN_DOWN_SHEXP))
+        return emit_zipf_rows(c, t, pool, phase);
     return emit_pool(c, pool, phase, t->n_bytes / pool->block_bytes);
 }
 
@@ -248,7 +267,7 @@ static enum hmoe_status add_tokenizer(struct hmoe_gguf_writer *w, const struct h
     st = hmoe_synth_vocab_init(&v, plan->preset.n_vocab, err);
     if (st != HMOE_OK) return st;
     st = hmoe_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", err);
-    if (st == HMOE_OK) st = hmoe_gguf_writer_add_str(w, "tokenizer.ggml.pre", "qwen2", err);
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_str(w, "tokenizer.ggml.pre", plan->preset.arch->tokenizer_pre, err);
     if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", v.tokens, v.n_tokens, err);
     if (st == HMOE_OK)
         st = hmoe_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", HMOE_GGUF_I32, v.token_type, v.n_tokens, err);
@@ -257,7 +276,8 @@ static enum hmoe_status add_tokenizer(struct hmoe_gguf_writer *w, const struct h
     if (st == HMOE_OK) st = hmoe_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", v.pad_id, err);
     if (st == HMOE_OK) st = hmoe_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", v.bos_id, err);
     if (st == HMOE_OK) st = hmoe_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false, err);
-    if (st == HMOE_OK) st = hmoe_gguf_writer_add_str(w, "tokenizer.chat_template", hmoe_synth_qwen3_chat_template(), err);
+    if (st == HMOE_OK && plan->preset.arch->qwen3_template)
+        st = hmoe_gguf_writer_add_str(w, "tokenizer.chat_template", hmoe_synth_qwen3_chat_template(), err);
     hmoe_synth_vocab_free(&v);
     return st;
 }

@@ -2,6 +2,7 @@
  * each tensor is looked up by name, its shape checked against the hyper-parameters
  * ("tensor X has shape [..] but qwen3moe needs [..]") and its type against the kernels
  * this build has (types.h). The views point into the mapping; nothing is copied.
+ * qwen35moe layers are bound by weights_qwen35.c with the same helpers.
  * Also hmoe_model_load / hmoe_model_free.
  */
 #include <stdint.h>
@@ -21,23 +22,24 @@ static void fmt_shape(char *buf, size_t cap, const int64_t *ne, int n_dims) {
 
 /* Find `name` and check its shape is exactly want[0..n_want-1] (remaining dims 1).
  * Absent: NULL with HMOE_OK when optional, else an error naming the tensor and shape. */
-static enum hmoe_status find_shaped(const struct hmoe_gguf *g, const char *name, const int64_t *want, int n_want,
-                                    bool required, const struct hmoe_gguf_tensor **out, struct hmoe_err *err) {
+static enum hmoe_status find_shaped(const struct hmoe_gguf *g, const char *arch, const char *name, const int64_t *want,
+                                    int n_want, bool required, const struct hmoe_gguf_tensor **out,
+                                    struct hmoe_err *err) {
     *out = NULL;
     char ws[96], hs[96];
     fmt_shape(ws, sizeof ws, want, n_want);
     const struct hmoe_gguf_tensor *t = hmoe_gguf_find_tensor(g, name);
     if (!t) {
         if (!required) return HMOE_OK;
-        return HMOE_RAISE(err, HMOE_ERR_NOT_FOUND, "%s: tensor %s is missing (qwen3moe needs it, shape %s)", g->path,
-                          name, ws);
+        return HMOE_RAISE(err, HMOE_ERR_NOT_FOUND, "%s: tensor %s is missing (%s needs it, shape %s)", g->path, name,
+                          arch, ws);
     }
     bool ok = true;
     for (int i = 0; i < 4; i++) ok = ok && t->ne[i] == (i < n_want ? want[i] : 1);
     if (!ok) {
         int shown = (int)t->n_dims > n_want ? (int)t->n_dims : n_want;
         fmt_shape(hs, sizeof hs, t->ne, shown > 4 ? 4 : shown);
-        return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: tensor %s has shape %s but qwen3moe needs %s", g->path, name, hs,
+        return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: tensor %s has shape %s but %s needs %s", g->path, name, hs, arch,
                           ws);
     }
     *out = t;
@@ -75,7 +77,7 @@ static void mat_from_tensor(const struct hmoe_gguf_tensor *t, struct hmoe_mat *m
 static enum hmoe_status bind_mat(struct hmoe_model *md, const char *name, const int64_t *want, int n_want,
                                  struct hmoe_mat *m, struct hmoe_err *err) {
     const struct hmoe_gguf_tensor *t;
-    enum hmoe_status st = find_shaped(md->gguf, name, want, n_want, true, &t, err);
+    enum hmoe_status st = find_shaped(md->gguf, md->cfg.arch, name, want, n_want, true, &t, err);
     if (st) return st;
     if ((st = check_matmul_type(md->gguf, t, err))) return st;
     mat_from_tensor(t, m);
@@ -88,7 +90,7 @@ static enum hmoe_status bind_vec(struct hmoe_model *md, const char *name, int64_
                                  struct hmoe_err *err) {
     const struct hmoe_gguf_tensor *t;
     *v = NULL;
-    enum hmoe_status st = find_shaped(md->gguf, name, &n, 1, required, &t, err);
+    enum hmoe_status st = find_shaped(md->gguf, md->cfg.arch, name, &n, 1, required, &t, err);
     if (st || !t) return st;
     if (t->type != HMOE_TYPE_F32)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: tensor %s has type %s; hmoe expects F32 for this vector",
@@ -99,6 +101,16 @@ static enum hmoe_status bind_vec(struct hmoe_model *md, const char *name, int64_
     *v = t->data;
     md->weight_bytes += t->n_bytes;
     return HMOE_OK;
+}
+
+enum hmoe_status hmoe_model_bind_mat(struct hmoe_model *md, const char *name, const int64_t *want, int n_want,
+                                     struct hmoe_mat *m, struct hmoe_err *err) {
+    return bind_mat(md, name, want, n_want, m, err);
+}
+
+enum hmoe_status hmoe_model_bind_vec(struct hmoe_model *md, const char *name, int64_t n, bool required,
+                                     const float **v, struct hmoe_err *err) {
+    return bind_vec(md, name, n, required, v, err);
 }
 
 /* Q/K/V: three tensors, or one fused attn_qkv {d, H*D + Hkv*D + Hkv*Dv} whose row ranges
@@ -195,7 +207,7 @@ static enum hmoe_status bind_weights(struct hmoe_model *md, struct hmoe_err *err
         c->n_vocab = (int)te->ne[1];
     }
     const int64_t d = c->n_embd, V = c->n_vocab;
-    if ((st = find_shaped(g, "token_embd.weight", (int64_t[]){d, V}, 2, true, &te, err))) return st;
+    if ((st = find_shaped(g, c->arch, "token_embd.weight", (int64_t[]){d, V}, 2, true, &te, err))) return st;
     const struct hmoe_type_info *ti = hmoe_type_get(te->type);
     if (!ti || !ti->dequant_ref)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
@@ -216,7 +228,8 @@ static enum hmoe_status bind_weights(struct hmoe_model *md, struct hmoe_err *err
     md->w.layers = calloc((size_t)c->n_layer, sizeof *md->w.layers);
     if (!md->w.layers) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
     for (int il = 0; il < c->n_layer; il++)
-        if ((st = bind_layer(md, il, err))) return st;
+        if ((st = c->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_qwen35_bind_layer(md, il, err) : bind_layer(md, il, err)))
+            return st;
     return HMOE_OK;
 }
 
@@ -233,6 +246,9 @@ enum hmoe_status hmoe_model_load_gguf(struct hmoe_gguf *g, const struct hmoe_mod
         hmoe_model_free(md);
         return st;
     }
+    if (md->cfg.n_nextn > 0)
+        HMOE_INFO("%s: %d MTP block(s) (blk.%d.*) present and ignored: hmoe does not decode speculatively",
+                  g->path, md->cfg.n_nextn, md->cfg.n_layer);
     *out = md;
     return HMOE_OK;
 }

@@ -1,13 +1,13 @@
 /* template.c — render a conversation into a prompt for a recognised chat template family
- * (chat-templates.md §1 Qwen3; plain ChatML as the fallback). Each renderer mirrors its
- * Jinja template statement by statement, including the Python string methods it uses
- * (split, strip), so the output is byte-identical; fixtures/chat/qwen3-renders.jsonl
- * checks that. Relies on strbuf_impl.h; the JSON -> messages conversion is template_json.c. */
+ * (chat-templates.md §1 Qwen3; §2 Qwen3.5/3.6 in template_qwen35.c; plain ChatML as the
+ * fallback). Each renderer mirrors its Jinja template statement by statement, including
+ * the Python string methods it uses (split, strip), so the output is byte-identical;
+ * fixtures/chat/qwen3-renders.jsonl checks that. Relies on strbuf_impl.h; the JSON -> messages conversion is template_json.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "text/strbuf_impl.h"
-#include "hmoe/text.h"
+#include "text/text_impl.h"
 
 /* A slice of a string (Python's str methods return new strings; we return views). */
 struct sv {
@@ -189,6 +189,13 @@ enum hmoe_status hmoe_chat_render(enum hmoe_chat_template tmpl, const struct hmo
     switch (tmpl) {
     case HMOE_CHAT_TEMPLATE_QWEN3:
         render_qwen3(&b, msgs, n, o);
+        break;
+    case HMOE_CHAT_TEMPLATE_QWEN35:
+        st = hmoe_text_render_qwen35(&b, msgs, n, o, err); /* template_qwen35.c */
+        if (st != HMOE_OK) {
+            free(b.s);
+            return st;
+        }
         break;
     case HMOE_CHAT_TEMPLATE_CHATML:
         for (size_t i = 0; i < n; i++)

@@ -1,5 +1,5 @@
 /* template_detect.c — recognise the chat template stored in tokenizer.chat_template
- * (chat-templates.md §4 option A): we render known families in C, so a template is only
+ * (chat-templates.md §4 option A; families of §1 and §2): we render known families in C, so a template is only
  * accepted when it carries every marker of a family we reproduce byte for byte; anything
  * else is UNKNOWN and the caller falls back to ChatML with a warning. */
 #include <string.h>
@@ -39,6 +39,28 @@ static const char *const qwen3_not[] = {
     "'<|im_start|>assistant\\n<think>\\n' }}",
     NULL,
 };
+/* Qwen3.5 / Qwen3.6 (chat-templates.md §2), quoted from that template: content macro with
+ * trim, thinking-on generation prompt, reasoning block of the current tool loop, XML calls. */
+static const char *const qwen35_marks[] = {
+    "<|im_start|>",
+    "render_content(",
+    "ns.last_query_index",
+    "reasoning_content|trim",
+    "'\\n<think>\\n' + reasoning_content + '\\n</think>\\n\\n' + content",
+    "'<think>\\n\\n</think>\\n\\n'",
+    "'<think>\\n' }}",
+    "<tool_call>\\n<function=",
+    "<parameter=",
+    NULL,
+};
+/* Which assistant turns keep their reasoning: Qwen3.5 "after the last query", Qwen3.6 the
+ * same or every turn with preserve_thinking. Other variants (e.g. "... and reasoning_content")
+ * render differently, so they stay unknown. */
+static const char *const qwen35_history[] = {
+    "{%- if loop.index0 > ns.last_query_index %}",
+    "{%- if (preserve_thinking is defined and preserve_thinking is true) or (loop.index0 > ns.last_query_index) %}",
+    NULL,
+};
 /* The classic ChatML template (one turn per message, nothing else). */
 static const char *const chatml_marks[] = {
     "'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'",
@@ -49,6 +71,7 @@ static const char *const chatml_not[] = {"think", "tool", "system_message", NULL
 enum hmoe_chat_template hmoe_chat_template_detect(const char *t) {
     if (!t) return HMOE_CHAT_TEMPLATE_UNKNOWN;
     if (has_all(t, qwen3_marks) && !has_any(t, qwen3_not)) return HMOE_CHAT_TEMPLATE_QWEN3;
+    if (has_all(t, qwen35_marks) && has_any(t, qwen35_history)) return HMOE_CHAT_TEMPLATE_QWEN35;
     if (has_all(t, chatml_marks) && !has_any(t, chatml_not)) return HMOE_CHAT_TEMPLATE_CHATML;
     return HMOE_CHAT_TEMPLATE_UNKNOWN;
 }
@@ -56,6 +79,7 @@ enum hmoe_chat_template hmoe_chat_template_detect(const char *t) {
 static const char *const names[HMOE_CHAT_TEMPLATE_COUNT] = {
     [HMOE_CHAT_TEMPLATE_CHATML] = "chatml",
     [HMOE_CHAT_TEMPLATE_QWEN3] = "qwen3",
+    [HMOE_CHAT_TEMPLATE_QWEN35] = "qwen35",
 };
 
 const char *hmoe_chat_template_name(enum hmoe_chat_template t) {

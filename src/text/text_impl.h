@@ -68,4 +68,11 @@ enum hmoe_status hmoe_vocab_build_pieces(struct hmoe_vocab *v, struct hmoe_err *
 /* Keep a malloc'd block for freeing with the vocab. */
 bool hmoe_vocab_own(struct hmoe_vocab_impl *im, void *block);
 
+/* template_qwen35.c — append the Qwen3.5/3.6 rendering of msgs (chat-templates.md §2);
+ * HMOE_ERR_ARG for what that template refuses (no user message, a late system message,
+ * tool-call arguments that are not a JSON object). */
+struct hmoe_strbuf;
+enum hmoe_status hmoe_text_render_qwen35(struct hmoe_strbuf *b, const struct hmoe_chat_msg *msgs, size_t n,
+                                         const struct hmoe_chat_opts *o, struct hmoe_err *err);
+
 #endif

@@ -1,0 +1,40 @@
+/* iq_avx2_impl.h — private to src/cpu/iq*_avx2.c (AVX2/FMA/F16C): shared pieces of the AVX2
+ * I-quant bodies. Grid entries come from scalar loads (they are the magnitude bytes), signs go
+ * onto the activations with vpsignb (Q8_K quants are never -128, quants.md §8.3), integer sums
+ * per 32 elements are exact (vpmaddubsw, vpmaddwd with the scales) and each block's int32
+ * total is scaled by dw·da in double as vec_dot_ref does (§8.4). */
+#ifndef HMOE_CPU_IQ_AVX2_IMPL_H
+#define HMOE_CPU_IQ_AVX2_IMPL_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+/* 32 explicit sign bits (bit k of byte g = element 8g + k negative) as vpsignb operands:
+ * 0xff for negative, +1 for positive. */
+static inline __m256i hmoe_iq256_signs(uint32_t s4) {
+    const __m256i rep = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                         3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)s4), rep), bit);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(1));
+}
+
+/* sum += scaled dot of 32 magnitudes with 32 activations carrying the signs:
+ * Σ_pairs sc16 · (mag·(±a)), i.e. vpmaddubsw then vpmaddwd with the 16-bit scales. */
+static inline __m256i hmoe_iq256_dot32(__m256i sum, __m256i mag, __m256i sgn, __m256i sc16, const int8_t *a) {
+    const __m256i av = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a), sgn);
+    return _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, av), sc16));
+}
+
+/* acc += (8 int32 lanes summed to 4) · s, in double. */
+static inline __m256d hmoe_iq256_acc(__m256d acc, __m256i sum, double s) {
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    return _mm256_fmadd_pd(_mm256_cvtepi32_pd(s4), _mm256_set1_pd(s), acc);
+}
+
+static inline float hmoe_iq256_hsum(__m256d acc, double f) {
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(acc), _mm256_extractf128_pd(acc, 1));
+    return (float)((_mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h))) * f);
+}
+
+#endif

@@ -1,0 +1,156 @@
+/* recurrent.c — the recurrent state of a qwen35moe context (qwen35moe.md §5.2: conv state
+ * and delta-rule matrices per Gated DeltaNet layer, f32, per sequence) next to the KV cache:
+ * allocation with the micro-batch scratch, rewinding, checkpoints and replay.
+ *
+ * A KV cache forgets positions by moving n_past back; a recurrent state has no positions to
+ * forget. hmoe_ctx_truncate therefore keeps n_past's meaning (the attention layers' cache
+ * is still valid below it) but moves the state back to the newest checkpoint at or before
+ * the new n_past, or to zero; the state then lags (n_state < n_past) and the next decode
+ * re-runs the remembered tokens hist[n_state .. pos0) first. The result is exactly what a
+ * fresh prefill gives; a checkpoint only makes it cheaper (llama.cpp keeps checkpoints too).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/deltanet_impl.h"
+#include "model/qwen35_impl.h"
+
+size_t hmoe_rec_state_bytes(const struct hmoe_rec_state *r) {
+    return r ? (size_t)r->n_rec * (r->conv_floats + r->ssm_floats) * sizeof(float) : 0;
+}
+
+void hmoe_rec_free(struct hmoe_rec_state *r) {
+    if (!r) return;
+    free(r->slot);
+    free(r->conv);
+    free(r->ssm);
+    free(r->hist);
+    for (int i = 0; i < HMOE_REC_CKPT; i++) {
+        free(r->ckpt[i].conv);
+        free(r->ckpt[i].ssm);
+    }
+    free(r->qkv);
+    free(r->y);
+    free(r->z);
+    free(r->alpha);
+    free(r->beta);
+    free(r->o);
+    free(r->qg);
+    free(r->sh_g);
+    free(r->sh_u);
+    free(r->sh_gamma);
+    free(r->sh_out);
+    free(r->chunk_scratch);
+    free(r->rope0_cos);
+    free(r->rope0_sin);
+    free(r);
+}
+
+enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, struct hmoe_err *err) {
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    struct hmoe_rec_state *r = calloc(1, sizeof *r);
+    if (!r) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    c->rs.rec = r;
+    r->slot = malloc((size_t)cfg->n_layer * sizeof *r->slot);
+    if (!r->slot) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    for (int il = 0; il < cfg->n_layer; il++) r->slot[il] = c->m->w.layers[il].recurrent ? r->n_rec++ : -1;
+    r->K = cfg->ssm_conv_kernel;
+    r->dim = cfg->ssm_head_dim;
+    r->n_k_head = cfg->ssm_n_k_head;
+    r->n_v_head = cfg->ssm_n_v_head;
+    r->key_dim = (int64_t)r->n_k_head * r->dim;
+    r->value_dim = (int64_t)r->n_v_head * r->dim;
+    r->conv_dim = 2 * r->key_dim + r->value_dim;
+    r->conv_floats = (size_t)(r->K - 1) * (size_t)r->conv_dim;
+    r->ssm_floats = (size_t)r->n_v_head * (size_t)r->dim * (size_t)r->dim;
+    const size_t nr = (size_t)(r->n_rec ? r->n_rec : 1), ub = (size_t)c->p.n_ubatch, d = (size_t)cfg->n_embd;
+    /* calloc: large blocks come as untouched zero pages, so unused checkpoints cost nothing. */
+    r->conv = calloc(nr * r->conv_floats, sizeof(float));
+    r->ssm = calloc(nr * r->ssm_floats, sizeof(float));
+    r->hist = calloc((size_t)c->p.n_ctx, sizeof *r->hist);
+    bool ok = r->conv && r->ssm && r->hist;
+    for (int i = 0; i < HMOE_REC_CKPT; i++) {
+        r->ckpt[i].pos = -1;
+        r->ckpt[i].conv = calloc(nr * r->conv_floats, sizeof(float));
+        r->ckpt[i].ssm = calloc(nr * r->ssm_floats, sizeof(float));
+        ok = ok && r->ckpt[i].conv && r->ckpt[i].ssm;
+    }
+    if (!ok)
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the recurrent state (%zu MiB, %d checkpoints)",
+                          hmoe_rec_state_bytes(r) >> 20, HMOE_REC_CKPT);
+    r->qkv = calloc(ub * (size_t)r->conv_dim, sizeof(float));
+    r->y = calloc(ub * (size_t)r->conv_dim, sizeof(float));
+    r->z = calloc(ub * (size_t)r->value_dim, sizeof(float));
+    r->alpha = calloc(ub * (size_t)r->n_v_head, sizeof(float));
+    r->beta = calloc(ub * (size_t)r->n_v_head, sizeof(float));
+    r->o = calloc(ub * (size_t)r->value_dim, sizeof(float));
+    r->qg = calloc(ub * 2 * (size_t)cfg->n_head * (size_t)cfg->head_dim, sizeof(float));
+    r->sh_g = calloc(ub * (size_t)cfg->n_ff_shexp, sizeof(float));
+    r->sh_u = calloc(ub * (size_t)cfg->n_ff_shexp, sizeof(float));
+    r->sh_gamma = calloc(ub, sizeof(float));
+    r->sh_out = calloc(ub * d, sizeof(float));
+    r->chunk_floats = hmoe_gdn_chunk_scratch_floats(r->dim);
+    r->chunk_scratch = calloc((size_t)c->p.n_threads * r->chunk_floats, sizeof(float));
+    r->rope0_cos = calloc((size_t)(cfg->n_rot / 2 + 1), sizeof(float));
+    r->rope0_sin = calloc((size_t)(cfg->n_rot / 2 + 1), sizeof(float));
+    if (!r->qkv || !r->y || !r->z || !r->alpha || !r->beta || !r->o || !r->qg || !r->sh_g || !r->sh_u ||
+        !r->sh_gamma || !r->sh_out || !r->chunk_scratch || !r->rope0_cos || !r->rope0_sin)
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the run state (%zu-token micro-batch)", ub);
+    const int32_t zero = 0;
+    hmoe_model_rope_table(cfg, &zero, 1, r->rope0_cos, r->rope0_sin);
+    return HMOE_OK;
+}
+
+static void copy_state(float *dst_conv, float *dst_ssm, const float *src_conv, const float *src_ssm,
+                       const struct hmoe_rec_state *r) {
+    memcpy(dst_conv, src_conv, (size_t)r->n_rec * r->conv_floats * sizeof(float));
+    memcpy(dst_ssm, src_ssm, (size_t)r->n_rec * r->ssm_floats * sizeof(float));
+}
+
+void hmoe_rec_truncate(struct hmoe_rec_state *r, int n_keep) {
+    /* Checkpoints past n_keep describe a future that is being replaced. */
+    for (int i = 0; i < HMOE_REC_CKPT; i++)
+        if (r->ckpt[i].pos > n_keep) r->ckpt[i].pos = -1;
+    if (r->n_state <= n_keep) return; /* the state is at or before n_keep already */
+    int best = -1;
+    for (int i = 0; i < HMOE_REC_CKPT; i++)
+        if (r->ckpt[i].pos >= 0 && (best < 0 || r->ckpt[i].pos > r->ckpt[best].pos)) best = i;
+    if (best >= 0) {
+        copy_state(r->conv, r->ssm, r->ckpt[best].conv, r->ckpt[best].ssm, r);
+        r->n_state = r->ckpt[best].pos;
+        r->ckpt[best].age = ++r->age; /* just used: keep it longest */
+    } else {
+        memset(r->conv, 0, (size_t)r->n_rec * r->conv_floats * sizeof(float));
+        memset(r->ssm, 0, (size_t)r->n_rec * r->ssm_floats * sizeof(float));
+        r->n_state = 0;
+    }
+}
+
+void hmoe_rec_checkpoint(struct hmoe_rec_state *r, int n_past) {
+    if (r->n_state != n_past || n_past == 0) return; /* lagging state: nothing current to save */
+    int slot = -1;
+    for (int i = 0; i < HMOE_REC_CKPT && slot < 0; i++)
+        if (r->ckpt[i].pos == n_past) slot = i;
+    for (int i = 0; i < HMOE_REC_CKPT && slot < 0; i++)
+        if (r->ckpt[i].pos < 0) slot = i;
+    if (slot < 0) {
+        slot = 0;
+        for (int i = 1; i < HMOE_REC_CKPT; i++)
+            if (r->ckpt[i].age < r->ckpt[slot].age) slot = i;
+    }
+    copy_state(r->ckpt[slot].conv, r->ckpt[slot].ssm, r->conv, r->ssm, r);
+    r->ckpt[slot].pos = n_past;
+    r->ckpt[slot].age = ++r->age;
+}
+
+enum hmoe_status hmoe_rec_prepare(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, struct hmoe_err *err) {
+    struct hmoe_rec_state *r = c->rs.rec;
+    while (r->n_state < pos0) {
+        const int m = HMOE_MIN(c->p.n_ubatch, pos0 - r->n_state);
+        enum hmoe_status st = hmoe_qwen35moe_forward(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err);
+        if (st) return st;
+        r->n_state += m;
+    }
+    memcpy(r->hist + pos0, ids, (size_t)n * sizeof *ids);
+    return HMOE_OK;
+}
