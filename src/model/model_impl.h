@@ -84,6 +84,9 @@ struct hmoe_mm_job {
 void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n_jobs, const float *x,
                        size_t x_stride, int ntok);
 
+/* ops.c — rs.x rows 0..n-1 = token_embd rows ids[0..n-1] (qwen3moe.md §4.1; a job for n >= 4). */
+void hmoe_model_embed(struct hmoe_ctx *c, const int32_t *ids, int n);
+
 /* ops.c — for n rows of n_embd: x += add (unless add is NULL), then xn = RMSNorm(x) * w
  * (the residual add and the next sub-layer's norm; parallel over rows for n >= 4). */
 void hmoe_model_add_rmsnorm(struct hmoe_ctx *c, float *x, const float *add, float *xn, const float *w, int n);

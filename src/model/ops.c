@@ -149,6 +149,26 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
     hmoe_cpu_parallel(nt, m.first_item[n_jobs], task_rows, &m);
 }
 
+/* Embedding: row ids[t] of token_embd, dequantized; no scaling (qwen3moe.md §4.1). */
+struct embed_call {
+    struct hmoe_ctx *c;
+    const int32_t *ids;
+};
+
+static void task_embed(void *arg, int64_t t, int tid) {
+    (void)tid;
+    const struct embed_call *a = arg;
+    const struct hmoe_mat *e = &a->c->m->w.token_embd;
+    const int64_t d = a->c->m->cfg.n_embd;
+    hmoe_type_info[e->type].dequant_ref((const uint8_t *)e->data + (size_t)a->ids[t] * e->row_bytes, a->c->rs.x + t * d,
+                                        d);
+}
+
+void hmoe_model_embed(struct hmoe_ctx *c, const int32_t *ids, int n) {
+    struct embed_call a = {.c = c, .ids = ids};
+    hmoe_cpu_parallel(n >= 4 ? c->p.n_threads : 1, n, task_embed, &a);
+}
+
 /* x += add (when given), then xn = RMSNorm(x) * w, for n rows of d. */
 struct norm_call {
     float *x, *xn;

@@ -14,18 +14,8 @@
 
 struct row_call {
     struct hmoe_ctx *c;
-    const int32_t *ids;
     const struct hmoe_layer_weights *L;
 };
-
-/* Embedding: row id of token_embd, dequantized; no scaling (§4.1). */
-static void task_embed(void *arg, int64_t t, int tid) {
-    (void)tid;
-    const struct row_call *a = arg;
-    const struct hmoe_mat *e = &a->c->m->w.token_embd;
-    hmoe_type_info[e->type].dequant_ref((const uint8_t *)e->data + (size_t)a->ids[t] * e->row_bytes,
-                                        a->c->rs.x + t * a->c->m->cfg.n_embd, a->c->m->cfg.n_embd);
-}
 
 /* One token's per-head Q/K RMSNorm (weights shared by all heads), then RoPE with its angles. */
 static void task_qk_norm_rope(void *arg, int64_t t, int tid) {
@@ -54,11 +44,11 @@ enum hmoe_status hmoe_qwen3moe_forward(struct hmoe_ctx *c, const int32_t *ids, i
     struct hmoe_run_state *rs = &c->rs;
     const int64_t d = cfg->n_embd, H = cfg->n_head, Hkv = cfg->n_head_kv, D = cfg->head_dim, Dv = cfg->head_dim_v;
     const int nt_rows = n >= 4 ? c->p.n_threads : 1; /* per-token steps: a job only for a batch */
-    struct row_call rc = {.c = c, .ids = ids};
+    struct row_call rc = {.c = c};
 
     for (int t = 0; t < n; t++) rs->pos[t] = pos0 + t;
     hmoe_model_rope_table(cfg, rs->pos, n, rs->rope_cos, rs->rope_sin);
-    hmoe_cpu_parallel(nt_rows, n, task_embed, &rc);
+    hmoe_model_embed(c, ids, n);
 
     for (int il = 0; il < cfg->n_layer; il++) {
         const struct hmoe_layer_weights *L = &w->layers[il];
