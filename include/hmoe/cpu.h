@@ -6,7 +6,8 @@
  * and token, then every output is an integer-heavy dot product of one weight row with
  * that quantized row. The kernels themselves are single-threaded work units over a row
  * range; callers (model, sched) split rows (or experts) across OpenMP threads, so no
- * parallel region is hidden in here except in hmoe_cpu_matmul().
+ * parallel region is hidden in here except in hmoe_cpu_matmul(); hmoe_cpu_parallel() is
+ * the thread team the engine splits that work with.
  * The kernels trust their arguments (hot path): ncols must be a multiple of the type's block
  * size and the type must pass hmoe_cpu_supports(); the loader validates both once.
  * Results match the type table's vec_dot_ref to ~1e-7 relative (integer block sums, double
@@ -57,5 +58,17 @@ void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t ro
  * `scratch` must hold ntok * hmoe_cpu_act_bytes(wtype, ncols) bytes. */
 void hmoe_cpu_matmul(enum hmoe_type wtype, int64_t ncols, int64_t nrows, const void *w, size_t row_bytes,
                      const float *x, size_t x_stride, int64_t ntok, float *y, size_t y_stride, void *scratch);
+
+/* ---- persistent thread team (pool.c) ----
+ * fn(arg, item, tid) runs once for every item in [0, n_items), on up to n_threads threads: the
+ * caller (tid 0) and pool workers (tid 1 .. n_threads-1), each claiming the next item in
+ * increasing order; returns when all have finished. tid is unique among the threads running
+ * this job, so it may index per-thread scratch of n_threads entries. The caller never waits
+ * for a thread to arrive, only for items already claimed: if the machine is busy and the
+ * workers do not get a core, the caller runs the items itself. Calls from inside an item run
+ * serially on the calling thread with its tid; jobs from several threads take turns.
+ * Idle workers spin for HMOE_SPIN_US microseconds (default 200) after a job, then sleep. */
+typedef void (*hmoe_cpu_task_fn)(void *arg, int64_t item, int tid);
+void hmoe_cpu_parallel(int n_threads, int64_t n_items, hmoe_cpu_task_fn fn, void *arg);
 
 #endif

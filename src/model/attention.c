@@ -7,10 +7,10 @@
  * V of f32/f16/bf16 caches is stored transposed, [Hkv][Dv][n_ctx], so the weighted sum
  * over positions is one more cpu.h product with the probabilities as activations (split
  * into two 16-bit parts for 16-bit V, see below); q8_0 V stays in rows (its blocks run
- * along head_dim) and is accumulated row by row in f32. One parallel region per layer.
+ * along head_dim) and is accumulated row by row in f32. Two jobs of the cpu.h thread team
+ * per layer (the cache store runs on the caller for a decoded token).
  */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "hmoe/cpu.h"
@@ -38,114 +38,133 @@ static void softmax_scaled(float *s, int n, float scale) {
     for (int i = 0; i < n; i++) s[i] *= inv;
 }
 
+/* One hmoe_model_attention call as the pool's work items see it. */
+struct att_call {
+    struct hmoe_ctx *c;
+    int il, n, H, Hkv, G, D, Dv, n_slice, per_slice;
+    enum hmoe_type tk, tv;
+    uint8_t *kc, *vc;
+    size_t krow, vrow, kpos, vpos, ves, n_ctx;
+    float scale;
+    bool q_f32;
+};
+
+/* K and V of one (token, KV head) into the cache, at the token's position. */
+static void task_kv_store(void *arg, int64_t i, int tid) {
+    const struct att_call *a = arg;
+    const struct hmoe_run_state *rs = &a->c->rs;
+    const int t = (int)(i / a->Hkv), g = (int)(i % a->Hkv), D = a->D, Dv = a->Dv;
+    const size_t p = (size_t)rs->pos[t];
+    kv_store(a->tk, rs->k + ((size_t)t * a->Hkv + g) * D, a->kc + p * a->kpos + (size_t)g * a->krow, D);
+    const float *vsrc = rs->v + ((size_t)t * a->Hkv + g) * Dv;
+    if (!a->c->v_trans) {
+        kv_store(a->tv, vsrc, a->vc + p * a->vpos + (size_t)g * a->vrow, Dv);
+        return;
+    }
+    uint8_t *tmp = (uint8_t *)(rs->att_v + (size_t)tid * (size_t)Dv); /* Dv elements of type_v, then scattered */
+    kv_store(a->tv, vsrc, tmp, Dv);
+    for (int e = 0; e < Dv; e++)
+        memcpy(a->vc + (((size_t)g * Dv + e) * a->n_ctx + p) * a->ves, tmp + (size_t)e * a->ves, a->ves);
+}
+
+/* The queries of one (token, KV head, slice of its query heads) over cached positions 0..pos
+ * (causal, inclusive). */
+static void task_attend(void *arg, int64_t it, int tid) {
+    const struct att_call *a = arg;
+    struct hmoe_run_state *rs = &a->c->rs;
+    const int H = a->H, Hkv = a->Hkv, G = a->G, D = a->D, Dv = a->Dv, n_slice = a->n_slice;
+    const enum hmoe_type tk = a->tk, tv = a->tv;
+    const size_t n_ctx = a->n_ctx, ves = a->ves;
+    float *scores = rs->att_scores + (size_t)tid * (size_t)G * n_ctx;
+    uint8_t *qq = rs->att_q + (size_t)tid * (size_t)G * rs->att_q_bytes;
+    float *vtmp = rs->att_v + (size_t)tid * (size_t)Dv;
+    uint8_t *pq = rs->att_p + (a->c->v_trans ? (size_t)tid * 2 * (size_t)G * rs->att_p_bytes : 0);
+    float *ores = rs->att_o + (size_t)tid * rs->att_o_floats;
+
+    const int t = (int)(it / (Hkv * n_slice)), g = (int)((it / n_slice) % Hkv), sl = (int)(it % n_slice);
+    const int j0 = g * G + sl * a->per_slice, j1 = HMOE_MIN(g * G + G, j0 + a->per_slice);
+    if (j0 >= j1) return;
+    const int nh = j1 - j0, n_kv = rs->pos[t] + 1;
+    const float *q = rs->q + ((size_t)t * H + j0) * D; /* nh heads, contiguous */
+    const void *xq = q;
+    size_t xq_stride = (size_t)D * sizeof(float);
+    if (!a->q_f32) {
+        for (int h = 0; h < nh; h++) hmoe_cpu_quantize_act(tk, q + (size_t)h * D, qq + (size_t)h * rs->att_q_bytes, D);
+        xq = qq;
+        xq_stride = rs->att_q_bytes;
+    }
+    const uint8_t *kbase = a->kc + (size_t)g * a->krow;
+    if (nh == 1) hmoe_cpu_gemv(tk, D, kbase, a->kpos, 0, n_kv, xq, scores);
+    else hmoe_cpu_gemm(tk, D, kbase, a->kpos, 0, n_kv, xq, xq_stride, nh, scores, n_ctx);
+    for (int h = 0; h < nh; h++) softmax_scaled(scores + (size_t)h * n_ctx, n_kv, a->scale);
+
+    float *o = rs->attn + ((size_t)t * H + j0) * Dv;
+    if (a->c->v_trans) {
+        /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p]: Dv rows of n_kv, nh activation rows.
+         * Rows are read to a multiple of 16 positions (inside n_ctx) with zero
+         * probabilities past n_kv, so the SIMD kernels need no scalar tail. */
+        const uint8_t *vbase = a->vc + (size_t)g * Dv * n_ctx * ves;
+        const int n_vk = (int)HMOE_MIN(n_ctx, ((size_t)n_kv + 15) / 16 * 16);
+        for (int h = 0; h < nh; h++)
+            for (int p = n_kv; p < n_vk; p++) scores[(size_t)h * n_ctx + p] = 0.0f;
+        if (tv == HMOE_TYPE_F32) {
+            if (nh == 1) hmoe_cpu_gemv(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, o);
+            else hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, n_ctx * sizeof(float), nh, o, Dv);
+            return;
+        }
+        /* 16-bit V takes 16-bit activations. Rounding the probabilities to 16 bits (as
+         * llama.cpp's non-flash path does) costs visible accuracy, so each row goes in
+         * twice: p_hi = round(p) and p_lo = round(p - p_hi), and o = V p_hi + V p_lo
+         * is as good as f32 probabilities for twice the (small) arithmetic. */
+        const size_t pb = rs->att_p_bytes;
+        for (int h = 0; h < nh; h++) {
+            float *ph = scores + (size_t)h * n_ctx;
+            uint8_t *hi = pq + (size_t)h * pb, *lo = pq + (size_t)(nh + h) * pb;
+            hmoe_cpu_quantize_act(tv, ph, hi, n_vk);
+            hmoe_type_info[tv].dequant_ref(hi, ores, n_vk);
+            for (int p = 0; p < n_vk; p++) ores[p] = ph[p] - ores[p];
+            hmoe_cpu_quantize_act(tv, ores, lo, n_vk);
+        }
+        hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, pq, pb, 2 * nh, ores, (size_t)Dv);
+        for (int h = 0; h < nh; h++)
+            for (int e = 0; e < Dv; e++)
+                o[(size_t)h * Dv + e] = ores[(size_t)h * Dv + e] + ores[(size_t)(nh + h) * Dv + e];
+        return;
+    }
+    memset(o, 0, (size_t)nh * Dv * sizeof(float));
+    for (int p = 0; p < n_kv; p++) {
+        const uint8_t *vr = a->vc + (size_t)p * a->vpos + (size_t)g * a->vrow;
+        hmoe_type_info[tv].dequant_ref(vr, vtmp, Dv);
+        for (int h = 0; h < nh; h++) {
+            const float w = scores[(size_t)h * n_ctx + p];
+            float *oh = o + (size_t)h * Dv;
+            for (int e = 0; e < Dv; e++) oh[e] += w * vtmp[e];
+        }
+    }
+}
+
 void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     struct hmoe_run_state *rs = &c->rs;
-    const int H = cfg->n_head, Hkv = cfg->n_head_kv, G = H / Hkv, D = cfg->head_dim, Dv = cfg->head_dim_v;
-    const enum hmoe_type tk = c->p.type_k, tv = c->p.type_v;
-    uint8_t *kc = rs->k_cache[il], *vc = rs->v_cache[il];
-    const size_t krow = c->k_row_bytes, vrow = c->v_row_bytes;
-    const size_t kpos = (size_t)Hkv * krow, vpos = (size_t)Hkv * vrow; /* bytes per cached position */
-    const size_t ves = (size_t)hmoe_type_info[tv].type_size;          /* transposed V: bytes per element */
-    const float scale = 1.0f / sqrtf((float)D);
-    const size_t n_ctx = (size_t)c->p.n_ctx;
+    struct att_call a = {.c = c, .il = il, .n = n, .H = cfg->n_head, .Hkv = cfg->n_head_kv, .D = cfg->head_dim,
+                         .Dv = cfg->head_dim_v, .tk = c->p.type_k, .tv = c->p.type_v, .kc = rs->k_cache[il],
+                         .vc = rs->v_cache[il], .krow = c->k_row_bytes, .vrow = c->v_row_bytes,
+                         .n_ctx = (size_t)c->p.n_ctx};
+    a.G = a.H / a.Hkv;
+    a.kpos = (size_t)a.Hkv * a.krow; /* bytes per cached position */
+    a.vpos = (size_t)a.Hkv * a.vrow;
+    a.ves = (size_t)hmoe_type_info[a.tv].type_size; /* transposed V: bytes per element */
+    a.scale = 1.0f / sqrtf((float)a.D);
+    a.q_f32 = hmoe_type_info[a.tk].vec_dot_type == HMOE_TYPE_F32;
     /* Split a KV head's G query heads into slices when there are too few (token, KV head)
      * pairs to keep every thread busy (one-token decode). */
     const int nt = c->p.n_threads;
-    int n_slice = 1;
-    if (n * Hkv < 2 * nt) n_slice = HMOE_MIN(G, (2 * nt + n * Hkv - 1) / (n * Hkv));
-    const int per_slice = (G + n_slice - 1) / n_slice;
-    const int n_items = n * Hkv * n_slice;
-    const bool q_f32 = hmoe_type_info[tk].vec_dot_type == HMOE_TYPE_F32;
+    a.n_slice = 1;
+    if (n * a.Hkv < 2 * nt) a.n_slice = HMOE_MIN(a.G, (2 * nt + n * a.Hkv - 1) / (n * a.Hkv));
+    a.per_slice = (a.G + a.n_slice - 1) / a.n_slice;
 
-#pragma omp parallel num_threads(nt)
-    {
-        const int tid = omp_get_thread_num();
-        float *scores = rs->att_scores + (size_t)tid * (size_t)G * n_ctx;
-        uint8_t *qq = rs->att_q + (size_t)tid * (size_t)G * rs->att_q_bytes;
-        float *vtmp = rs->att_v + (size_t)tid * (size_t)Dv;
-        uint8_t *pq = rs->att_p + (c->v_trans ? (size_t)tid * 2 * (size_t)G * rs->att_p_bytes : 0);
-        float *ores = rs->att_o + (size_t)tid * rs->att_o_floats;
-
-        /* 1. K and V of the batch into the cache, at each token's position. */
-#pragma omp for schedule(static)
-        for (int i = 0; i < n * Hkv; i++) {
-            const int t = i / Hkv, g = i % Hkv;
-            const size_t p = (size_t)rs->pos[t];
-            kv_store(tk, rs->k + ((size_t)t * Hkv + g) * D, kc + p * kpos + (size_t)g * krow, D);
-            const float *vsrc = rs->v + ((size_t)t * Hkv + g) * Dv;
-            if (!c->v_trans) {
-                kv_store(tv, vsrc, vc + p * vpos + (size_t)g * vrow, Dv);
-                continue;
-            }
-            uint8_t *tmp = (uint8_t *)vtmp; /* Dv elements of type_v, then scattered to [g][e][p] */
-            kv_store(tv, vsrc, tmp, Dv);
-            for (int e = 0; e < Dv; e++) memcpy(vc + (((size_t)g * Dv + e) * n_ctx + p) * ves, tmp + (size_t)e * ves, ves);
-        }
-        /* 2. Every query over cached positions 0..pos (causal, inclusive). */
-#pragma omp for schedule(dynamic, 1)
-        for (int it = 0; it < n_items; it++) {
-            const int t = it / (Hkv * n_slice), g = (it / n_slice) % Hkv, sl = it % n_slice;
-            const int j0 = g * G + sl * per_slice, j1 = HMOE_MIN(g * G + G, j0 + per_slice);
-            if (j0 >= j1) continue;
-            const int nh = j1 - j0, n_kv = rs->pos[t] + 1;
-            const float *q = rs->q + ((size_t)t * H + j0) * D; /* nh heads, contiguous */
-            const void *xq = q;
-            size_t xq_stride = (size_t)D * sizeof(float);
-            if (!q_f32) {
-                for (int h = 0; h < nh; h++)
-                    hmoe_cpu_quantize_act(tk, q + (size_t)h * D, qq + (size_t)h * rs->att_q_bytes, D);
-                xq = qq;
-                xq_stride = rs->att_q_bytes;
-            }
-            const uint8_t *kbase = kc + (size_t)g * krow;
-            if (nh == 1) hmoe_cpu_gemv(tk, D, kbase, kpos, 0, n_kv, xq, scores);
-            else hmoe_cpu_gemm(tk, D, kbase, kpos, 0, n_kv, xq, xq_stride, nh, scores, n_ctx);
-            for (int h = 0; h < nh; h++) softmax_scaled(scores + (size_t)h * n_ctx, n_kv, scale);
-
-            float *o = rs->attn + ((size_t)t * H + j0) * Dv;
-            if (c->v_trans) {
-                /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p]: Dv rows of n_kv, nh activation rows.
-                 * Rows are read to a multiple of 16 positions (inside n_ctx) with zero
-                 * probabilities past n_kv, so the SIMD kernels need no scalar tail. */
-                const uint8_t *vbase = vc + (size_t)g * Dv * n_ctx * ves;
-                const int n_vk = (int)HMOE_MIN(n_ctx, ((size_t)n_kv + 15) / 16 * 16);
-                for (int h = 0; h < nh; h++)
-                    for (int p = n_kv; p < n_vk; p++) scores[(size_t)h * n_ctx + p] = 0.0f;
-                if (tv == HMOE_TYPE_F32) {
-                    if (nh == 1) hmoe_cpu_gemv(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, o);
-                    else hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, n_ctx * sizeof(float), nh, o, Dv);
-                    continue;
-                }
-                /* 16-bit V takes 16-bit activations. Rounding the probabilities to 16 bits (as
-                 * llama.cpp's non-flash path does) costs visible accuracy, so each row goes in
-                 * twice: p_hi = round(p) and p_lo = round(p - p_hi), and o = V p_hi + V p_lo
-                 * is as good as f32 probabilities for twice the (small) arithmetic. */
-                const size_t pb = rs->att_p_bytes;
-                for (int h = 0; h < nh; h++) {
-                    float *ph = scores + (size_t)h * n_ctx;
-                    uint8_t *hi = pq + (size_t)h * pb, *lo = pq + (size_t)(nh + h) * pb;
-                    hmoe_cpu_quantize_act(tv, ph, hi, n_vk);
-                    hmoe_type_info[tv].dequant_ref(hi, ores, n_vk);
-                    for (int p = 0; p < n_vk; p++) ores[p] = ph[p] - ores[p];
-                    hmoe_cpu_quantize_act(tv, ores, lo, n_vk);
-                }
-                hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, pq, pb, 2 * nh, ores, (size_t)Dv);
-                for (int h = 0; h < nh; h++)
-                    for (int e = 0; e < Dv; e++)
-                        o[(size_t)h * Dv + e] = ores[(size_t)h * Dv + e] + ores[(size_t)(nh + h) * Dv + e];
-                continue;
-            }
-            memset(o, 0, (size_t)nh * Dv * sizeof(float));
-            for (int p = 0; p < n_kv; p++) {
-                const uint8_t *vr = vc + (size_t)p * vpos + (size_t)g * vrow;
-                hmoe_type_info[tv].dequant_ref(vr, vtmp, Dv);
-                for (int h = 0; h < nh; h++) {
-                    const float w = scores[(size_t)h * n_ctx + p];
-                    float *oh = o + (size_t)h * Dv;
-                    for (int e = 0; e < Dv; e++) oh[e] += w * vtmp[e];
-                }
-            }
-        }
-    }
+    /* 1. The batch's K and V into the cache (a decoded token's few rows: by the caller). */
+    hmoe_cpu_parallel(n >= 4 ? nt : 1, (int64_t)n * a.Hkv, task_kv_store, &a);
+    /* 2. Every query over the cache. */
+    hmoe_cpu_parallel(nt, (int64_t)n * a.Hkv * a.n_slice, task_attend, &a);
 }

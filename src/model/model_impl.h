@@ -73,8 +73,8 @@ void hmoe_model_rope_table(const struct hmoe_model_config *c, const int32_t *pos
 void hmoe_model_rope_neox(float *x, int n_rot, const float *cos_t, const float *sin_t);
 
 /* ops.c — dense products that share one input: y_j = W_j · x (+ bias_j) for every job, all
- * tokens, inside one parallel region. The input is quantized once per distinct activation
- * type (at most 3). */
+ * tokens, as one job of the cpu.h thread team (hmoe_cpu_parallel). The input is quantized
+ * once per distinct activation type (at most 3). */
 struct hmoe_mm_job {
     const struct hmoe_mat *w;
     float *y;              /* ntok rows, y_stride floats apart */
@@ -83,6 +83,13 @@ struct hmoe_mm_job {
 };
 void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n_jobs, const float *x,
                        size_t x_stride, int ntok);
+
+/* ops.c — rs.x rows 0..n-1 = token_embd rows ids[0..n-1] (qwen3moe.md §4.1; a job for n >= 4). */
+void hmoe_model_embed(struct hmoe_ctx *c, const int32_t *ids, int n);
+
+/* ops.c — for n rows of n_embd: x += add (unless add is NULL), then xn = RMSNorm(x) * w
+ * (the residual add and the next sub-layer's norm; parallel over rows for n >= 4). */
+void hmoe_model_add_rmsnorm(struct hmoe_ctx *c, float *x, const float *add, float *xn, const float *w, int n);
 
 /* attention.c — write the batch's K/V rows into the cache at their positions, then causal
  * GQA attention of every query over the cache (qwen3moe.md §4.3 steps 6-9, §6). */

@@ -1,10 +1,9 @@
 /* ops.c — the small numeric building blocks of the forward pass: RMSNorm (qwen3moe.md
  * §4.2), the RoPE angle table and NEOX rotation (§5, §5.1, §5.2), and dense matmuls that
- * share one input, quantized once per activation type and split by row chunks across
- * OpenMP threads in one parallel region (cpu.h does the dot products).
+ * share one input, quantized once per activation type and split by row chunks into one job
+ * of the cpu.h thread team (cpu.h does the dot products too).
  */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "hmoe/cpu.h"
@@ -75,65 +74,122 @@ static void mm_rows(const struct hmoe_mat *w, const void *xq, size_t xq_stride, 
 
 enum { MM_MAX_JOBS = 4 };
 
+/* One hmoe_model_matmul call as the pool's work items see it. */
+struct mm_call {
+    const struct hmoe_mm_job *jobs;
+    const float *x;
+    size_t x_stride;
+    int ntok, n_slots;
+    enum hmoe_type slot_wtype[MM_MAX_JOBS];
+    int job_slot[MM_MAX_JOBS];          /* activation slot of each job, -1: F32 reads x */
+    int64_t first_item[MM_MAX_JOBS + 1];
+    int64_t chunk;                      /* rows per item */
+    uint8_t *act;                       /* slot s, token t at act + s * slot_bytes + t * arb */
+    size_t arb, slot_bytes;
+};
+
+static void task_quantize(void *arg, int64_t i, int tid) {
+    (void)tid;
+    const struct mm_call *m = arg;
+    const int s = (int)(i / m->ntok), t = (int)(i % m->ntok);
+    hmoe_cpu_quantize_act(m->slot_wtype[s], m->x + (size_t)t * m->x_stride,
+                          m->act + s * m->slot_bytes + (size_t)t * m->arb, m->jobs[0].w->n_in);
+}
+
+/* One row chunk of one job for all tokens, plus its bias. */
+static void task_rows(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct mm_call *m = arg;
+    int j = 0;
+    while (it >= m->first_item[j + 1]) j++;
+    const struct hmoe_mm_job *jb = &m->jobs[j];
+    const int64_t r0 = (it - m->first_item[j]) * m->chunk;
+    const int64_t r1 = r0 + m->chunk < jb->w->n_out ? r0 + m->chunk : jb->w->n_out;
+    const int s = m->job_slot[j];
+    const void *xq = s < 0 ? (const void *)m->x : (const void *)(m->act + s * m->slot_bytes);
+    const size_t xq_stride = s < 0 ? m->x_stride * sizeof(float) : m->arb;
+    mm_rows(jb->w, xq, xq_stride, m->ntok, r0, r1, jb->y + r0, jb->y_stride);
+    if (jb->bias)
+        for (int t = 0; t < m->ntok; t++) {
+            float *y = jb->y + (size_t)t * jb->y_stride;
+            for (int64_t r = r0; r < r1; r++) y[r] += jb->bias[r];
+        }
+}
+
 void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n_jobs, const float *x,
                        size_t x_stride, int ntok) {
     struct hmoe_run_state *rs = &c->rs;
-    const int64_t n_in = jobs[0].w->n_in;
-    const size_t arb = rs->act_row_bytes, slot_bytes = (size_t)c->p.n_ubatch * arb;
+    const int nt = c->p.n_threads;
+    struct mm_call m = {.jobs = jobs, .x = x, .x_stride = x_stride, .ntok = ntok, .act = rs->act,
+                        .arb = rs->act_row_bytes, .slot_bytes = (size_t)c->p.n_ubatch * rs->act_row_bytes};
     /* One quantized copy of x per distinct activation type; F32 partners read x directly. */
-    enum hmoe_type slot_wtype[MM_MAX_JOBS];
-    int job_slot[MM_MAX_JOBS], n_slots = 0;
-    int64_t first_item[MM_MAX_JOBS + 1], total_rows = 0;
-    bool any_bias = false;
+    int64_t total_rows = 0;
     for (int j = 0; j < n_jobs; j++) {
         enum hmoe_type vdt = hmoe_type_info[jobs[j].w->type].vec_dot_type;
-        job_slot[j] = -1;
+        m.job_slot[j] = -1;
         if (vdt != HMOE_TYPE_F32) {
-            for (int s = 0; s < n_slots; s++)
-                if (hmoe_type_info[slot_wtype[s]].vec_dot_type == vdt) job_slot[j] = s;
-            if (job_slot[j] < 0) {
-                slot_wtype[n_slots] = jobs[j].w->type;
-                job_slot[j] = n_slots++;
+            for (int s = 0; s < m.n_slots; s++)
+                if (hmoe_type_info[m.slot_wtype[s]].vec_dot_type == vdt) m.job_slot[j] = s;
+            if (m.job_slot[j] < 0) {
+                m.slot_wtype[m.n_slots] = jobs[j].w->type;
+                m.job_slot[j] = m.n_slots++;
             }
         }
         total_rows += jobs[j].w->n_out;
-        any_bias |= jobs[j].bias != NULL;
     }
-    /* Row chunks: ~8 per thread so the dynamic schedule evens out, 16..256 rows each. */
-    int64_t chunk = total_rows / ((int64_t)c->p.n_threads * 8);
-    chunk = chunk < 16 ? 16 : chunk > 256 ? 256 : (chunk + 15) / 16 * 16;
-    first_item[0] = 0;
-    for (int j = 0; j < n_jobs; j++) first_item[j + 1] = first_item[j] + (jobs[j].w->n_out + chunk - 1) / chunk;
-    const int64_t n_items = first_item[n_jobs];
+    /* Row chunks: ~8 per thread so the dynamic hand-out evens out, 16..256 rows each. */
+    int64_t chunk = total_rows / ((int64_t)nt * 8);
+    m.chunk = chunk < 16 ? 16 : chunk > 256 ? 256 : (chunk + 15) / 16 * 16;
+    m.first_item[0] = 0;
+    for (int j = 0; j < n_jobs; j++) m.first_item[j + 1] = m.first_item[j] + (jobs[j].w->n_out + m.chunk - 1) / m.chunk;
 
-#pragma omp parallel num_threads(c->p.n_threads)
-    {
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < (int64_t)n_slots * ntok; i++) {
-            const int s = (int)(i / ntok), t = (int)(i % ntok);
-            hmoe_cpu_quantize_act(slot_wtype[s], x + (size_t)t * x_stride, rs->act + s * slot_bytes + (size_t)t * arb,
-                                  n_in);
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t it = 0; it < n_items; it++) {
-            int j = 0;
-            while (it >= first_item[j + 1]) j++;
-            const struct hmoe_mm_job *jb = &jobs[j];
-            const int64_t r0 = (it - first_item[j]) * chunk;
-            const int64_t r1 = r0 + chunk < jb->w->n_out ? r0 + chunk : jb->w->n_out;
-            const int s = job_slot[j];
-            const void *xq = s < 0 ? (const void *)x : (const void *)(rs->act + s * slot_bytes);
-            const size_t xq_stride = s < 0 ? x_stride * sizeof(float) : arb;
-            mm_rows(jb->w, xq, xq_stride, ntok, r0, r1, jb->y + r0, jb->y_stride);
-        }
-        if (any_bias) {
-#pragma omp for schedule(static)
-            for (int t = 0; t < ntok; t++)
-                for (int j = 0; j < n_jobs; j++) {
-                    if (!jobs[j].bias) continue;
-                    float *y = jobs[j].y + (size_t)t * jobs[j].y_stride;
-                    for (int64_t r = 0; r < jobs[j].w->n_out; r++) y[r] += jobs[j].bias[r];
-                }
-        }
+    /* A decoded token's row is quantized by the caller: a job would cost more than the work. */
+    const int64_t n_quant = (int64_t)m.n_slots * ntok;
+    hmoe_cpu_parallel(n_quant >= 4 ? nt : 1, n_quant, task_quantize, &m);
+    hmoe_cpu_parallel(nt, m.first_item[n_jobs], task_rows, &m);
+}
+
+/* Embedding: row ids[t] of token_embd, dequantized; no scaling (qwen3moe.md §4.1). */
+struct embed_call {
+    struct hmoe_ctx *c;
+    const int32_t *ids;
+};
+
+static void task_embed(void *arg, int64_t t, int tid) {
+    (void)tid;
+    const struct embed_call *a = arg;
+    const struct hmoe_mat *e = &a->c->m->w.token_embd;
+    const int64_t d = a->c->m->cfg.n_embd;
+    hmoe_type_info[e->type].dequant_ref((const uint8_t *)e->data + (size_t)a->ids[t] * e->row_bytes, a->c->rs.x + t * d,
+                                        d);
+}
+
+void hmoe_model_embed(struct hmoe_ctx *c, const int32_t *ids, int n) {
+    struct embed_call a = {.c = c, .ids = ids};
+    hmoe_cpu_parallel(n >= 4 ? c->p.n_threads : 1, n, task_embed, &a);
+}
+
+/* x += add (when given), then xn = RMSNorm(x) * w, for n rows of d. */
+struct norm_call {
+    float *x, *xn;
+    const float *add, *w;
+    int64_t d;
+    float eps;
+};
+
+static void task_add_norm(void *arg, int64_t t, int tid) {
+    (void)tid;
+    const struct norm_call *m = arg;
+    float *x = m->x + t * m->d;
+    if (m->add) {
+        const float *a = m->add + t * m->d;
+        for (int64_t i = 0; i < m->d; i++) x[i] += a[i];
     }
+    hmoe_model_rmsnorm(m->xn + t * m->d, x, m->w, m->d, m->eps);
+}
+
+void hmoe_model_add_rmsnorm(struct hmoe_ctx *c, float *x, const float *add, float *xn, const float *w, int n) {
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    struct norm_call m = {.x = x, .xn = xn, .add = add, .w = w, .d = cfg->n_embd, .eps = cfg->rms_eps};
+    hmoe_cpu_parallel(n >= 4 ? c->p.n_threads : 1, n, task_add_norm, &m);
 }

@@ -2,13 +2,14 @@
  * embedding; per layer RMSNorm -> Gated DeltaNet (3 of every 4 layers, below) or gated full
  * attention (attention_gated.c) -> residual -> RMSNorm -> routed MoE (src/sched, routing as
  * qwen3moe) + sigmoid-gated shared expert (§7) -> residual; final RMSNorm and LM head.
- * The DeltaNet mixer here does the projections and threading; the math is deltanet.c's.
+ * The DeltaNet mixer here does the projections and threading (jobs of the cpu.h thread team);
+ * the math is deltanet.c's.
  */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/cpu.h"
 #include "model/deltanet_impl.h"
 #include "model/qwen35_impl.h"
 
@@ -25,17 +26,65 @@ static int chunked_min_tokens(void) {
     return v;
 }
 
+/* One hmoe_qwen35_deltanet call as the thread team's work items see it. */
+struct gdn_call {
+    struct hmoe_ctx *c;
+    const struct hmoe_gdn_weights *G;
+    struct hmoe_rec_state *r;
+    float *conv_state, *S;
+    int64_t Hv, Hk, dim, kd, vd, cd, cchunk;
+    int n;
+    float eps, q_scale;
+    bool chunked;
+};
+
+/* Causal conv over time for one chunk of channels. */
+static void task_conv(void *arg, int64_t i, int tid) {
+    (void)tid;
+    const struct gdn_call *a = arg;
+    const int64_t c0 = i * a->cchunk;
+    hmoe_gdn_conv(a->r->qkv, (size_t)a->cd, a->conv_state, a->G->conv1d, a->r->K, a->cd, c0,
+                  HMOE_MIN(a->cd, c0 + a->cchunk), a->n, a->r->y, (size_t)a->cd);
+}
+
+/* L2 norm of one (token, q/k head): j < Hk is q head j, else k head j - Hk. */
+static void task_l2norm(void *arg, int64_t i, int tid) {
+    (void)tid;
+    const struct gdn_call *a = arg;
+    const int64_t t = i / (2 * a->Hk), j = i % (2 * a->Hk);
+    hmoe_gdn_l2norm(a->r->y + t * a->cd + j * a->dim, (int)a->dim, a->eps, j < a->Hk ? a->q_scale : 1.0f);
+}
+
+/* The recurrence of one value head over the batch (value head h reads q/k head h mod Hk,
+ * §4.5), then its output through the gated RMSNorm. */
+static void task_head(void *arg, int64_t h, int tid) {
+    const struct gdn_call *a = arg;
+    struct hmoe_rec_state *r = a->r;
+    const int64_t dim = a->dim, cd = a->cd, vd = a->vd, Hv = a->Hv, g = h % a->Hk;
+    const float *q = r->y + g * dim, *k = r->y + a->kd + g * dim, *v = r->y + 2 * a->kd + h * dim;
+    float *Sh = a->S + (size_t)h * (size_t)(dim * dim), *o = r->o + h * dim;
+    if (a->chunked)
+        hmoe_gdn_chunked(Sh, (int)dim, a->n, q, k, (size_t)cd, v, (size_t)cd, r->alpha + h, r->beta + h, (size_t)Hv, o,
+                         (size_t)vd, r->chunk_scratch + (size_t)tid * r->chunk_floats);
+    else
+        hmoe_gdn_recurrent(Sh, (int)dim, a->n, q, k, (size_t)cd, v, (size_t)cd, r->alpha + h, r->beta + h, (size_t)Hv,
+                           o, (size_t)vd);
+    for (int t = 0; t < a->n; t++)
+        hmoe_gdn_gated_norm(o + (size_t)t * vd, r->z + (size_t)t * vd + h * dim, a->G->norm, (int)dim, a->eps);
+}
+
 void hmoe_qwen35_deltanet(struct hmoe_ctx *c, int il, int n) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const struct hmoe_gdn_weights *G = &c->m->w.layers[il].gdn;
     struct hmoe_run_state *rs = &c->rs;
     struct hmoe_rec_state *r = rs->rec;
-    const int64_t d = cfg->n_embd, Hv = r->n_v_head, Hk = r->n_k_head, dim = r->dim;
-    const int64_t kd = r->key_dim, vd = r->value_dim, cd = r->conv_dim;
-    const float eps = cfg->rms_eps, q_scale = 1.0f / sqrtf((float)dim);
-    float *conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats;
-    float *S = r->ssm + (size_t)r->slot[il] * r->ssm_floats;
-    const bool par = n >= 4;
+    const int64_t d = cfg->n_embd, Hv = r->n_v_head, vd = r->value_dim, cd = r->conv_dim;
+    const int nt = c->p.n_threads, nt_small = n >= 4 ? nt : 1; /* tiny steps of a decoded token: no job */
+    struct gdn_call a = {.c = c, .G = G, .r = r, .conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats,
+                         .S = r->ssm + (size_t)r->slot[il] * r->ssm_floats, .Hv = Hv, .Hk = r->n_k_head,
+                         .dim = r->dim, .kd = r->key_dim, .vd = vd, .cd = cd, .cchunk = 256, .n = n,
+                         .eps = cfg->rms_eps, .q_scale = 1.0f / sqrtf((float)r->dim),
+                         .chunked = n >= chunked_min_tokens()};
 
     /* Projections that share the normed input: qkv (conv input), z, alpha, beta. */
     const struct hmoe_mm_job jobs[4] = {
@@ -48,33 +97,10 @@ void hmoe_qwen35_deltanet(struct hmoe_ctx *c, int il, int n) {
     hmoe_gdn_gates(r->alpha, r->beta, (size_t)Hv, G->dt_bias, G->a, n, (int)Hv);
 
     /* Causal conv over time, split by channels; then L2 norm per (token, q/k head). */
-    const int64_t cchunk = 256;
-#pragma omp parallel for if (par) num_threads(c->p.n_threads) schedule(static)
-    for (int64_t c0 = 0; c0 < cd; c0 += cchunk)
-        hmoe_gdn_conv(r->qkv, (size_t)cd, conv_state, G->conv1d, r->K, cd, c0, HMOE_MIN(cd, c0 + cchunk), n, r->y,
-                      (size_t)cd);
-#pragma omp parallel for if (par) num_threads(c->p.n_threads) schedule(static)
-    for (int64_t i = 0; i < n * 2 * Hk; i++) {
-        const int64_t t = i / (2 * Hk), j = i % (2 * Hk); /* j < Hk: q head j, else k head j - Hk */
-        hmoe_gdn_l2norm(r->y + t * cd + j * dim, (int)dim, eps, j < Hk ? q_scale : 1.0f);
-    }
-
-    /* The recurrence per value head (independent heads, sequential tokens), then each
-     * head's output through the gated RMSNorm. Value head h reads q/k head h mod Hk (§4.5). */
-    const bool chunked = n >= chunked_min_tokens();
-#pragma omp parallel for num_threads(c->p.n_threads) schedule(dynamic, 1)
-    for (int64_t h = 0; h < Hv; h++) {
-        const int64_t g = h % Hk;
-        const float *q = r->y + g * dim, *k = r->y + kd + g * dim, *v = r->y + 2 * kd + h * dim;
-        float *Sh = S + (size_t)h * (size_t)(dim * dim), *o = r->o + h * dim;
-        if (chunked)
-            hmoe_gdn_chunked(Sh, (int)dim, n, q, k, (size_t)cd, v, (size_t)cd, r->alpha + h, r->beta + h, (size_t)Hv, o,
-                             (size_t)vd, r->chunk_scratch + (size_t)omp_get_thread_num() * r->chunk_floats);
-        else
-            hmoe_gdn_recurrent(Sh, (int)dim, n, q, k, (size_t)cd, v, (size_t)cd, r->alpha + h, r->beta + h, (size_t)Hv,
-                               o, (size_t)vd);
-        for (int t = 0; t < n; t++) hmoe_gdn_gated_norm(o + (size_t)t * vd, r->z + (size_t)t * vd + h * dim, G->norm, (int)dim, eps);
-    }
+    hmoe_cpu_parallel(nt_small, (cd + a.cchunk - 1) / a.cchunk, task_conv, &a);
+    hmoe_cpu_parallel(nt_small, (int64_t)n * 2 * a.Hk, task_l2norm, &a);
+    /* The recurrence per value head (independent heads, sequential tokens). */
+    hmoe_cpu_parallel(nt, Hv, task_head, &a);
     const struct hmoe_mm_job wo = {&G->out, rs->out, (size_t)d, NULL};
     hmoe_model_matmul(c, &wo, 1, r->o, (size_t)vd, n);
 }
@@ -111,32 +137,28 @@ enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, 
     const struct hmoe_model_weights *w = &c->m->w;
     struct hmoe_run_state *rs = &c->rs;
     const int64_t d = cfg->n_embd;
-    const float eps = cfg->rms_eps;
-    const bool par = n >= 4;
 
     for (int t = 0; t < n; t++) rs->pos[t] = pos0 + t;
     hmoe_qwen35_rope_table(c, n);
-    const hmoe_dequant_row_fn embd_row = hmoe_type_info[w->token_embd.type].dequant_ref;
-#pragma omp parallel for if (par) num_threads(c->p.n_threads)
-    for (int t = 0; t < n; t++)
-        embd_row((const uint8_t *)w->token_embd.data + (size_t)ids[t] * w->token_embd.row_bytes, rs->x + t * d, d);
+    hmoe_model_embed(c, ids, n);
 
     for (int il = 0; il < cfg->n_layer; il++) {
         const struct hmoe_layer_weights *L = &w->layers[il];
-        for (int t = 0; t < n; t++) hmoe_model_rmsnorm(rs->xn + t * d, rs->x + t * d, L->attn_norm, d, eps);
+        /* The previous layer's FFN output joins the residual here. */
+        hmoe_model_add_rmsnorm(c, rs->x, il > 0 ? rs->out : NULL, rs->xn, L->attn_norm, n);
         if (L->recurrent) hmoe_qwen35_deltanet(c, il, n);
         else hmoe_qwen35_attention(c, il, n);
-        for (int64_t i = 0; i < n * d; i++) rs->x[i] += rs->out[i];
         /* post_attention_norm, the pre-FFN norm (trap 4). */
-        for (int t = 0; t < n; t++) hmoe_model_rmsnorm(rs->xn + t * d, rs->x + t * d, L->ffn_norm, d, eps);
+        hmoe_model_add_rmsnorm(c, rs->x, rs->out, rs->xn, L->ffn_norm, n);
         enum hmoe_status st = ffn(c, L, n, err);
         if (st) return st;
-        for (int64_t i = 0; i < n * d; i++) rs->x[i] += rs->out[i];
     }
 
+    /* Last residual and final norm only for the rows whose logits are wanted (the residual
+     * of the other rows is never read again). */
     if (which == HMOE_LOGITS_NONE) return HMOE_OK;
     const int t0 = which == HMOE_LOGITS_ALL ? 0 : n - 1;
-    for (int t = t0; t < n; t++) hmoe_model_rmsnorm(rs->xn + t * d, rs->x + t * d, w->output_norm, d, eps);
+    hmoe_model_add_rmsnorm(c, rs->x + t0 * d, rs->out + t0 * d, rs->xn + t0 * d, w->output_norm, n - t0);
     const struct hmoe_mm_job head = {&w->output, logits, (size_t)cfg->n_vocab, NULL};
     hmoe_model_matmul(c, &head, 1, rs->xn + t0 * d, (size_t)d, n - t0);
     return HMOE_OK;

@@ -1,23 +1,19 @@
 /* moe_cpu.c — the MoE FFN of a micro-batch on CPU threads (qwen3moe.md §4.4, §6).
  * Route every token, sort the (token, expert) pairs by expert so each expert's gate/up/down
  * weights stream from memory once for all tokens routed to it, then run the experts as
- * (expert, row-chunk) work items inside ONE OpenMP parallel region per call. Activations
- * are quantized once per token per weight type (cpu.h); the k partial results of a token
- * are summed in selection order, as llama.cpp's graph does. All buffers come from init.
+ * jobs of the cpu.h thread team: router, gate/up by (expert, row chunk) with SwiGLU and the
+ * down-activation quantization fused in, down by output-row chunk over all experts with the
+ * weighted sum fused in — three jobs for a decoded token. Activations are quantized once per
+ * token per weight type (cpu.h); the k partial results of a token are summed in selection
+ * order, as llama.cpp's graph does. All buffers come from init.
  */
 #include "hmoe/sched.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hmoe/cpu.h"
-
-/* One unit of expert work: rows [r0, r1) of expert e's matrix, for all its tokens. */
-struct moe_item {
-    int32_t e, r0, r1;
-};
 
 struct hmoe_sched_moe {
     int n_threads, max_tok, max_k, max_expert;
@@ -38,8 +34,7 @@ struct hmoe_sched_moe {
     float *u;          /* [max_tok * k][F] up outputs */
     uint8_t *zq;       /* [max_tok * k][act_down] silu(g) * u quantized for the down type */
     float *y;          /* [max_tok * k][d] down outputs per (token, expert) */
-    struct moe_item *items; /* work list, rebuilt per phase */
-    size_t max_items;
+    int32_t *active;   /* [E] experts with at least one token, ascending */
 };
 
 /* Activation bytes of one row of n values for weight type t (F32 weights take F32 rows). */
@@ -107,8 +102,6 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     }
     const size_t nt = (size_t)max_tok, ns = nt * (size_t)s->max_k, E = (size_t)s->max_expert;
     const size_t F = (size_t)s->max_ff, d = (size_t)s->max_embd;
-    /* Room for both work lists: every expert split into 16-row chunks of F and of d rows. */
-    s->max_items = E * ((F + 15) / 16 + (d + 15) / 16);
     s->count = calloc(E, sizeof *s->count);
     s->offset = calloc(E + 1, sizeof *s->offset);
     s->sel = calloc(ns, sizeof *s->sel);
@@ -124,9 +117,9 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     s->u = calloc(ns * F, sizeof *s->u);
     s->zq = calloc(ns, s->act_down_bytes);
     s->y = calloc(ns * d, sizeof *s->y);
-    s->items = calloc(s->max_items, sizeof *s->items);
+    s->active = calloc(E, sizeof *s->active);
     if (!s->count || !s->offset || !s->sel || !s->wsel || !s->tok_slot || !s->logits || !s->probs ||
-        !s->xq_gate || !s->xq_up || !s->xg_gate || !s->xg_up || !s->g || !s->u || !s->zq || !s->y || !s->items) {
+        !s->xq_gate || !s->xq_up || !s->xg_gate || !s->xg_up || !s->g || !s->u || !s->zq || !s->y || !s->active) {
         hmoe_sched_moe_free(s);
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "MoE workspace: out of memory for %d tokens x %d experts", max_tok,
                           s->max_k);
@@ -152,7 +145,7 @@ void hmoe_sched_moe_free(struct hmoe_sched_moe *s) {
     free(s->u);
     free(s->zq);
     free(s->y);
-    free(s->items);
+    free(s->active);
     free(s);
 }
 
@@ -165,26 +158,142 @@ static void mm_rows(enum hmoe_type t, int64_t ncols, const void *w, size_t row_b
     else hmoe_cpu_gemm(t, ncols, w, row_bytes, r0, r1, xq, xq_stride, ntok, y, y_stride);
 }
 
-/* Rows per work item: big enough to amortise the call, small enough that the items of a
- * one-token decode (k experts) still spread over all threads. Multiple of 16 rows. */
-static int64_t chunk_rows(int64_t rows_per_expert, int n_active, int n_threads) {
-    int64_t target = rows_per_expert * n_active / ((int64_t)n_threads * 8);
-    int64_t r = target < 16 ? 16 : target > 128 ? 128 : target;
+/* Rows per work item: about `per_thread` items per thread so the dynamic hand-out evens out,
+ * a multiple of 16 rows in [16, max_rows], at most the whole matrix. */
+static int64_t chunk_rows(int64_t rows, int64_t n_units, int n_threads, int per_thread, int64_t max_rows) {
+    int64_t r = rows * n_units / ((int64_t)n_threads * per_thread);
+    r = r < 16 ? 16 : r > max_rows ? max_rows : r;
     r = (r + 15) / 16 * 16;
-    return r < rows_per_expert ? r : rows_per_expert;
+    return r < rows ? r : rows;
 }
 
-/* Fill items[] with (expert, row chunk) pairs for every expert that has tokens. */
-static size_t build_items(const struct hmoe_sched_moe *s, struct moe_item *items, int n_expert, int64_t rows,
-                          int n_active) {
-    const int64_t r = chunk_rows(rows, n_active, s->n_threads);
-    size_t n = 0;
-    for (int e = 0; e < n_expert; e++) {
-        if (s->count[e] == 0) continue;
-        for (int64_t r0 = 0; r0 < rows; r0 += r)
-            items[n++] = (struct moe_item){e, (int32_t)r0, (int32_t)(r0 + r < rows ? r0 + r : rows)};
+/* Everything the work items of one call read (the pool hands them a pointer to it). */
+struct moe_call {
+    struct hmoe_sched_moe *s;
+    const struct hmoe_moe_weights *w;
+    const float *x;
+    float *out;
+    int64_t d, F;
+    int E, k, n_tok;
+    bool same_act;
+    size_t ag, au, ad;
+    uint8_t *xq_up, *xg_up;
+    int64_t chunk_f, chunk_d;     /* rows per gate/up item, per down item */
+    bool quant_in_item;           /* gate/up items quantize their own rows of z (chunk_f on block bounds) */
+    int n_active;                 /* experts with tokens, listed in s->active */
+    int64_t items_per_expert;     /* gate/up items of one expert */
+};
+
+/* Router logits for 16 experts, all tokens (F32 x F32, no activation quantization, as llama.cpp). */
+static void task_router(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    const int64_t r0 = it * 16, r1 = HMOE_MIN(r0 + 16, (int64_t)m->E);
+    mm_rows(m->w->router.type, m->d, m->w->router.data, m->w->router.row_bytes, r0, r1, m->x,
+            (size_t)m->d * sizeof(float), m->n_tok, m->s->logits + r0, (size_t)m->E);
+}
+
+/* One token: route, and quantize its row once per activation type. */
+static void task_route(void *arg, int64_t t, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    struct hmoe_sched_moe *s = m->s;
+    hmoe_sched_route(s->logits + (size_t)t * m->E, m->E, m->k, s->probs + (size_t)t * m->E, s->sel + (size_t)t * m->k,
+                     s->wsel + (size_t)t * m->k);
+    act_quantize(m->w->gate.type, m->x + (size_t)t * m->d, s->xq_gate + (size_t)t * m->ag, m->d);
+    if (!m->same_act) act_quantize(m->w->up.type, m->x + (size_t)t * m->d, m->xq_up + (size_t)t * m->au, m->d);
+}
+
+/* Quantize elements [r0, r1) of one z row into its quantized row: activation blocks are
+ * independent, so a range on block boundaries lands at its own byte offset. */
+static void z_quantize(const struct moe_call *m, int slot, int64_t r0, int64_t r1) {
+    const enum hmoe_type dt = m->w->down.type, vdt = hmoe_type_info[dt].vec_dot_type;
+    uint8_t *dst = m->s->zq + (size_t)slot * m->ad + hmoe_row_bytes(vdt, r0);
+    act_quantize(dt, m->s->g + (size_t)slot * (size_t)m->F + r0, dst, r1 - r0);
+}
+
+/* Rows [r0, r1) of one expert's gate and up matrices for all of its tokens (the weights
+ * stream from memory once), then z = silu(gate) * up on those rows, quantized for the down
+ * matrix when the rows are whole activation blocks. */
+static void task_gate_up(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    struct hmoe_sched_moe *s = m->s;
+    const struct hmoe_moe_weights *w = m->w;
+    const int e = s->active[it / m->items_per_expert];
+    const int64_t r0 = (it % m->items_per_expert) * m->chunk_f, r1 = HMOE_MIN(r0 + m->chunk_f, m->F);
+    const int32_t off = s->offset[e], cnt = s->count[e];
+    const uint8_t *wg = (const uint8_t *)w->gate.data + (size_t)e * w->gate.mat_bytes;
+    const uint8_t *wu = (const uint8_t *)w->up.data + (size_t)e * w->up.mat_bytes;
+    mm_rows(w->gate.type, m->d, wg, w->gate.row_bytes, r0, r1, s->xg_gate + (size_t)off * m->ag, m->ag, cnt,
+            s->g + (size_t)off * m->F + r0, (size_t)m->F);
+    mm_rows(w->up.type, m->d, wu, w->up.row_bytes, r0, r1, m->xg_up + (size_t)off * m->au, m->au, cnt,
+            s->u + (size_t)off * m->F + r0, (size_t)m->F);
+    for (int32_t i = off; i < off + cnt; i++) {
+        float *g = s->g + (size_t)i * m->F;
+        const float *u = s->u + (size_t)i * m->F;
+        for (int64_t j = r0; j < r1; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+        if (m->quant_in_item) z_quantize(m, i, r0, r1);
     }
-    return n;
+}
+
+static void task_z_quantize(void *arg, int64_t slot, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    z_quantize(m, (int)slot, 0, m->F);
+}
+
+/* Output rows [r0, r1) of every active expert's down matrix for its tokens, then the weighted
+ * sum of the token's k results on those rows in selection order: out = w0*y0 + w1*y1 + ...
+ * (llama.cpp adds the weighted expert outputs one after another in this order). Every item
+ * does the same share of every expert, so the items are even however the tokens are routed. */
+static void task_down(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    struct hmoe_sched_moe *s = m->s;
+    const struct hmoe_moe_weights *w = m->w;
+    const int64_t d = m->d, r0 = it * m->chunk_d, r1 = HMOE_MIN(r0 + m->chunk_d, d);
+    for (int a = 0; a < m->n_active; a++) {
+        const int e = s->active[a];
+        const int32_t off = s->offset[e], cnt = s->count[e];
+        const uint8_t *wd = (const uint8_t *)w->down.data + (size_t)e * w->down.mat_bytes;
+        mm_rows(w->down.type, m->F, wd, w->down.row_bytes, r0, r1, s->zq + (size_t)off * m->ad, m->ad, cnt,
+                s->y + (size_t)off * d + r0, (size_t)d);
+    }
+    for (int t = 0; t < m->n_tok; t++) {
+        float *o = m->out + (size_t)t * d;
+        const float *wt = s->wsel + (size_t)t * m->k;
+        const int32_t *slots = s->tok_slot + (size_t)t * m->k;
+        const float *y0 = s->y + (size_t)slots[0] * d;
+        for (int64_t j = r0; j < r1; j++) o[j] = wt[0] * y0[j];
+        for (int i = 1; i < m->k; i++) {
+            const float *yi = s->y + (size_t)slots[i] * d;
+            for (int64_t j = r0; j < r1; j++) o[j] += wt[i] * yi[j];
+        }
+    }
+}
+
+/* Serial step between routing and the experts (cheap next to them): group the (token, rank)
+ * pairs by expert with a counting sort, gather each slot's quantized token row into expert
+ * order, list the active experts. */
+static void group_by_expert(struct moe_call *m) {
+    struct hmoe_sched_moe *s = m->s;
+    const int E = m->E, k = m->k, n_slots = m->n_tok * k;
+    memset(s->count, 0, (size_t)E * sizeof *s->count);
+    for (int i = 0; i < n_slots; i++) s->count[s->sel[i]]++;
+    s->offset[0] = 0;
+    m->n_active = 0;
+    for (int e = 0; e < E; e++) {
+        s->offset[e + 1] = s->offset[e] + s->count[e];
+        if (s->count[e] > 0) s->active[m->n_active++] = e;
+    }
+    for (int e = 0; e < E; e++) s->count[e] = 0;
+    for (int i = 0; i < n_slots; i++) {
+        const int e = s->sel[i], t = i / k, slot = s->offset[e] + s->count[e]++;
+        s->tok_slot[i] = slot;
+        memcpy(s->xg_gate + (size_t)slot * m->ag, s->xq_gate + (size_t)t * m->ag, m->ag);
+        if (!m->same_act) memcpy(m->xg_up + (size_t)slot * m->au, m->xq_up + (size_t)t * m->au, m->au);
+    }
 }
 
 enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x,
@@ -195,97 +304,33 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
         F > s->max_ff)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "MoE FFN: %d tokens / shape exceed the workspace (max %d tokens)",
                           n_tok, s->max_tok);
-    const bool same_act = hmoe_type_info[w->gate.type].vec_dot_type == hmoe_type_info[w->up.type].vec_dot_type;
-    const size_t ag = act_bytes(w->gate.type, d), au = act_bytes(w->up.type, d), ad = act_bytes(w->down.type, F);
-    uint8_t *xq_up = same_act ? s->xq_gate : s->xq_up, *xg_up = same_act ? s->xg_gate : s->xg_up;
-    const int n_slots = n_tok * k;
-    size_t n_items = 0, n_items_down = 0;
-    const int64_t router_chunk = 16;
+    const int nt = s->n_threads;
+    struct moe_call m = {.s = s, .w = w, .x = x, .out = out, .d = d, .F = F, .E = E, .k = k, .n_tok = n_tok};
+    m.same_act = hmoe_type_info[w->gate.type].vec_dot_type == hmoe_type_info[w->up.type].vec_dot_type;
+    m.ag = act_bytes(w->gate.type, d);
+    m.au = act_bytes(w->up.type, d);
+    m.ad = act_bytes(w->down.type, F);
+    m.xq_up = m.same_act ? s->xq_gate : s->xq_up;
+    m.xg_up = m.same_act ? s->xg_gate : s->xg_up;
 
-#pragma omp parallel num_threads(s->n_threads)
-    {
-        /* 1. Router logits (F32 x F32, no activation quantization: llama.cpp does the same). */
-#pragma omp for schedule(static)
-        for (int64_t r0 = 0; r0 < E; r0 += router_chunk) {
-            int64_t r1 = r0 + router_chunk < E ? r0 + router_chunk : E;
-            mm_rows(w->router.type, d, w->router.data, w->router.row_bytes, r0, r1, x, (size_t)d * sizeof(float), n_tok,
-                    s->logits + r0, (size_t)E);
-        }
-        /* 2. Per token: route, and quantize x once per activation type. */
-#pragma omp for schedule(static)
-        for (int t = 0; t < n_tok; t++) {
-            hmoe_sched_route(s->logits + (size_t)t * E, E, k, s->probs + (size_t)t * E, s->sel + (size_t)t * k,
-                             s->wsel + (size_t)t * k);
-            act_quantize(w->gate.type, x + (size_t)t * d, s->xq_gate + (size_t)t * ag, d);
-            if (!same_act) act_quantize(w->up.type, x + (size_t)t * d, xq_up + (size_t)t * au, d);
-        }
-        /* 3. One serial step (cheap next to the experts): group the (token, rank) pairs by
-         *    expert with a counting sort, gather each slot's quantized token row into expert
-         *    order, and build both work lists. */
-#pragma omp single
-        {
-            memset(s->count, 0, (size_t)E * sizeof *s->count);
-            for (int i = 0; i < n_slots; i++) s->count[s->sel[i]]++;
-            s->offset[0] = 0;
-            int n_active = 0;
-            for (int e = 0; e < E; e++) {
-                s->offset[e + 1] = s->offset[e] + s->count[e];
-                n_active += s->count[e] > 0;
-            }
-            for (int e = 0; e < E; e++) s->count[e] = 0;
-            for (int i = 0; i < n_slots; i++) {
-                const int e = s->sel[i], t = i / k, slot = s->offset[e] + s->count[e]++;
-                s->tok_slot[i] = slot;
-                memcpy(s->xg_gate + (size_t)slot * ag, s->xq_gate + (size_t)t * ag, ag);
-                if (!same_act) memcpy(xg_up + (size_t)slot * au, xq_up + (size_t)t * au, au);
-            }
-            n_items = build_items(s, s->items, E, F, n_active);
-            n_items_down = build_items(s, s->items + n_items, E, d, n_active);
-        }
-        /* 4. Gate and up rows: each item streams a row chunk of one expert once for all of
-         *    its tokens. */
-#pragma omp for schedule(dynamic, 1)
-        for (size_t it = 0; it < n_items; it++) {
-            const struct moe_item m = s->items[it];
-            const int32_t off = s->offset[m.e], cnt = s->count[m.e];
-            const uint8_t *wg = (const uint8_t *)w->gate.data + (size_t)m.e * w->gate.mat_bytes;
-            const uint8_t *wu = (const uint8_t *)w->up.data + (size_t)m.e * w->up.mat_bytes;
-            mm_rows(w->gate.type, d, wg, w->gate.row_bytes, m.r0, m.r1, s->xg_gate + (size_t)off * ag, ag, cnt,
-                    s->g + (size_t)off * F + m.r0, (size_t)F);
-            mm_rows(w->up.type, d, wu, w->up.row_bytes, m.r0, m.r1, xg_up + (size_t)off * au, au, cnt,
-                    s->u + (size_t)off * F + m.r0, (size_t)F);
-        }
-        /* 5. z = silu(gate) * up, quantized once per slot for the down matrix. */
-#pragma omp for schedule(static)
-        for (int i = 0; i < n_slots; i++) {
-            float *g = s->g + (size_t)i * F;
-            const float *u = s->u + (size_t)i * F;
-            for (int64_t j = 0; j < F; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
-            act_quantize(w->down.type, g, s->zq + (size_t)i * ad, F);
-        }
-        /* 6. Down rows, same (expert, row chunk) scheme over the d output rows. */
-#pragma omp for schedule(dynamic, 1)
-        for (size_t it = 0; it < n_items_down; it++) {
-            const struct moe_item m = s->items[n_items + it];
-            const int32_t off = s->offset[m.e], cnt = s->count[m.e];
-            const uint8_t *wd = (const uint8_t *)w->down.data + (size_t)m.e * w->down.mat_bytes;
-            mm_rows(w->down.type, F, wd, w->down.row_bytes, m.r0, m.r1, s->zq + (size_t)off * ad, ad, cnt,
-                    s->y + (size_t)off * d + m.r0, (size_t)d);
-        }
-        /* 7. Weighted sum in selection order: out = w0*y0 + w1*y1 + ... (llama.cpp adds the
-         *    weighted expert outputs one after another in this order). */
-#pragma omp for schedule(static)
-        for (int t = 0; t < n_tok; t++) {
-            float *o = out + (size_t)t * d;
-            const float *wt = s->wsel + (size_t)t * k;
-            const int32_t *slots = s->tok_slot + (size_t)t * k;
-            const float *y0 = s->y + (size_t)slots[0] * d;
-            for (int64_t j = 0; j < d; j++) o[j] = wt[0] * y0[j];
-            for (int i = 1; i < k; i++) {
-                const float *yi = s->y + (size_t)slots[i] * d;
-                for (int64_t j = 0; j < d; j++) o[j] += wt[i] * yi[j];
-            }
-        }
-    }
+    /* 1. Router logits; 2. per token: route and quantize (one token: no job). */
+    hmoe_cpu_parallel(nt, (E + 15) / 16, task_router, &m);
+    hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_route, &m);
+    /* 3. Group by expert (serial). */
+    group_by_expert(&m);
+    /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
+     *    Items: (expert, row chunk); a chunk is rounded to whole activation blocks of the
+     *    down matrix when that keeps enough items, else z is quantized in a job of its own. */
+    const int64_t qb = hmoe_type_info[hmoe_type_info[w->down.type].vec_dot_type].blck;
+    m.chunk_f = chunk_rows(F, m.n_active, nt, 8, 256);
+    const int64_t chunk_q = (m.chunk_f + qb - 1) / qb * qb;
+    m.quant_in_item = F % qb == 0 && chunk_q <= 2 * m.chunk_f;
+    if (m.quant_in_item) m.chunk_f = HMOE_MIN(chunk_q, F);
+    m.items_per_expert = (F + m.chunk_f - 1) / m.chunk_f;
+    hmoe_cpu_parallel(nt, (int64_t)m.n_active * m.items_per_expert, task_gate_up, &m);
+    if (!m.quant_in_item) hmoe_cpu_parallel(n_tok * k >= 4 ? nt : 1, (int64_t)n_tok * k, task_z_quantize, &m);
+    /* 5. Down rows of every active expert by output row chunks, and the weighted sum. */
+    m.chunk_d = chunk_rows(d, 1, nt, n_tok == 1 ? 8 : 4, 256);
+    hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
     return HMOE_OK;
 }
