@@ -31,7 +31,7 @@ link)
     ;;
 test)
     log "gpu tests"
-    HMOE_SHARED=$SHARED timeout 200 $B/tests/gpu_test_forward > "$OUT/test_forward.log" 2>&1; echo "rc=$?" >> "$OUT/test_forward.log"
+    HMOE_SHARED=$SHARED timeout ${TEST_T:-200} $B/tests/gpu_test_forward > "$OUT/test_forward.log" 2>&1; echo "rc=$?" >> "$OUT/test_forward.log"
     grep -E "FAIL|passed" "$OUT/test_forward.log" | head -40 | tee -a "$OUT/summary.txt"
     ;;
 tests_all)
@@ -84,6 +84,26 @@ iq2)
     [ -f /tmp/iq2.gguf ] || timeout 200 ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $SHARED/fixtures/tokenizer/qwen3-vocab.gguf -q -o /tmp/iq2.gguf 2>&1 | tail -3
     timeout 150 ./hmoe bench -m /tmp/iq2.gguf -p 512,4096 -n 128 -r 2 -ub 4096 --gpu on > "$D/iq2.log" 2>&1
     grep -E "^\| qwen|error" "$D/iq2.log" | tee -a "$OUT/summary.txt"
+    ;;
+testsynth)
+    # gpu_test_forward and the file writing at the same time (GPU + 2 threads vs disk), before any bench
+    log "gpu tests || synth"
+    ( HMOE_SHARED=$SHARED timeout ${TEST_T:-200} $B/tests/gpu_test_forward > "$OUT/test_forward.log" 2>&1; echo "rc=$?" >> "$OUT/test_forward.log" ) &
+    [ -f $Q4 ] || timeout 200 ./hmoe synth --preset qwen3-30b-a3b --vocab $SHARED/fixtures/tokenizer/qwen3-vocab.gguf -q -o $Q4 2>&1 | tail -3
+    wait
+    grep -E "FAIL|passed|preseed|load|uncached" "$OUT/test_forward.log" | head -40 | tee -a "$OUT/summary.txt"
+    ls -la $Q4 | tee -a "$OUT/summary.txt"
+    ;;
+hybrid3)
+    # issue #6: cache filled at load (no profile): pp512 + tg128 at 2/10/14 GiB, and pp512 without cache copies
+    for b in 2048 10240 14336; do
+        log "hybrid --no-profile --vram-budget $b"
+        timeout 100 ./hmoe bench -m $Q4 -p 512 -n 128 -r 2 --vram-budget $b --no-profile -v > "$D/h3_$b.log" 2>&1
+        grep -E "^\| qwen|RAM read|decode:|hybrid:|cache filled|streamed|error" "$D/h3_$b.log" | head -12 | tee -a "$OUT/summary.txt"
+    done
+    log "pp512 --cache-fills 0 --vram-budget 10240"
+    timeout 60 ./hmoe bench -m $Q4 -p 512 -n 0 -r 2 --vram-budget 10240 --no-profile --cache-fills 0 -v > "$D/h3_cf0.log" 2>&1
+    grep -E "^\| qwen|streamed|error" "$D/h3_cf0.log" | head -6 | tee -a "$OUT/summary.txt"
     ;;
 hybrid)
     for b in 2048 10240 14336; do

@@ -256,6 +256,43 @@ static int64_t hybrid_budget(const struct hmoe_model *m) {
     return probe_budget(m, mid) == 1 ? mid : 0;
 }
 
+/* The expert cache is filled at load even without a routing profile, and a streamed prefill then
+ * copies exactly the experts that are not in it (one micro-batch: each RAM layer's uncached experts
+ * once), i.e. cached experts are read from VRAM and the first prompt does not stream everything. */
+static void check_preseeded(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
+    char name[512];
+    struct hmoe_err err = {0};
+    struct hmoe_ctx *c = open_ctx(m, md, &err);
+    snprintf(name, sizeof name, "%s [%s] cache filled at load (no profile)", k->name, md->label);
+    if (!c) {
+        t_check(0, name, "%s", err.msg);
+        return;
+    }
+    struct hmoe_ctx_stats s0, s1;
+    hmoe_ctx_get_stats(c, &s0);
+    t_check(s0.ram_experts > 0 && s0.cached_experts > 0 && s0.cached_experts < s0.ram_experts, name,
+            "%llu of %llu RAM-layer experts cached before the first token", (unsigned long long)s0.cached_experts,
+            (unsigned long long)s0.ram_experts);
+    const struct hmoe_json *pr = gd->prompts->items[0];
+    int n_pos;
+    int32_t *ids = mc_ids(hmoe_json_get(pr, "ids"), &n_pos);
+    const bool streams = strstr(hmoe_ctx_report(c), "prefill streams experts") != NULL;
+    hmoe_ctx_reset_stats(c);
+    enum hmoe_status st = ids ? hmoe_ctx_decode(c, ids, n_pos, 0, HMOE_LOGITS_NONE, NULL, &err) : HMOE_ERR_FORMAT;
+    hmoe_ctx_get_stats(c, &s1);
+    snprintf(name, sizeof name, "%s [%s] first prefill streams only the uncached experts", k->name, md->label);
+    if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
+    else if (!streams) t_check(s1.prefill_streamed_experts == 0, name, "no streaming buffer, yet %llu streamed",
+                               (unsigned long long)s1.prefill_streamed_experts);
+    else t_check(n_pos >= md->stream_min && s1.prefill_streamed_experts == s0.ram_experts - s0.cached_experts, name,
+                 "%d tokens: streamed %llu experts, expected %llu (%llu RAM-layer experts, %llu cached)", n_pos,
+                 (unsigned long long)s1.prefill_streamed_experts,
+                 (unsigned long long)(s0.ram_experts - s0.cached_experts), (unsigned long long)s0.ram_experts,
+                 (unsigned long long)s0.cached_experts);
+    free(ids);
+    hmoe_ctx_free(c);
+}
+
 static void run_kind(const struct kind *k) {
     struct hmoe_err err = {0};
     struct golden gd = {0};
@@ -295,7 +332,10 @@ static void run_kind(const struct kind *k) {
         char label[128];
         snprintf(label, sizeof label, "hybrid, VRAM budget %lld MiB (expert cache)", (long long)b);
         const struct mode cache = {label, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu"};
-        if (b > 0) run_mode(k, &gd, m, &cache, true);
+        if (b > 0) {
+            run_mode(k, &gd, m, &cache, true);
+            check_preseeded(k, &gd, m, &cache);
+        }
         else t_check(0, label, "no budget between 'everything fits' and 'attention does not fit' found");
     } else {
         char name[256];

@@ -140,8 +140,41 @@ static void test_profile(void) {
     if (system(cmd)) {}
 }
 
+/* Load time without a profile: all-zero counts fill the slots with experts 0..n_slots-1; a later
+ * seed from real counts keeps the wanted experts already in place and copies only the others. */
+static void test_reseed(void) {
+    struct hmoe_err err = {0};
+    struct hmoe_sched_cache *c = NULL;
+    const int slots[1] = {4};
+    if (hmoe_sched_cache_init(1, 8, slots, HMOE_CACHE_LFU, &c, &err)) {
+        t_check(0, "cache init (re-seed)", "%s", err.msg);
+        return;
+    }
+    const uint64_t zero[8] = {0};
+    struct hmoe_sched_cache_fill f[8];
+    int n = hmoe_sched_cache_seed(c, zero, 1.0, f, 8);
+    commit_all(c, f, n);
+    t_check(n == 4 && hmoe_sched_cache_n_valid(c) == 4 && hmoe_sched_cache_slot_of(c, 0, 0) == 0 &&
+                hmoe_sched_cache_slot_of(c, 0, 3) == 3 && hmoe_sched_cache_slot_of(c, 0, 4) == -1,
+            "seed without counts: experts 0..3 in slots 0..3", "n %d valid %d", n, hmoe_sched_cache_n_valid(c));
+    /* hottest: 7, 2, 5, then 0 (lowest index among the zeros): 2 and 0 stay, 7 and 5 replace 1 and 3 */
+    const uint64_t counts[8] = {0, 0, 9, 0, 0, 1, 0, 10};
+    n = hmoe_sched_cache_seed(c, counts, 0.5, f, 8);
+    t_check(n == 2 && f[0].expert == 7 && f[0].slot == 1 && f[0].old_expert == 1 && f[1].expert == 5 && f[1].slot == 3 &&
+                f[1].old_expert == 3,
+            "re-seed over a filled cache copies only the missing hot experts into the unwanted slots",
+            "n %d, first %d->slot %d (old %d)", n, n ? f[0].expert : -1, n ? f[0].slot : -1, n ? f[0].old_expert : -1);
+    commit_all(c, f, n);
+    t_check(hmoe_sched_cache_slot_of(c, 0, 2) == 2 && hmoe_sched_cache_slot_of(c, 0, 0) == 0 &&
+                hmoe_sched_cache_slot_of(c, 0, 7) == 1 && hmoe_sched_cache_slot_of(c, 0, 5) == 3 &&
+                hmoe_sched_cache_slot_of(c, 0, 1) == -1 && hmoe_sched_cache_n_valid(c) == 4,
+            "after the re-seed: kept experts did not move", "%s", "wrong map");
+    hmoe_sched_cache_free(c);
+}
+
 int main(void) {
     test_seed_and_lru();
+    test_reseed();
     test_lfu();
     test_profile();
     return t_summary();

@@ -211,6 +211,9 @@ struct hmoe_ctx_stats {
     double pcie_gbps;            /* expert bytes copied host->device / wall time of the steps */
     double h2d_gbps_probe;       /* pinned host->device bandwidth measured at init (hybrid) */
     double gpu_wait_us_per_layer; /* GPU waiting for the CPU's result, per hybrid layer and token */
+    uint64_t ram_experts;        /* experts of the layers kept in RAM (hybrid) */
+    uint64_t cached_experts;     /* of those, in a VRAM cache slot now */
+    uint64_t prefill_streamed_experts; /* expert copies made by streamed prefill since the last reset */
 };
 void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c);

@@ -156,10 +156,14 @@ struct hmoe_sched_cache_fill {
 enum hmoe_status hmoe_sched_cache_init(int n_layer, int n_expert, const int *n_slots, enum hmoe_cache_policy policy,
                                        struct hmoe_sched_cache **out, struct hmoe_err *err);
 void hmoe_sched_cache_free(struct hmoe_sched_cache *c);
-/* Assign every slot of every layer to the hottest experts by counts[n_layer][n_expert]; the first
- * static_frac of each layer's slots become static. Writes the copies to make (up to max). */
+/* Assign the slots of every layer to its n_slots hottest experts by counts[n_layer][n_expert]
+ * (lowest index on ties, so all-zero counts give experts 0..n_slots-1); the first static_frac of
+ * each layer's slots become static. Experts already in a slot stay where they are, so seeding over
+ * a filled cache copies only the difference. Writes the copies to make (up to max). */
 int hmoe_sched_cache_seed(struct hmoe_sched_cache *c, const uint64_t *counts, double static_frac,
                           struct hmoe_sched_cache_fill *out, int max);
+/* Slots of all layers holding a committed expert. */
+int hmoe_sched_cache_n_valid(const struct hmoe_sched_cache *c);
 /* One token's k routed experts of a layer (updates the recency / decayed-count scores). */
 void hmoe_sched_cache_touch(struct hmoe_sched_cache *c, int layer, const int32_t *ids, int k);
 /* After a token: at most max replacements where a routed-but-uncached expert of this token beats
@@ -248,6 +252,10 @@ struct hmoe_sched_hybrid_stats {
     double h2d_gbps_probe;           /* measured at init: page-locked host -> device */
     uint64_t fills, steps;
     int prefill_stream_min;          /* micro-batches streamed from this size on */
+    uint64_t ram_experts;            /* experts of the RAM layers (n_expert per RAM layer) */
+    uint64_t cached_experts;         /* of those, held by a VRAM cache slot now */
+    uint64_t prefill_streamed_experts; /* expert copies made by streamed prefill since init / reset */
+    uint64_t prefill_streamed_bytes;
     bool pinned;                     /* the expert ranges of the mapping are page-locked */
 };
 void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_sched_hybrid_stats *out);

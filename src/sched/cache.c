@@ -91,22 +91,55 @@ static void put(struct cache_layer *L, int layer, int s, int e, struct hmoe_sche
 int hmoe_sched_cache_seed(struct hmoe_sched_cache *c, const uint64_t *counts, double static_frac,
                           struct hmoe_sched_cache_fill *out, int max) {
     int n = 0;
+    uint8_t *want = malloc((size_t)c->n_expert);
+    int32_t *order = malloc((size_t)c->n_expert * sizeof *order);
+    if (!want || !order) {
+        free(want);
+        free(order);
+        return 0;
+    }
     for (int l = 0; l < c->n_layer; l++) {
         struct cache_layer *L = &c->L[l];
         const uint64_t *cnt = counts + (size_t)l * (size_t)c->n_expert;
         L->n_static = (int)(static_frac * L->n_slots);
-        for (int s = 0; s < L->n_slots; s++) {
-            /* the hottest expert not yet in a slot (lowest index on ties) */
+        /* the n_slots hottest experts, hottest first (lowest index on ties) */
+        memset(want, 0, (size_t)c->n_expert);
+        int nw = 0;
+        for (; nw < L->n_slots; nw++) {
             int best = -1;
             for (int e = 0; e < c->n_expert; e++)
-                if (!assigned(L, e) && (best < 0 || cnt[e] > cnt[best])) best = e;
+                if (!want[e] && (best < 0 || cnt[e] > cnt[best])) best = e;
             if (best < 0) break;
-            if (L->expert_in[s] == best) continue;
-            if (n >= max) return n;
-            put(L, l, s, best, &out[n++]);
-            L->score[best] = (float)cnt[best];
+            want[best] = 1;
+            order[nw] = best;
+        }
+        /* A slot that already holds a wanted expert keeps it (a re-seed over a pre-filled cache
+         * copies only what changed); the missing ones, hottest first, take the other slots in order. */
+        int s = 0;
+        for (int i = 0; i < nw; i++) {
+            const int e = order[i];
+            if (assigned(L, e)) {
+                L->score[e] = (float)cnt[e];
+                continue;
+            }
+            while (s < L->n_slots && L->expert_in[s] >= 0 && want[L->expert_in[s]]) s++;
+            if (s >= L->n_slots) break;
+            if (n >= max) goto done;
+            put(L, l, s, e, &out[n++]);
+            L->score[e] = (float)cnt[e];
+            s++;
         }
     }
+done:
+    free(want);
+    free(order);
+    return n;
+}
+
+int hmoe_sched_cache_n_valid(const struct hmoe_sched_cache *c) {
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        for (int s = 0; s < c->L[l].n_slots; s++) n += c->L[l].expert_in[s] >= 0 && !c->L[l].pending[s];
     return n;
 }
 

@@ -318,7 +318,16 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
             if (ls != HMOE_OK && ls != HMOE_ERR_NOT_FOUND) HMOE_WARN("routing profile ignored: %s", e.msg);
         }
     }
-    if (pool_total && h->profile_loaded) st = seed(h, h->profile, hmoe_cuda_ctx_stream(h->cu), err);
+    /* Fill the cache at load so the first prompt's prefill reads those experts from VRAM and
+     * streams only the rest: the profile's hot set, else (all-zero counts) experts 0..n_slots-1 of
+     * each layer. Without a profile the decode still re-seeds from its first tokens' routing
+     * (seeded stays false); that seed keeps the experts already in place. */
+    if (pool_total) {
+        st = seed(h, h->profile, hmoe_cuda_ctx_stream(h->cu), err);
+        h->seeded = h->profile_loaded;
+        h->load_seeded = hmoe_sched_cache_n_valid(h->cache);
+        h->fill_bytes = 0; /* the statistics count copies made while running */
+    }
     return st;
 }
 
@@ -486,6 +495,10 @@ void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_
     o->fills = h->fills;
     o->steps = h->steps;
     o->prefill_stream_min = h->stream ? h->stream_min : 0;
+    o->ram_experts = (uint64_t)h->n_ram * (uint64_t)h->E;
+    o->cached_experts = (uint64_t)hmoe_sched_cache_n_valid(h->cache);
+    o->prefill_streamed_experts = h->stream_experts_total;
+    o->prefill_streamed_bytes = h->stream_bytes_total;
     bool pinned = h->n_ram > 0;
     for (int l = 0; l < h->n_layer; l++) pinned &= !h->L[l].ram || h->L[l].pinned;
     o->pinned = pinned;
@@ -496,6 +509,7 @@ void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h) {
         h->L[l].uses = h->L[l].hits = h->L[l].gpu_wait_ns = h->L[l].gpu_waits = h->L[l].cpu_wait_ns = 0;
     }
     h->steps = h->fills = h->fill_bytes = 0;
+    h->stream_experts_total = h->stream_bytes_total = 0;
     h->cpu_ms = 0;
     h->t_first = h->t_last = 0;
 }
@@ -516,6 +530,12 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
     OUT("  misses computed by %d CPU threads (--moe-miss %s); pinned expert ranges: %s; host->device %.1f GB/s\n", h->nt,
         h->sp.moe_miss == HMOE_MOE_MISS_AUTO ? "auto = cpu" : "cpu", s.pinned ? "yes" : "no", s.h2d_gbps_probe);
     if (h->profile_on) OUT("  routing profile: %s (%s)\n", h->profile_path, h->profile_loaded ? "loaded" : "new");
+    if (pool) OUT("  cache filled at load: %d experts (%s); now %llu of %llu RAM-layer experts in VRAM\n", h->load_seeded,
+                  h->profile_loaded ? "profile's hot set" : "no profile: experts 0..slots-1 of each layer",
+                  (unsigned long long)s.cached_experts, (unsigned long long)s.ram_experts);
+    if (s.prefill_streamed_experts)
+        OUT("  prefill streamed %llu expert copies (%.2f GB) since the last reset\n",
+            (unsigned long long)s.prefill_streamed_experts, (double)s.prefill_streamed_bytes / 1e9);
     if (h->notes[0]) OUT("  note: %s\n", h->notes);
     if (s.steps) {
         OUT("  decode: %llu steps, hit rate %.1f%%, CPU experts %.3f ms/token, GPU waits %.1f us per layer with misses, "

@@ -74,7 +74,8 @@ struct hmoe_sched_hybrid {
     struct hmoe_sched_moe *cpu_moe;
     /* statistics */
     double t_first, t_last, cpu_ms;
-    uint64_t steps, fills, fill_bytes, stream_bytes_total;
+    uint64_t steps, fills, fill_bytes, stream_bytes_total, stream_experts_total;
+    int load_seeded;                   /* experts copied into the cache at init */
     double h2d_probe_gbps;
     char notes[512];
 };

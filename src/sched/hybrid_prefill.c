@@ -65,6 +65,7 @@ static enum hmoe_status enqueue_copy(struct hmoe_sched_hybrid *h, int il, int c,
     h->sd[b] = (struct hmoe_cuda_experts){.type = w->down.type, .w = base + gb + ub, .row_bytes = w->down.row_bytes,
                                           .expert_stride_bytes = w->down.mat_bytes, .nrows = w->down.n_out,
                                           .ncols = w->down.n_in, .n_expert = HMOE_MAX(cnt, 1)};
+    h->stream_experts_total += (uint64_t)cnt;
     h->stream_bytes_total += (uint64_t)cnt * (w->gate.mat_bytes + w->up.mat_bytes + w->down.mat_bytes);
     return st;
 }
