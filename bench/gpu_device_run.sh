@@ -112,5 +112,31 @@ hybrid)
         grep -E "^\||hybrid|decode:|hit rate|layers|note|error|allocated" "$D/bench_hyb_$b.log" | head -30 | tee -a "$OUT/summary.txt"
     done
     ;;
+final)
+    # the lead's validation of merged main: every GPU test while the three synthetic files are written,
+    # then all-GPU, hybrid (uniform and Zipf routing) and IQ2_XXS numbers
+    log "all gpu tests || synth q4 iq2 zipf"
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout 240 ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    ( [ -f /tmp/iq2.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $V -q -o /tmp/iq2.gguf ) &
+    ( [ -f /tmp/zipf.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o /tmp/zipf.gguf ) &
+    wait
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -30 | tee -a "$OUT/summary.txt"
+    ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
+    log "all-GPU Q4_K_M"
+    timeout 120 ./hmoe bench -m $Q4 -p 512,4096 -n 128 -r 2 -ub 4096 --gpu on -v > "$D/gpu_q4.log" 2>&1
+    grep -E "^\| qwen|decode:|peak|error" "$D/gpu_q4.log" | head -8 | tee -a "$OUT/summary.txt"
+    for f in $Q4 /tmp/zipf.gguf; do for b in 2048 10240 14336; do
+        log "hybrid $f --vram-budget $b --no-profile"
+        timeout 80 ./hmoe bench -m $f -p 512 -n 128 -r 2 --vram-budget $b --no-profile -v > "$D/h_$b.log" 2>&1
+        grep -E "^\| qwen|RAM read|decode:|hybrid:|cache filled|streamed|error" "$D/h_$b.log" | head -12 | tee -a "$OUT/summary.txt"
+    done; done
+    log "IQ2_XXS all-GPU, then --vram-budget 2048"
+    timeout 80 ./hmoe bench -m /tmp/iq2.gguf -p 512 -n 128 -r 2 --gpu on > "$D/iq2_gpu.log" 2>&1
+    grep -E "^\| qwen|error" "$D/iq2_gpu.log" | tee -a "$OUT/summary.txt"
+    timeout 80 ./hmoe bench -m /tmp/iq2.gguf -p 512 -n 128 -r 2 --vram-budget 2048 --no-profile -v > "$D/iq2_h.log" 2>&1
+    grep -E "^\| qwen|RAM read|decode:|hybrid:|error" "$D/iq2_h.log" | head -10 | tee -a "$OUT/summary.txt"
+    ;;
 esac
 done
