@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# run.sh — run every test program (build/tests/test_*) and test script (tests/test_*.sh),
-# print their output, and end with the suite's "N passed, N failed" line.
-# A program that dies without printing its own summary counts as one failure.
+# run.sh — run every test program (build/tests/test_*) and test script (tests/test_*.sh), or the
+# programs given as arguments (tests/run_gpu.sh), print their output, and end with the suite's
+# "N passed, N failed" line. A program that dies without printing its own summary counts as one failure.
 set -u
 cd "$(dirname "$0")/.."
 export HMOE_SHARED="${HMOE_SHARED:-../shared}"
 pass=0; fail=0
-for t in build/tests/test_* tests/test_*.sh; do
+[ $# -gt 0 ] || set -- build/tests/test_* tests/test_*.sh
+for t in "$@"; do
     [ -e "$t" ] || continue
     case "$t" in *.d|*.o) continue;; esac
     echo "== $t"
