@@ -6,7 +6,8 @@
  * quantizer) and the reference reads the same decoded values, so only the kernels' f32
  * arithmetic separates the two: |out - ref| <= 3e-5 + 1e-5 |ref| (outputs are convex
  * combinations of V rows of size ~1). Decode covers lengths 1..5000 with the default 64-way
- * split, 1 and 7 splits; prefill covers 1..200 tokens, with and without earlier context, and
+ * split, 1 and 7 splits; prefill (the CUDA-core kernel, hmoe_cuda_attn_prefill_old; the tensor-core
+ * one is gpu_test_attn_prefill.c) covers 1..200 tokens, with and without earlier context, and
  * the f16 output.
  */
 #include "harness.h"
@@ -241,7 +242,7 @@ static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *
 
 static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out) {
     char name[200], why[200] = "";
-    snprintf(name, sizeof name, "attn prefill H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s", H, Hkv, D, hmoe_type_name(t), T,
+    snprintf(name, sizeof name, "attn prefill (CUDA cores) H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s", H, Hkv, D, hmoe_type_name(t), T,
              p0, f16_out ? ", f32 + f16 out" : "");
     struct cache c;
     cache_init(&c, Hkv, D, p0 + T + 5, t);
@@ -258,7 +259,7 @@ static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T,
     uint16_t *d_out16 = f16_out ? dalloc((size_t)(T * os) * 2) : NULL;
     int32_t *d_pos = dup_dev(pos, (size_t)T * 4);
     struct hmoe_err err = {0};
-    if (launched(hmoe_cuda_attn_prefill(d_q, qs, T, d_pos, &c.kv, H, scale, d_out, d_out16, os, g_stream, &err), &err, name) &&
+    if (launched(hmoe_cuda_attn_prefill_old(d_q, qs, T, d_pos, &c.kv, H, scale, d_out, d_out16, os, g_stream, &err), &err, name) &&
         from_dev(out, d_out, (size_t)(T * os) * 4, name) && (!f16_out || from_dev(out16, d_out16, (size_t)(T * os) * 2, name))) {
         int ok = 1;
         for (int tk = 0; tk < T && ok; tk++)

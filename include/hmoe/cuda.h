@@ -351,6 +351,30 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
                                         uint16_t *d_out_f16, int64_t out_stride, void *stream,
                                         struct hmoe_err *err);
 
+/* The two prefill kernels behind hmoe_cuda_attn_prefill (same arguments and results):
+ *  - MMA (cuda_attn_prefill.cu): tensor cores, flash-attention-2 style; q and the softmax
+ *    probabilities rounded to f16 (f32 accumulation and softmax), so results differ from the
+ *    exact attention by f16 rounding (~1e-3 relative), like llama.cpp's flash attention. Takes
+ *    f16 / q8_0 caches, head_dim 64 / 128 / 256, even q / output strides; sm_80 or newer.
+ *  - OLD (cuda_attn.cu): CUDA cores, f32 throughout; every shape attn_decode takes.
+ * AUTO picks MMA where it takes the call, else OLD; the environment variable
+ * HMOE_ATTN_PREFILL=old|mma overrides AUTO (HMOE_ATTN_PREFILL_WARPS=4|8 and
+ * HMOE_ATTN_PREFILL_HB=<heads per block> tune MMA; experiments). */
+enum hmoe_cuda_attn_prefill_kind { HMOE_CUDA_ATTN_PREFILL_AUTO, HMOE_CUDA_ATTN_PREFILL_OLD, HMOE_CUDA_ATTN_PREFILL_MMA };
+enum hmoe_status hmoe_cuda_attn_prefill_with(enum hmoe_cuda_attn_prefill_kind kind, const float *d_q, int64_t q_stride,
+                                             int64_t ntok, const int32_t *d_pos, const struct hmoe_cuda_kv *kv, int n_head,
+                                             float scale, float *d_out_f32, uint16_t *d_out_f16, int64_t out_stride,
+                                             void *stream, struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_attn_prefill_old(const float *d_q, int64_t q_stride, int64_t ntok, const int32_t *d_pos,
+                                            const struct hmoe_cuda_kv *kv, int n_head, float scale, float *d_out_f32,
+                                            uint16_t *d_out_f16, int64_t out_stride, void *stream, struct hmoe_err *err);
+/* MMA with explicit tuning: warps 4 or 8 (16 query rows each per block), heads_per_block 1 or a
+ * divisor of n_head / n_head_kv (rows of one block = tokens x heads sharing one kv head). */
+enum hmoe_status hmoe_cuda_attn_prefill_mma(const float *d_q, int64_t q_stride, int64_t ntok, const int32_t *d_pos,
+                                            const struct hmoe_cuda_kv *kv, int n_head, float scale, int warps,
+                                            int heads_per_block, float *d_out_f32, uint16_t *d_out_f16,
+                                            int64_t out_stride, void *stream, struct hmoe_err *err);
+
 /* ------------------------------------------------------------------------------------------
  * Fused decode launchers: the single-token step with fewer, right-sized launches. Each does what
  * the launchers named in its comment do in sequence, with the same results up to f32 rounding

@@ -9,7 +9,8 @@
  * lane + 32j, the probabilities of the tile go through shared memory. Decode: 4 warps of a block
  * take alternate tiles of the block's range and merge in shared memory; a second kernel merges
  * the ranges. Prefill: a block takes TQ tokens x G heads = 4 warps x R rows; each warp walks the
- * cache up to the last position its rows may see. Tensor-core prefill is a follow-up.
+ * cache up to the last position its rows may see (hmoe_cuda_attn_prefill_old; the tensor-core
+ * prefill and the dispatcher are in cuda_attn_prefill.cu).
  * Version 2 decode (attn_decode1_kernel, one launch): one block per query head and cache range,
  * ranges cut from the length at run time (one range up to 128 positions, else the last block of a
  * head merges them), optionally with the QK-norm + RoPE + KV store of the new token inside: 11.1
@@ -599,7 +600,7 @@ static void prefill_launch(const float *q, int64_t q_stride, int64_t ntok, const
     attn_prefill_kernel<D, R, Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(q, q_stride, ntok, pos, *kv, G, scale, o32, o16, os);
 }
 
-extern "C" enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int64_t ntok,
+extern "C" enum hmoe_status hmoe_cuda_attn_prefill_old(const float *d_q, int64_t q_stride, int64_t ntok,
                                                    const int32_t *d_pos, const struct hmoe_cuda_kv *kv, int n_head,
                                                    float scale, float *d_out_f32, uint16_t *d_out_f16,
                                                    int64_t out_stride, void *stream, struct hmoe_err *err) {

@@ -221,6 +221,28 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
         (void)d_out_f16, (void)out_stride, (void)stream;
     return NO_CUDA(err);
 }
+enum hmoe_status hmoe_cuda_attn_prefill_with(enum hmoe_cuda_attn_prefill_kind kind, const float *d_q, int64_t q_stride,
+                                             int64_t ntok, const int32_t *d_pos, const struct hmoe_cuda_kv *kv, int n_head,
+                                             float scale, float *d_out_f32, uint16_t *d_out_f16, int64_t out_stride,
+                                             void *stream, struct hmoe_err *err) {
+    (void)kind;
+    return hmoe_cuda_attn_prefill(d_q, q_stride, ntok, d_pos, kv, n_head, scale, d_out_f32, d_out_f16, out_stride, stream,
+                                  err);
+}
+enum hmoe_status hmoe_cuda_attn_prefill_old(const float *d_q, int64_t q_stride, int64_t ntok, const int32_t *d_pos,
+                                            const struct hmoe_cuda_kv *kv, int n_head, float scale, float *d_out_f32,
+                                            uint16_t *d_out_f16, int64_t out_stride, void *stream, struct hmoe_err *err) {
+    return hmoe_cuda_attn_prefill(d_q, q_stride, ntok, d_pos, kv, n_head, scale, d_out_f32, d_out_f16, out_stride, stream,
+                                  err);
+}
+enum hmoe_status hmoe_cuda_attn_prefill_mma(const float *d_q, int64_t q_stride, int64_t ntok, const int32_t *d_pos,
+                                            const struct hmoe_cuda_kv *kv, int n_head, float scale, int warps,
+                                            int heads_per_block, float *d_out_f32, uint16_t *d_out_f16,
+                                            int64_t out_stride, void *stream, struct hmoe_err *err) {
+    (void)warps, (void)heads_per_block;
+    return hmoe_cuda_attn_prefill(d_q, q_stride, ntok, d_pos, kv, n_head, scale, d_out_f32, d_out_f16, out_stride, stream,
+                                  err);
+}
 enum hmoe_status hmoe_cuda_attn_decode_fused(const float *d_q, const struct hmoe_cuda_kv *kv, const int32_t *d_pos,
                                              int n_head, float scale, int max_split, void *d_scratch,
                                              unsigned int *d_counters, float *d_out, void *d_out_q8_1, void *stream,
