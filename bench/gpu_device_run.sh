@@ -126,21 +126,18 @@ gpuattn)
     ( [ -f $Q4 ] || timeout 150 ./hmoe synth --preset qwen3-30b-a3b --vocab $SHARED/fixtures/tokenizer/qwen3-vocab.gguf -q -o $Q4 ) > "$D/synth.log" 2>&1 &
     SP=$!
     S0=$(date +%s)
-    HMOE_SHARED=$SHARED BUILD=$B timeout ${TEST_T:-150} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? $(( $(date +%s) - S0 )) s" >> "$D/test_all.log"
+    HMOE_SHARED=$SHARED BUILD=$B timeout ${TEST_T:-120} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? $(( $(date +%s) - S0 )) s" >> "$D/test_all.log"
     grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -25 | tee -a "$OUT/summary.txt"
     for f in $(grep -E "^gpu_test_[a-z_0-9]+ \.\.\. FAIL|FAIL" "$D/test_all.log" | grep -oE "gpu_test_[a-z_0-9]+" | sort -u); do
         log "rerun $f with HMOE_ATTN_PREFILL=old"
         HMOE_ATTN_PREFILL=old HMOE_SHARED=$SHARED timeout 60 $B/tests/$f > "$D/old_$f.log" 2>&1
         grep -E "FAIL|passed" "$D/old_$f.log" | tail -8 | tee -a "$OUT/summary.txt"; done
-    log "compute-sanitizer memcheck gpu_test_attn_prefill"
-    timeout 60 compute-sanitizer --tool memcheck --print-limit 10 $B/tests/gpu_test_attn_prefill > "$D/san_attn_prefill.log" 2>&1
-    grep -E "ERROR SUMMARY|FAIL|passed|Invalid" "$D/san_attn_prefill.log" | head -12 | tee -a "$OUT/summary.txt"
-    log "compute-sanitizer racecheck gpu_test_attn_prefill (HMOE_TEST_QUICK)"
-    HMOE_TEST_QUICK=1 timeout 60 compute-sanitizer --tool racecheck --print-limit 10 $B/tests/gpu_test_attn_prefill > "$D/race_attn_prefill.log" 2>&1
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAIL|passed|hazard" "$D/race_attn_prefill.log" | head -12 | tee -a "$OUT/summary.txt"
     log "bench_cuda_attn"
     timeout 45 $B/bench/bench_cuda_attn 16 64 512 4096 8192 > "$OUT/bench_attn.txt" 2>&1; echo "rc=$?" >> "$OUT/bench_attn.txt"
     cat "$OUT/bench_attn.txt" >> "$OUT/summary.txt"
+    log "compute-sanitizer memcheck gpu_test_attn_prefill"
+    timeout 60 compute-sanitizer --tool memcheck --print-limit 10 $B/tests/gpu_test_attn_prefill > "$D/san_attn_prefill.log" 2>&1
+    grep -E "ERROR SUMMARY|FAIL|passed|Invalid" "$D/san_attn_prefill.log" | head -12 | tee -a "$OUT/summary.txt"
     wait $SP; ls -la $Q4 | tee -a "$OUT/summary.txt"
     for v in "mma" "old"; do
         log "hmoe bench pp512,pp4096 HMOE_ATTN_PREFILL=$v"
@@ -149,6 +146,9 @@ gpuattn)
     log "profile pp4096 (mma, HMOE_GPU_PROFILE=1)"
     HMOE_GPU_PROFILE=1 timeout 45 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --gpu on -v > "$D/prof_pp4096.log" 2>&1
     grep -E "^\| qwen|profile of|attention|us/token|error" "$D/prof_pp4096.log" | head -20 | tee -a "$OUT/summary.txt"
+    log "compute-sanitizer racecheck gpu_test_attn_prefill (HMOE_TEST_QUICK)"
+    HMOE_TEST_QUICK=1 timeout 60 compute-sanitizer --tool racecheck --print-limit 10 $B/tests/gpu_test_attn_prefill > "$D/race_attn_prefill.log" 2>&1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAIL|passed|hazard" "$D/race_attn_prefill.log" | head -12 | tee -a "$OUT/summary.txt"
     for v in "HMOE_ATTN_PREFILL_WARPS=8" "HMOE_ATTN_PREFILL_HB=8"; do
         log "hmoe bench pp4096 $v"
         env $v timeout 40 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 2 -ub 4096 --gpu on > "$D/pp_var.log" 2>&1
