@@ -357,10 +357,16 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
  *    exact attention by f16 rounding (~1e-3 relative), like llama.cpp's flash attention. Takes
  *    f16 / q8_0 caches, head_dim 64 / 128 / 256, even q / output strides; sm_80 or newer.
  *  - OLD (cuda_attn.cu): CUDA cores, f32 throughout; every shape attn_decode takes.
- * AUTO picks MMA where it takes the call, else OLD; the environment variable
- * HMOE_ATTN_PREFILL=old|mma overrides AUTO (HMOE_ATTN_PREFILL_WARPS=4|8 and
- * HMOE_ATTN_PREFILL_HB=<heads per block> tune MMA; experiments). */
-enum hmoe_cuda_attn_prefill_kind { HMOE_CUDA_ATTN_PREFILL_AUTO, HMOE_CUDA_ATTN_PREFILL_OLD, HMOE_CUDA_ATTN_PREFILL_MMA };
+ * AUTO picks MMA where it takes the call, else OLD; AUTO_F32 picks OLD. The environment
+ * variable HMOE_ATTN_PREFILL=old|mma overrides both (mma still falls back to OLD for shapes it
+ * does not take); HMOE_ATTN_PREFILL_WARPS=4|8 and HMOE_ATTN_PREFILL_HB=<heads per block> tune
+ * MMA (experiments). OLD and MMA given explicitly ignore the environment. */
+enum hmoe_cuda_attn_prefill_kind {
+    HMOE_CUDA_ATTN_PREFILL_AUTO,
+    HMOE_CUDA_ATTN_PREFILL_AUTO_F32,
+    HMOE_CUDA_ATTN_PREFILL_OLD,
+    HMOE_CUDA_ATTN_PREFILL_MMA
+};
 enum hmoe_status hmoe_cuda_attn_prefill_with(enum hmoe_cuda_attn_prefill_kind kind, const float *d_q, int64_t q_stride,
                                              int64_t ntok, const int32_t *d_pos, const struct hmoe_cuda_kv *kv, int n_head,
                                              float scale, float *d_out_f32, uint16_t *d_out_f16, int64_t out_stride,

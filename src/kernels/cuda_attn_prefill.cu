@@ -337,7 +337,7 @@ cudaError_t pf_launch_nw(int nw, const float *q, int64_t q_stride, int64_t ntok,
                    : pf_launch<D, 4, Q8>(q, q_stride, ntok, pos, kv, G, HB, qscale, o32, o16, os, n_head, st);
 }
 
-/* Experiment knobs, read once: HMOE_ATTN_PREFILL=old|mma (default mma where it applies),
+/* Knobs, read once: HMOE_ATTN_PREFILL=old|mma (overrides the AUTO kinds),
  * HMOE_ATTN_PREFILL_WARPS=4|8 (rows per block 64 | 128), HMOE_ATTN_PREFILL_HB=1|G (heads per block). */
 struct pf_env {
     int kind = -1, warps = 4, hb = 1;
@@ -419,22 +419,25 @@ extern "C" enum hmoe_status hmoe_cuda_attn_prefill_with(enum hmoe_cuda_attn_pref
                                                         float *d_out_f32, uint16_t *d_out_f16, int64_t out_stride,
                                                         void *stream, struct hmoe_err *err) {
     const pf_env &env = pf_env_get();
-    if (kind == HMOE_CUDA_ATTN_PREFILL_AUTO) kind = (enum hmoe_cuda_attn_prefill_kind)env.kind;
-    if (kind == HMOE_CUDA_ATTN_PREFILL_AUTO) {
+    if (kind == HMOE_CUDA_ATTN_PREFILL_AUTO || kind == HMOE_CUDA_ATTN_PREFILL_AUTO_F32) {
+        const bool want = env.kind == HMOE_CUDA_ATTN_PREFILL_MMA ||
+                          (kind == HMOE_CUDA_ATTN_PREFILL_AUTO && env.kind != HMOE_CUDA_ATTN_PREFILL_OLD);
         /* the tensor-core kernel needs sm_80 (mma.sync f16 with f32 accumulate, cp.async, ldmatrix) */
         static int cc_major = -1;
-        if (cc_major < 0) {
+        if (want && cc_major < 0) {
             int dev = 0;
             cudaDeviceProp p;
             cc_major = cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess ? p.major : 0;
         }
-        const bool ok = cc_major >= 8 && !pf_refusal(d_q, q_stride, kv, n_head, d_out_f32, d_out_f16, out_stride) &&
+        const bool ok = want && cc_major >= 8 &&
+                        !pf_refusal(d_q, q_stride, kv, n_head, d_out_f32, d_out_f16, out_stride) &&
                         hmoe_cu_div_up(ntok, 16 * env.warps) <= 65535;
         kind = ok ? HMOE_CUDA_ATTN_PREFILL_MMA : HMOE_CUDA_ATTN_PREFILL_OLD;
     }
     if (kind == HMOE_CUDA_ATTN_PREFILL_MMA) {
         const int G = kv && kv->n_head_kv > 0 ? n_head / kv->n_head_kv : 1;
-        const int hb = env.hb > 1 && G % env.hb == 0 && (16 * env.warps) % env.hb == 0 ? env.hb : 1;
+        int hb = env.hb > 1 && G % env.hb == 0 && (16 * env.warps) % env.hb == 0 ? env.hb : 1;
+        if (hmoe_cu_div_up(ntok, 16 * env.warps / hb) > 65535) hb = 1;
         return hmoe_cuda_attn_prefill_mma(d_q, q_stride, ntok, d_pos, kv, n_head, scale, env.warps, hb, d_out_f32, d_out_f16,
                                           out_stride, stream, err);
     }
