@@ -682,7 +682,10 @@ extern "C" enum hmoe_status hmoe_cuda_gemm(const struct hmoe_cuda_gemm_args *a, 
         const int64_t mt = hmoe_moe_plan_max_tiles(nrows, (int)a->w.n_expert);
         HMOE_CUDA_REQUIRE(err, mt * 2 <= 65535, "gemm: %lld plan tiles exceed the grid limit", (long long)mt);
         plan_tiles = (unsigned)mt;
-        small = nrows < 48 * a->w.n_expert; /* ~32 rows per expert or fewer: 32-row tiles */
+        /* fewer than ~24 rows per expert: 32-row tiles; else 64-row tiles, which read each
+         * expert's weights once up to 64 rows (H200, pp512 = 32 rows per expert: Q4_K_M 11678
+         * vs 10827 tok/s, IQ2_XXS 13571 vs 12674 with 32-row tiles; bench/gpu_results.md) */
+        small = nrows < 24 * a->w.n_expert;
     } else {
         p.ntok = a->ntok;
         HMOE_CUDA_REQUIRE(err, hmoe_cu_div_up(a->ntok, 32) <= 65535, "gemm: too many tokens");
