@@ -117,6 +117,8 @@ gemm)
     # kernels' test while the two synthetic files are written; then, with the GPU to itself, the
     # engine new vs old (HMOE_MMQ=old: f16 expert GEMM + router matvec as before), bench_cuda_mmq
     # for both int8 kernels, and the prefill profile. Steps stop being started near the deadline.
+    # Variants: old = HMOE_MMQ=old, rmmv = router matvec (HMOE_ROUTER=mmv), bm32 = 32-row expert
+    # tiles (HMOE_MMQ_BM=32), dense8 = q/k/v/o through the int8 GEMM (HMOE_DENSE=int8).
     T0=$(date +%s); left() { echo $(( ${GEMM_T:-225} - ($(date +%s) - T0) )); }
     V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
     IQ2=/tmp/iq2.gguf
@@ -131,9 +133,10 @@ gemm)
     grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/san_mmq.log" | head -12 | tee -a "$OUT/summary.txt"
     ls -la $Q4 $IQ2 | tee -a "$OUT/summary.txt"
     i=0
-    for run in "new $Q4 512,4096 3" "new $IQ2 512,4096 3" "old $Q4 512,4096 2" "old $IQ2 512 2" "dense8 $Q4 512 2" "bm64 $Q4 512 2" "bm64 $IQ2 512 2"; do set -- $run
+    for run in "new $Q4 512,4096 3" "new $IQ2 512,4096 3" "old $Q4 512,4096 2" "old $IQ2 512 2" "rmmv $Q4 512 2" "bm32 $Q4 512 2" "dense8 $Q4 512 2"; do set -- $run
         [ $(left) -gt 25 ] || { log "skipped (time): $run"; continue; }
-        i=$((i + 1)); e=""; [ $1 = old ] && e="HMOE_MMQ=old"; [ $1 = dense8 ] && e="HMOE_DENSE=int8"; [ $1 = bm64 ] && e="HMOE_MMQ_BM=64"
+        i=$((i + 1)); e=""; [ $1 = old ] && e="HMOE_MMQ=old"; [ $1 = dense8 ] && e="HMOE_DENSE=int8"; [ $1 = bm32 ] && e="HMOE_MMQ_BM=32"
+        [ $1 = rmmv ] && e="HMOE_ROUTER=mmv"
         log "hmoe bench $run $e"
         env $e timeout $(( $(left) < 60 ? $(left) : 60 )) ./hmoe bench -m $2 -p $3 -n 0 -r $4 -ub 4096 --gpu on > "$D/gb_$i.log" 2>&1
         grep -E "^\| qwen|error" "$D/gb_$i.log" | tee -a "$OUT/summary.txt"

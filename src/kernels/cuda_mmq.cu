@@ -624,15 +624,28 @@ static bool mmq_raw_enabled(void) {
     return on != 0;
 }
 
+/* Version 3 where its shared memory fits the device (the opt-in limit per block: 227 KiB on
+ * sm_90, ~99 KiB on sm_86/89/120, where the widest staged tiles do not fit), else version 2.
+ * Decided once per instantiation (one device type per process). */
 template <class TR, int BM, int BN, bool GATEUP>
 static void mmq8_launch_raw(const struct mmq_params &p, dim3 grid, cudaStream_t st) {
     constexpr size_t dyn = mmq8_raw_smem_bytes<TR, BN, GATEUP>();
-    static bool attr_set = false; /* one per instantiation; above 48 KiB needs the opt-in */
-    if (!attr_set) {
-        cudaFuncSetAttribute(mmq8_kernel<TR, BM, BN, GATEUP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
-        attr_set = true;
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, optin = 0;
+        cudaFuncAttributes fa;
+        ok = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+             cudaFuncGetAttributes(&fa, mmq8_kernel<TR, BM, BN, GATEUP, true>) == cudaSuccess &&
+             fa.sharedSizeBytes + dyn <= (size_t)optin &&
+             cudaFuncSetAttribute(mmq8_kernel<TR, BM, BN, GATEUP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) ==
+                 cudaSuccess;
+        cudaGetLastError(); /* a refused query must not surface as the launch's error */
     }
-    mmq8_kernel<TR, BM, BN, GATEUP, true><<<grid, 128, dyn, st>>>(p);
+    if (ok)
+        mmq8_kernel<TR, BM, BN, GATEUP, true><<<grid, 128, dyn, st>>>(p);
+    else
+        mmq8_kernel<TR, BM, BN, GATEUP, false><<<grid, 128, 0, st>>>(p);
 }
 
 template <class TR, bool GATEUP, bool INT8>
