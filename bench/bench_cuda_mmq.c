@@ -9,7 +9,14 @@
  *  4. the MoE FFN of one layer at 512 and 4096 tokens (128 experts, top 8, 768 x 2048): top-k,
  *     plan, fused gate/up GEMM (gathered tokens), down GEMM (int8: + quantizing z), combine;
  *     Q4_K/Q6_K and the IQ2_XXS mix (IQ2_XXS gate/up, IQ3_XXS down), int8 and f16 paths.
- *     TFLOP/s counts 2*m*n*k of the useful rows.
+ *     TFLOP/s counts 2*m*n*k of the useful rows. int8q: the engine's int8 pipeline (gate/up
+ *     writes q8_1 rows, no quantize kernel). HMOE_MMQ=old selects the int8 kernel that unpacks
+ *     weights from global memory (version 2), so one run per setting compares the kernels.
+ *  5. the attention products of one layer at 512 tokens (q|k Q4_K 4608 x 2048, v Q6_K 512 x 2048,
+ *     o Q4_K 2048 x 4096): dequantize-to-f16 alone, dequant + cuBLAS, int8 mma
+ *  6. the router of 512 tokens (F32 128 x 2048): F32 matvec vs cuBLAS FP32 GEMM
+ *  Roofline also: HBM read bandwidth (a 2 GiB device copy), to put the MoE times against the
+ *  weight bytes each layer must read.
  * Weights are random bytes (values do not change the time; NaNs are fine for timing).
  */
 #include <math.h>
@@ -24,6 +31,7 @@
 
 static struct hmoe_cuda_ctx *ctx;
 static void *stream;
+static double g_bw = 1; /* GB/s, device copy roofline measured in this run */
 
 static void *dmalloc(size_t bytes, struct hmoe_cuda_buf *b) {
     struct hmoe_err e = {0};
@@ -165,7 +173,10 @@ static void run_moe(void *p, int i) {
     }
     if (m->step == 1 || m->step == 4) {
         struct hmoe_cuda_gemm_args a = {.w = m->gate, .w_up = m->up.w, .ntok = m->ntok, .plan = m->plan, .k = 8, .x_gather = true};
-        if (m->int8)
+        if (m->int8 == 2)
+            a.xq = m->xq, a.xq_stride_bytes = hmoe_cuda_q8_1_row_bytes(2048), a.y_q8_1 = m->zq,
+            a.y_q8_1_stride_bytes = hmoe_cuda_q8_1_row_bytes(768);
+        else if (m->int8)
             a.xq = m->xq, a.xq_stride_bytes = hmoe_cuda_q8_1_row_bytes(2048), a.y_f32 = m->z32, a.y_stride = 768;
         else
             a.x = m->x, a.x_stride = 2048, a.y_f16 = m->z, a.y_stride = 768;
@@ -175,7 +186,7 @@ static void run_moe(void *p, int i) {
         struct hmoe_cuda_gemm_args a = {.w = m->down, .ntok = m->ntok, .plan = m->plan, .k = 8, .x_gather = false, .y_f32 = m->ye,
                                         .y_stride = 2048};
         if (m->int8) {
-            die_on(hmoe_cuda_quantize_q8_1(m->z32, 768, m->ntok * 8, 768, m->zq, stream, &e), &e, "quantize z");
+            if (m->int8 == 1) die_on(hmoe_cuda_quantize_q8_1(m->z32, 768, m->ntok * 8, 768, m->zq, stream, &e), &e, "quantize z");
             a.xq = m->zq, a.xq_stride_bytes = hmoe_cuda_q8_1_row_bytes(768);
         } else {
             a.x = m->z, a.x_stride = 768;
@@ -233,6 +244,12 @@ static void bench_moe(enum hmoe_type tgu, enum hmoe_type tdn, int64_t T, double 
     }
     hmoe_cuda_memset(ctx, m.y, 0, (size_t)T * 2048 * 4, &e);
     free(lg), free(xh);
+    if (int8 == 2) { /* zq must hold valid q8_1 rows before the down step is timed alone (plan first) */
+        m.step = 0;
+        run_moe(&m, 0);
+        m.step = 1;
+        run_moe(&m, 0);
+    }
     const double rows = (double)T * 8;
     const double f_gu = 2.0 * rows * 768 * 2048 * 2, f_dn = 2.0 * rows * 2048 * 768;
     double ms[5];
@@ -242,11 +259,90 @@ static void bench_moe(enum hmoe_type tgu, enum hmoe_type tdn, int64_t T, double 
     }
     printf("  %s %s/%s %5lld tokens: topk+plan %7.1f us | gate+up %8.1f us %6.1f TFLOP/s (%4.1f%%) | down %8.1f us %6.1f TFLOP/s "
            "(%4.1f%%) | combine %6.1f us | all %8.1f us = %6.0f tok/s per MoE layer, x48 layers %6.0f tok/s\n",
-           int8 ? "int8" : "f16 ", hmoe_type_name(tgu), hmoe_type_name(tdn), (long long)T, ms[0] * 1e3, ms[1] * 1e3, f_gu / (ms[1] * 1e-3) / 1e12,
+           int8 == 2 ? "int8q" : int8 ? "int8 " : "f16  ", hmoe_type_name(tgu), hmoe_type_name(tdn), (long long)T, ms[0] * 1e3, ms[1] * 1e3, f_gu / (ms[1] * 1e-3) / 1e12,
            100 * f_gu / (ms[1] * 1e-3) / 1e12 / roof, ms[2] * 1e3, f_dn / (ms[2] * 1e-3) / 1e12,
            100 * f_dn / (ms[2] * 1e-3) / 1e12 / roof, ms[3] * 1e3, ms[4] * 1e3, T / (ms[4] * 1e-3), T / (ms[4] * 1e-3) / 48);
+    const double wbytes = 128.0 * (2.0 * (double)gb * 768 + (double)db * 2048);
+    printf("      weights read once per layer: %.1f MB -> all %.1f us = %.0f GB/s of weights (%.1f%% of the copy roofline)\n",
+           wbytes / 1e6, ms[4] * 1e3, wbytes / (ms[4] * 1e-3) / 1e9, 100 * wbytes / (ms[4] * 1e-3) / 1e9 / g_bw);
     for (int i = 0; i <= 10; i++) hmoe_cuda_buf_free(ctx, &b[i]);
     for (int i = 0; i < 3; i++) hmoe_cuda_buf_free(ctx, &bq[i]);
+}
+
+/* 5. attention products of one layer at T tokens, the shapes of Qwen3-30B-A3B */
+struct deq_arg {
+    enum hmoe_type t;
+    const void *w;
+    int64_t n;
+    uint16_t *dst;
+};
+static void run_deq(void *p, int i) {
+    struct deq_arg *a = p;
+    struct hmoe_err e = {0};
+    (void)i;
+    die_on(hmoe_cuda_dequant_f16(a->t, a->w, a->n, a->dst, stream, &e), &e, "dequant");
+}
+static void bench_dense_shape(const char *what, enum hmoe_type t, int64_t N, int64_t K, int64_t T) {
+    struct hmoe_err err = {0};
+    const size_t rb = hmoe_row_bytes(t, K);
+    struct hmoe_cuda_buf bw, bx, by, bs, bq;
+    struct gemm_arg g = {.a = {.w = {.type = t, .w = dmalloc(rb * N, &bw), .row_bytes = rb, .nrows = N, .ncols = K, .n_expert = 1},
+                               .x = dmalloc((size_t)(T * K) * 2, &bx), .x_stride = K, .ntok = T,
+                               .y_f32 = dmalloc((size_t)(T * N) * 4, &by), .y_stride = N}};
+    hmoe_cuda_fill_random((void *)g.a.w.w, rb * N, 51, stream, &err);
+    hmoe_cuda_fill_random((void *)g.a.x, (size_t)(T * K) * 2, 52, stream, &err);
+    g.scratch = dmalloc((size_t)(N * K) * 2, &bs);
+    struct deq_arg dq = {.t = t, .w = g.a.w.w, .n = N * K, .dst = g.scratch};
+    const double ms_d = time_median(run_deq, &dq, 9);
+    const double ms_c = time_median(run_gemm, &g, 9);
+    struct gemm_arg g8 = g;
+    g8.scratch = NULL;
+    g8.a.x = NULL;
+    g8.a.xq = dmalloc((size_t)T * hmoe_cuda_q8_1_row_bytes(K), &bq);
+    g8.a.xq_stride_bytes = hmoe_cuda_q8_1_row_bytes(K);
+    hmoe_cuda_fill_random((void *)g8.a.xq, (size_t)T * hmoe_cuda_q8_1_row_bytes(K), 53, stream, &err);
+    const double ms_8 = time_median(run_gemm, &g8, 9);
+    const double flop = 2.0 * T * N * K;
+    printf("  %-6s %s %5lld x %5lld, %lld tokens: dequant f16 %7.1f us | dequant + cuBLAS %7.1f us %6.1f TFLOP/s | int8 mma %7.1f us "
+           "%6.1f TFLOP/s -> %s\n",
+           what, hmoe_type_name(t), (long long)N, (long long)K, (long long)T, ms_d * 1e3, ms_c * 1e3, flop / (ms_c * 1e-3) / 1e12,
+           ms_8 * 1e3, flop / (ms_8 * 1e-3) / 1e12, ms_8 < ms_c ? "int8" : "cuBLAS");
+    hmoe_cuda_buf_free(ctx, &bw), hmoe_cuda_buf_free(ctx, &bx), hmoe_cuda_buf_free(ctx, &by), hmoe_cuda_buf_free(ctx, &bs);
+    hmoe_cuda_buf_free(ctx, &bq);
+}
+
+/* 6. router of T tokens */
+struct router_arg {
+    const float *w, *x;
+    float *y;
+    int64_t T;
+    int gemm;
+};
+static void run_router(void *p, int i) {
+    struct router_arg *r = p;
+    struct hmoe_err e = {0};
+    (void)i;
+    if (r->gemm) {
+        die_on(hmoe_cuda_gemm_f32_cublas(ctx, r->w, 128, 2048, r->x, r->T, r->y, 128, &e), &e, "router gemm");
+    } else {
+        struct hmoe_cuda_mmv_args m = {.type = HMOE_TYPE_F32, .w = r->w, .row_bytes = 2048 * 4, .nrows = 128, .ncols = 2048,
+                                       .x = r->x, .x_stride_bytes = 2048 * 4, .ntok = r->T, .y = r->y, .y_stride = 128};
+        die_on(hmoe_cuda_mmv(&m, stream, &e), &e, "router mmv");
+    }
+}
+static void bench_router(int64_t T) {
+    struct hmoe_err err = {0};
+    struct hmoe_cuda_buf bw, bx, by;
+    struct router_arg r = {.w = dmalloc(128 * 2048 * 4, &bw), .x = dmalloc((size_t)T * 2048 * 4, &bx), .y = dmalloc((size_t)T * 128 * 4, &by),
+                           .T = T};
+    hmoe_cuda_memset(ctx, (void *)r.w, 0, 128 * 2048 * 4, &err);
+    hmoe_cuda_memset(ctx, (void *)r.x, 0, (size_t)T * 2048 * 4, &err);
+    const double ms_v = time_median(run_router, &r, 9);
+    r.gemm = 1;
+    const double ms_g = time_median(run_router, &r, 9);
+    printf("  router F32 128 x 2048, %lld tokens: matvec %7.1f us | cuBLAS FP32 GEMM %7.1f us (x48 layers: %.0f vs %.0f us per token)\n",
+           (long long)T, ms_v * 1e3, ms_g * 1e3, 48 * ms_v * 1e3 / T, 48 * ms_g * 1e3 / T);
+    hmoe_cuda_buf_free(ctx, &bw), hmoe_cuda_buf_free(ctx, &bx), hmoe_cuda_buf_free(ctx, &by);
 }
 
 int main(void) {
@@ -279,6 +375,24 @@ int main(void) {
         hmoe_cuda_buf_free(ctx, &bw), hmoe_cuda_buf_free(ctx, &bx), hmoe_cuda_buf_free(ctx, &by), hmoe_cuda_buf_free(ctx, &bs);
     }
 
+    {
+        /* HBM: 1 GiB device copy (read + write counted), best of 5 after one untimed */
+        const size_t cb = (size_t)1 << 30;
+        struct hmoe_cuda_buf ba, bb;
+        void *a = dmalloc(cb, &ba), *b = dmalloc(cb, &bb);
+        hmoe_cuda_memset(ctx, a, 1, cb, &err);
+        double best = 1e30;
+        for (int i = -1; i < 5; i++) {
+            double ms;
+            hmoe_cuda_timer_start(ctx, &err);
+            hmoe_cuda_copy(b, a, cb, stream, &err);
+            die_on(hmoe_cuda_timer_stop(ctx, &ms, &err), &err, "timer");
+            if (i >= 0 && ms < best) best = ms;
+        }
+        g_bw = 2.0 * cb / (best * 1e-3) / 1e9;
+        printf("roofline: device copy 1 GiB: %.0f GB/s\n", g_bw);
+        hmoe_cuda_buf_free(ctx, &ba), hmoe_cuda_buf_free(ctx, &bb);
+    }
     /* 2. check */
     const int ok = check_gemm();
     printf("check: int8 and f16 tensor-core GEMMs and the cuBLAS path vs float64 (Q4_K 192 x 512, 70 tokens): %s\n", ok ? "ok" : "FAIL");
@@ -317,13 +431,30 @@ int main(void) {
     }
 
     /* 4. MoE FFN of one layer */
-    printf("\nMoE FFN, one Qwen3-30B-A3B layer (128 experts, top 8, 768 x 2048):\n");
-    bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, roof, 1);
-    bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 4096, roof, 1);
-    bench_moe(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 512, roof, 1);
-    bench_moe(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 4096, roof, 1);
-    bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, roof, 0);
-    bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 4096, roof, 0);
+    const char *mm = getenv("HMOE_MMQ");
+    printf("\nMoE FFN, one Qwen3-30B-A3B layer (128 experts, top 8, 768 x 2048), int8 kernel %s:\n",
+           mm && !strcmp(mm, "old") ? "version 2 (HMOE_MMQ=old)" : "version 3 (staged)");
+    const int quick = getenv("HMOE_BENCH_QUICK") != NULL;
+    bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, roof, 2);
+    bench_moe(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 512, roof, 2);
+    bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 4096, roof, 2);
+    bench_moe(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 4096, roof, 2);
+    if (!quick) {
+        bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, roof, 1);
+        bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, roof, 0);
+        bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 4096, roof, 0);
+    }
+
+    /* 5. attention products, 6. router */
+    printf("\nattention products of one layer:\n");
+    bench_dense_shape("q|k", HMOE_TYPE_Q4_K, 4608, 2048, 512);
+    bench_dense_shape("v", HMOE_TYPE_Q6_K, 512, 2048, 512);
+    bench_dense_shape("q|k|v", HMOE_TYPE_Q4_K, 5120, 2048, 512);
+    bench_dense_shape("o", HMOE_TYPE_Q4_K, 2048, 4096, 512);
+    if (!quick) bench_dense_shape("q|k", HMOE_TYPE_Q4_K, 4608, 2048, 4096);
+    printf("\nrouter:\n");
+    bench_router(512);
+    bench_router(4096);
     hmoe_cuda_ctx_free(ctx);
     return 0;
 }

@@ -4,6 +4,7 @@
 # beforehand (nvcc is slow; CUDA_ARCH=90), run the tests (+ compute-sanitizer on the quick subset),
 # write the synthetic Qwen3-30B-A3B files and measure all-GPU and hybrid speed. Logs go to $OUT.
 #   bench/gpu_device_run.sh STEPS...   steps: link test sanitize synth bench hybrid iq2 zipf gpuattn ...
+#   bench/gpu_device_run.sh STEPS...   steps: link test sanitize synth bench hybrid iq2 zipf gemm
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -153,6 +154,49 @@ gpuattn)
         log "hmoe bench pp4096 $v"
         env $v timeout 40 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 2 -ub 4096 --gpu on > "$D/pp_var.log" 2>&1
         grep -E "^\| qwen|error" "$D/pp_var.log" | tee -a "$OUT/summary.txt"; done
+    ;;
+gemm)
+    # branch gpugemm (issues #5/#9 prefill GEMMs), one call: every GPU test + memcheck of the new
+    # kernels' test while the two synthetic files are written; then, with the GPU to itself, the
+    # engine new vs old (HMOE_MMQ=old: f16 expert GEMM + router matvec as before), bench_cuda_mmq
+    # for both int8 kernels, and the prefill profile. Steps stop being started near the deadline.
+    # Variants: old = HMOE_MMQ=old, rmmv = router matvec (HMOE_ROUTER=mmv), bm32 = 32-row expert
+    # tiles (HMOE_MMQ_BM=32), dense8 = q/k/v/o through the int8 GEMM (HMOE_DENSE=int8).
+    T0=$(date +%s); left() { echo $(( ${GEMM_T:-225} - ($(date +%s) - T0) )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    IQ2=/tmp/iq2.gguf
+    cc $CF -o $B/bench/bench_cuda_mmq bench/bench_cuda_mmq.c $LIB $LD 2>&1 | tail -3
+    log "all gpu tests || memcheck gpu_test_mmq || synth q4, iq2"
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${TEST_T:-110} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
+    ( timeout 100 compute-sanitizer --tool memcheck --print-limit 10 $B/tests/gpu_test_mmq > "$D/san_mmq.log" 2>&1; echo "rc=$?" >> "$D/san_mmq.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    ( [ -f $IQ2 ] || ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $V -q -o $IQ2 ) &
+    wait
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -30 | tee -a "$OUT/summary.txt"
+    grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/san_mmq.log" | head -12 | tee -a "$OUT/summary.txt"
+    ls -la $Q4 $IQ2 | tee -a "$OUT/summary.txt"
+    i=0
+    for run in "new $Q4 512,4096 3" "new $IQ2 512,4096 3" "old $Q4 512,4096 2" "old $IQ2 512 2" "rmmv $Q4 512 2" "bm32 $Q4 512 2" "dense8 $Q4 512 2"; do set -- $run
+        [ $(left) -gt 25 ] || { log "skipped (time): $run"; continue; }
+        i=$((i + 1)); e=""; [ $1 = old ] && e="HMOE_MMQ=old"; [ $1 = dense8 ] && e="HMOE_DENSE=int8"; [ $1 = bm32 ] && e="HMOE_MMQ_BM=32"
+        [ $1 = rmmv ] && e="HMOE_ROUTER=mmv"
+        log "hmoe bench $run $e"
+        env $e timeout $(( $(left) < 60 ? $(left) : 60 )) ./hmoe bench -m $2 -p $3 -n 0 -r $4 -ub 4096 --gpu on > "$D/gb_$i.log" 2>&1
+        grep -E "^\| qwen|error" "$D/gb_$i.log" | tee -a "$OUT/summary.txt"
+    done
+    for e in "" "HMOE_MMQ=old"; do
+        [ $(left) -gt 20 ] || { log "skipped (time): bench_cuda_mmq $e"; continue; }
+        log "bench_cuda_mmq $e (quick)"
+        env $e HMOE_BENCH_QUICK=1 timeout $(( $(left) < 45 ? $(left) : 45 )) $B/bench/bench_cuda_mmq > "$D/mmq${e:+_old}.log" 2>&1
+        grep -vE "^$" "$D/mmq${e:+_old}.log" | tee -a "$OUT/summary.txt"
+    done
+    for e in "" "HMOE_MMQ=old"; do
+        [ $(left) -gt 20 ] || { log "skipped (time): profile $e"; continue; }
+        log "profile pp512 $e"
+        env $e HMOE_GPU_PROFILE=1 timeout $(( $(left) < 40 ? $(left) : 40 )) ./hmoe bench -m $Q4 -p 512 -n 0 -r 2 -ub 512 --gpu on -v > "$D/prof${e:+_old}.log" 2>&1
+        grep -E "^\| qwen|profile of" "$D/prof${e:+_old}.log" | tee -a "$OUT/summary.txt"
+    done
+    log "gemm step done after $(( $(date +%s) - T0 )) s"
     ;;
 final)
     # the lead's validation of merged main: every GPU test while the three synthetic files are written,

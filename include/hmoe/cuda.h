@@ -228,7 +228,11 @@ enum hmoe_status hmoe_cuda_moe_combine(const void *d_plan, const float *d_ye, in
  *           true (X = per-token activations), else X row i is plan row i (X already grouped).
  *           Output row i = plan row i.
  *  w_up != NULL: gate/up fused, out = silu(X·W^T) * (X·Wup^T).
- * Output: y_f32 (optionally + add, add may equal y_f32) or y_f16 (exactly one of the two). */
+ * Output: y_f32 (optionally + add, add may equal y_f32), y_f16, or (int8 path, nrows % 32 == 0)
+ * y_q8_1 rows as hmoe_cuda_quantize_q8_1 would write them from the f32 result: exactly one.
+ * The int8 path stages 256-column groups of the weights in shared memory when ncols % 256 == 0
+ * (environment HMOE_MMQ=old: the previous kernel that unpacks from global memory; HMOE_MMQ_BM=32|64
+ * forces the token tile, else 64 from ~24 plan rows per expert or 64 dense tokens on). */
 struct hmoe_cuda_gemm_args {
     struct hmoe_cuda_experts w;     /* dense: n_expert = 1, expert_stride_bytes = 0 */
     const void *w_up;               /* optional second matrix for the fused gate/up */
@@ -245,6 +249,8 @@ struct hmoe_cuda_gemm_args {
     int64_t y_stride;               /* floats or halves */
     const float *add;               /* optional residual for y_f32, add_stride floats apart */
     int64_t add_stride;
+    void *y_q8_1;                   /* q8_1 output rows (int8 path only) ... */
+    size_t y_q8_1_stride_bytes;     /* ... multiple of 16, >= hmoe_cuda_q8_1_row_bytes(nrows) */
 };
 enum hmoe_status hmoe_cuda_gemm(const struct hmoe_cuda_gemm_args *a, void *stream, struct hmoe_err *err);
 
@@ -252,6 +258,13 @@ enum hmoe_status hmoe_cuda_gemm(const struct hmoe_cuda_gemm_args *a, void *strea
  * halves) and run cublasGemmEx (f16 in, f32 accumulate, f32 out) on the context's stream. */
 enum hmoe_status hmoe_cuda_gemm_cublas(struct hmoe_cuda_ctx *ctx, const struct hmoe_cuda_gemm_args *a,
                                        uint16_t *d_scratch, struct hmoe_err *err);
+
+/* F32 product through cuBLAS in full FP32 (no TF32: the MoE router, whose top-k must keep
+ * matching the CPU): y[t][r] = sum_c w[r][c] * x[t][c] for t < ntok, r < nrows; rows of w and x
+ * are ncols floats, y rows y_stride floats apart. Runs on the context's stream. */
+enum hmoe_status hmoe_cuda_gemm_f32_cublas(struct hmoe_cuda_ctx *ctx, const float *d_w, int64_t nrows, int64_t ncols,
+                                           const float *d_x, int64_t ntok, float *d_y, int64_t y_stride,
+                                           struct hmoe_err *err);
 
 /* ------------------------------------------------------------------------------------------
  * Norms, RoPE, elementwise (cuda_norm_rope.cu)

@@ -11,8 +11,26 @@
  * Fused epilogues: + residual (f32 out), silu(gate)*up (gate/up fused: two weight tiles share the
  * X tile), f16 output for the next GEMM. Single-buffered; occupancy hides the latency.
  * Measured against cuBLAS (dequantize to f16 + cublasGemmEx) in bench/bench_cuda_mmq.c.
+ * Version 3 of the int8 path (RAW, default; HMOE_MMQ=old selects version 2): the weight bytes
+ * of 256 K-elements per row are first copied to shared memory with coalesced 16-byte cp.async
+ * (double-buffered, the next 256 in flight while the current ones are used), then unpacked from
+ * there: version 2 unpacked straight from global memory with 4-byte loads that touched 16 rows
+ * per warp instruction, which left the kernel bound by L1 wavefronts at ~250 GB/s of weights.
+ * Optional q8_1 output (the gate/up product feeding the int8 down GEMM without an f16 trip).
  */
 #include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The block decoders of cuda_types.cuh read through __ldg (ld.global.nc), which is wrong for
+ * shared memory; version 3 decodes blocks staged there. In this file (only) their loads become
+ * plain generic loads: __ldg is renamed after the CUDA headers (included first by nvcc) have
+ * declared it, so cuda_impl.cuh / cuda_types.cuh stay shared unchanged with the other kernels. */
+template <class T>
+__device__ __forceinline__ T hmoe_mmq_ld_generic(const T *p) {
+    return *p;
+}
+#define __ldg hmoe_mmq_ld_generic
 
 #include "kernels/cuda_ctx_impl.cuh"
 #include "kernels/cuda_moe_impl.cuh"
@@ -41,6 +59,8 @@ struct mmq_params {
     int64_t y_stride;
     const float *add;
     int64_t add_stride;
+    uint8_t *yq;                 /* q8_1 output rows (int8 path), yq_stride bytes apart */
+    size_t yq_stride;
 };
 
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -220,24 +240,89 @@ __device__ __forceinline__ void mma_s8_k16(int (&c)[4], uint32_t a0, uint32_t a1
                  : "r"(a0), "r"(a1), "r"(b0));
 }
 
-/* The BN x 64 weight tile from feature n0, column k0: int8 codes and per-16 scale / offset. */
+/* Raw staging (version 3): 256 K-elements of each weight row (one K-quant super-block, eight
+ * 32-blocks) as the 16-byte aligned chunks that cover them. A row's bytes start at an address
+ * aligned to AL (the power of two dividing the block size: row_bytes and the expert stride are
+ * multiples of it, gemm_prepare), so NCH chunks always suffice and the staged copy keeps the
+ * address modulo 16, i.e. every alignment the block decoders rely on. */
+#define MMQ8_RAW_K 256
+template <class TR>
+struct mmq8_raw {
+    static constexpr int RB = MMQ8_RAW_K / TR::blck * TR::bytes; /* bytes of one row's 256 elements */
+    static constexpr int AL = TR::bytes % 16 == 0 ? 16 : TR::bytes % 8 == 0 ? 8 : TR::bytes % 4 == 0 ? 4 : TR::bytes % 2 == 0 ? 2 : 1;
+    static constexpr int NCH = (RB + (16 - AL) + 15) / 16;
+    static constexpr int RS = 16 * NCH; /* shared bytes per row */
+};
+
+__device__ __forceinline__ void mmq_cp_async16(void *smem, const void *gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+#else
+    *(int4 *)smem = *(const int4 *)gmem;
+#endif
+}
+__device__ __forceinline__ void mmq_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void mmq_cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+/* Copy rows n0..n0+BN-1 (those < n), elements kg..kg+255, of w into dst (RS bytes per row).
+ * Consecutive threads take consecutive chunks of a row: coalesced. Only chunks holding needed
+ * bytes are read, so nothing past the last row's bytes rounded up to 16 is touched. */
 template <class TR, int BN>
+__device__ __forceinline__ void mmq8_stage(const uint8_t *w, size_t row_bytes, int n, int n0, int kg, uint8_t *dst) {
+    using G = mmq8_raw<TR>;
+    const size_t off = (size_t)(kg / TR::blck) * TR::bytes;
+    for (int u = threadIdx.x; u < BN * G::NCH; u += 128) {
+        const int f = u / G::NCH, ch = u % G::NCH;
+        if (n0 + f >= n) continue;
+        const uint8_t *s = w + (size_t)(n0 + f) * row_bytes + off;
+        const uint8_t *c = (const uint8_t *)((uintptr_t)s & ~(uintptr_t)15) + 16 * ch;
+        if (c < s + G::RB) mmq_cp_async16(dst + f * G::RS + 16 * ch, c);
+    }
+}
+
+/* The BN x 64 weight tile from feature n0, column k0: int8 codes and per-16 scale / offset.
+ * RAW: from the rows staged in `raw` (elements kg..kg+255), else straight from global memory. */
+template <class TR, int BN, bool RAW>
 __device__ __forceinline__ void mmq8_load_w(const uint8_t *w, size_t row_bytes, int n, int n0, int k0,
-                                            int8_t (*Bs)[MMQ8_LDS], float (*Bsc)[4], float (*Bof)[4]) {
+                                            const uint8_t *raw, int kg, int8_t (*Bs)[MMQ8_LDS], float (*Bsc)[4],
+                                            float (*Bof)[4]) {
 #pragma unroll
     for (int i = 0; i < BN / 64; i++) {
         const int u = threadIdx.x + 128 * i, f = u / 2, c2 = u % 2;
         const int kel = k0 + 32 * c2;
         uint32_t q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         float sc[2] = {0.0f, 0.0f}, of[2] = {0.0f, 0.0f};
-        if (n0 + f < n)
-            TR::q8chunk(w + (size_t)(n0 + f) * row_bytes + (size_t)(kel / TR::blck) * TR::bytes, (kel % TR::blck) / 32, q, sc, of);
+        if (n0 + f < n) {
+            const uint8_t *b;
+            if constexpr (RAW) {
+                const size_t go = (size_t)(n0 + f) * row_bytes + (size_t)(kg / TR::blck) * TR::bytes;
+                b = raw + f * mmq8_raw<TR>::RS + (((uintptr_t)w + go) & 15) + (size_t)((kel - kg) / TR::blck) * TR::bytes;
+            } else {
+                b = w + (size_t)(n0 + f) * row_bytes + (size_t)(kel / TR::blck) * TR::bytes;
+            }
+            TR::q8chunk(b, (kel % TR::blck) / 32, q, sc, of);
+        }
         uint4 *dst = (uint4 *)&Bs[f][32 * c2];
         dst[0] = make_uint4(q[0], q[1], q[2], q[3]);
         dst[1] = make_uint4(q[4], q[5], q[6], q[7]);
         Bsc[f][2 * c2] = sc[0], Bsc[f][2 * c2 + 1] = sc[1];
         if (TR::q8_offset) Bof[f][2 * c2] = of[0], Bof[f][2 * c2 + 1] = of[1];
     }
+}
+
+/* Dynamic shared memory of the RAW kernel: two stages of one or two (gate/up) staged tiles. */
+template <class TR, int BN, bool GATEUP>
+static constexpr size_t mmq8_raw_smem_bytes() {
+    return (size_t)2 * (GATEUP ? 2 : 1) * BN * mmq8_raw<TR>::RS;
 }
 
 /* acc[mi][ni] += C * (d_a * s_w) (+ o_w * d_a * suma) for one 16 or 32 slice of K. */
@@ -254,7 +339,7 @@ __device__ __forceinline__ void mmq8_scale(float (&acc)[4], const int (&c)[4], f
     }
 }
 
-template <class TR, int BM, int BN, bool GATEUP>
+template <class TR, int BM, int BN, bool GATEUP, bool RAW>
 __global__ void __launch_bounds__(128) mmq8_kernel(struct mmq_params p) {
     constexpr bool OFF = TR::q8_offset;
     __shared__ __align__(16) int8_t As[BM][MMQ8_LDS];
@@ -263,7 +348,9 @@ __global__ void __launch_bounds__(128) mmq8_kernel(struct mmq_params p) {
     __shared__ float Bsc[BN][4], Bof[OFF ? BN : 1][4];
     __shared__ __align__(16) int8_t Bu[GATEUP ? BN : 1][MMQ8_LDS];
     __shared__ float Busc[GATEUP ? BN : 1][4], Buof[GATEUP && OFF ? BN : 1][4];
+    extern __shared__ __align__(16) uint8_t mmq8_dyn[]; /* RAW: [stage][gate, up][BN][RS] */
     constexpr int WN = BN / 32;
+    constexpr size_t RAW_TILE = (size_t)BN * mmq8_raw<TR>::RS, RAW_STAGE = (GATEUP ? 2 : 1) * RAW_TILE;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN, g = lane >> 2, t4 = lane & 3;
     const int n0 = blockIdx.x * BN;
@@ -310,16 +397,48 @@ __global__ void __launch_bounds__(128) mmq8_kernel(struct mmq_params p) {
                 if (GATEUP) accu[a][b][c] = 0.0f;
             }
 
+    /* activation registers: 16 bytes of q8_1 quants and their d per copied row chunk */
+    int4 av[AR];
+    float ad[AR];
+    auto load_a = [&](int kk) {
+#pragma unroll
+        for (int i = 0; i < AR; i++) {
+            const int ch = tid % 4;
+            av[i] = make_int4(0, 0, 0, 0);
+            ad[i] = 0.0f;
+            if (xrow[i] && kk < p.kdim) {
+                av[i] = *(const int4 *)(xrow[i] + kk + 16 * ch);
+                ad[i] = ((const float2 *)(xrow[i] + p.kdim))[(kk + 16 * ch) / 32].x;
+            }
+        }
+    };
+    if constexpr (RAW) {
+        load_a(0);
+        mmq8_stage<TR, BN>(w, p.row_bytes, p.n, n0, 0, mmq8_dyn);
+        if (GATEUP) mmq8_stage<TR, BN>(wu, p.row_bytes, p.n, n0, 0, mmq8_dyn + RAW_TILE);
+        mmq_cp_async_commit();
+    }
     for (int k0 = 0; k0 < p.kdim; k0 += MMQ8_BK) {
+        const int kg = k0 / MMQ8_RAW_K * MMQ8_RAW_K;
+        const uint8_t *raw = RAW ? mmq8_dyn + (size_t)((k0 / MMQ8_RAW_K) & 1) * RAW_STAGE : nullptr;
+        if (RAW && k0 == kg) {
+            /* this group's copies have landed (each thread waits for its own, the barrier for all);
+             * every thread is past the previous group, so the other stage can be refilled */
+            mmq_cp_async_wait_all();
+            __syncthreads();
+            if (kg + MMQ8_RAW_K < p.kdim) {
+                uint8_t *nxt = mmq8_dyn + (size_t)(((k0 / MMQ8_RAW_K) + 1) & 1) * RAW_STAGE;
+                mmq8_stage<TR, BN>(w, p.row_bytes, p.n, n0, kg + MMQ8_RAW_K, nxt);
+                if (GATEUP) mmq8_stage<TR, BN>(wu, p.row_bytes, p.n, n0, kg + MMQ8_RAW_K, nxt + RAW_TILE);
+                mmq_cp_async_commit();
+            }
+        }
+        if constexpr (!RAW) load_a(k0);
 #pragma unroll
         for (int i = 0; i < AR; i++) {
             const int row = (tid + 128 * i) / 4, ch = tid % 4;
-            int4 v = make_int4(0, 0, 0, 0);
-            float d = 0.0f;
-            if (xrow[i]) {
-                v = *(const int4 *)(xrow[i] + k0 + 16 * ch);
-                d = ((const float2 *)(xrow[i] + p.kdim))[(k0 + 16 * ch) / 32].x;
-            }
+            const int4 v = av[i];
+            const float d = ad[i];
             *(int4 *)&As[row][16 * ch] = v;
             if (ch % 2 == 0) Ad[row][ch / 2] = d;
             if (OFF) {
@@ -327,8 +446,9 @@ __global__ void __launch_bounds__(128) mmq8_kernel(struct mmq_params p) {
                 Asum[row][ch] = d * (float)s;
             }
         }
-        mmq8_load_w<TR, BN>(w, p.row_bytes, p.n, n0, k0, Bs, Bsc, Bof);
-        if (GATEUP) mmq8_load_w<TR, BN>(wu, p.row_bytes, p.n, n0, k0, Bu, Busc, Buof);
+        mmq8_load_w<TR, BN, RAW>(w, p.row_bytes, p.n, n0, k0, raw, kg, Bs, Bsc, Bof);
+        if (GATEUP) mmq8_load_w<TR, BN, RAW>(wu, p.row_bytes, p.n, n0, k0, RAW ? raw + RAW_TILE : nullptr, kg, Bu, Busc, Buof);
+        if constexpr (RAW) load_a(k0 + MMQ8_BK); /* next step's activations: in flight during the products */
         __syncthreads();
 #pragma unroll
         for (int c2 = 0; c2 < 2; c2++) {
@@ -383,17 +503,51 @@ __global__ void __launch_bounds__(128) mmq8_kernel(struct mmq_params p) {
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int64_t r = r_begin + wm * 32 + mi * 16 + g + 8 * half;
+            float v[4][2];
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                v[ni][0] = acc[mi][ni][2 * half], v[ni][1] = acc[mi][ni][2 * half + 1];
+                if (GATEUP) {
+                    const float u0 = accu[GATEUP ? mi : 0][ni][2 * half], u1 = accu[GATEUP ? mi : 0][ni][2 * half + 1];
+                    v[ni][0] = v[ni][0] / (1.0f + expf(-v[ni][0])) * u0;
+                    v[ni][1] = v[ni][1] / (1.0f + expf(-v[ni][1])) * u1;
+                }
+            }
+            if (p.yq) {
+                /* q8_1 of the 32 columns wn*32.. of row r: held by the 4 lanes of this quad (8 each);
+                 * same formulas as hmoe_cu_q8_1_warp. All lanes shuffle; only rows < r_end store. */
+                float amax = 0.0f;
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) amax = fmaxf(amax, fmaxf(fabsf(v[ni][0]), fabsf(v[ni][1])));
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+                const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+                int qv[4][2], sum = 0;
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        qv[ni][j] = max(-127, min(127, __float2int_rn(v[ni][j] * id)));
+                        sum += qv[ni][j];
+                    }
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                const int cb = n0 + wn * 32; /* first column of this warp's 32 (p.n % 32 == 0) */
+                if (r < r_end && cb < p.n) {
+                    uint8_t *row = p.yq + (size_t)r * p.yq_stride;
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++)
+                        *(uint16_t *)(row + cb + ni * 8 + 2 * t4) = (uint16_t)((qv[ni][0] & 0xff) | ((qv[ni][1] & 0xff) << 8));
+                    if (t4 == 0) ((float2 *)(row + p.n))[cb / 32] = make_float2(d, d * (float)sum);
+                }
+                continue;
+            }
             if (r >= r_end) continue;
 #pragma unroll
             for (int ni = 0; ni < 4; ni++) {
                 const int col = n0 + wn * 32 + ni * 8 + 2 * t4;
                 if (col >= p.n) continue;
-                float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
-                if (GATEUP) {
-                    const float u0 = accu[GATEUP ? mi : 0][ni][2 * half], u1 = accu[GATEUP ? mi : 0][ni][2 * half + 1];
-                    v0 = v0 / (1.0f + expf(-v0)) * u0;
-                    v1 = v1 / (1.0f + expf(-v1)) * u1;
-                }
+                float v0 = v[ni][0], v1 = v[ni][1];
                 if (p.y32) {
                     if (p.add) {
                         const float2 a = *(const float2 *)(p.add + r * p.add_stride + col);
@@ -423,8 +577,15 @@ static const char *gemm_prepare(const struct hmoe_cuda_gemm_args *a, struct mmq_
     if (a->x && (!hmoe_cu_aligned(a->x, 16) || a->x_stride % 8 || a->x_stride < a->w.ncols)) return "x must be 16-byte aligned f16 rows, x_stride a multiple of 8 >= ncols";
     if (a->xq && (!hmoe_cu_aligned(a->xq, 16) || a->xq_stride_bytes % 16 || a->xq_stride_bytes < hmoe_cu_q8_1_row_bytes(a->w.ncols)))
         return "xq must be 16-byte aligned q8_1 rows, xq_stride_bytes a multiple of 16 >= the q8_1 row size";
-    if ((a->y_f32 == NULL) == (a->y_f16 == NULL)) return "exactly one of y_f32 / y_f16";
-    if (a->y_stride < a->w.nrows || a->y_stride % 2) return "y_stride must be even and >= nrows";
+    if ((a->y_f32 != NULL) + (a->y_f16 != NULL) + (a->y_q8_1 != NULL) != 1) return "exactly one of y_f32 / y_f16 / y_q8_1";
+    if (a->y_q8_1) {
+        if (!a->xq) return "y_q8_1 needs the int8 path (xq)";
+        if (a->w.nrows % 32 || !hmoe_cu_aligned(a->y_q8_1, 16) || a->y_q8_1_stride_bytes % 16 ||
+            a->y_q8_1_stride_bytes < hmoe_cu_q8_1_row_bytes(a->w.nrows))
+            return "y_q8_1 needs nrows % 32 == 0, 16-byte aligned rows, y_q8_1_stride_bytes a multiple of 16 >= the q8_1 row size";
+    } else if (a->y_stride < a->w.nrows || a->y_stride % 2) {
+        return "y_stride must be even and >= nrows";
+    }
     if (a->add && (!a->y_f32 || a->add_stride < a->w.nrows || a->add_stride % 2)) return "add needs y_f32 and an even add_stride >= nrows";
     if (a->plan) {
         if (a->k < 1 || a->w.n_expert < 1) return "plan needs k >= 1 and n_expert >= 1";
@@ -448,25 +609,69 @@ static const char *gemm_prepare(const struct hmoe_cuda_gemm_args *a, struct mmq_
     p->y_stride = a->y_stride;
     p->add = a->add;
     p->add_stride = a->add_stride;
+    p->yq = (uint8_t *)a->y_q8_1;
+    p->yq_stride = a->y_q8_1_stride_bytes;
     return NULL;
 }
 
+/* HMOE_MMQ=old: the int8 path unpacks from global memory (version 2), for comparisons. */
+static bool mmq_raw_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HMOE_MMQ");
+        on = !(e && !strcmp(e, "old"));
+    }
+    return on != 0;
+}
+
+/* Version 3 where its shared memory fits the device (the opt-in limit per block: 227 KiB on
+ * sm_90, ~99 KiB on sm_86/89/120, where the widest staged tiles do not fit), else version 2.
+ * Decided once per instantiation (one device type per process). */
+template <class TR, int BM, int BN, bool GATEUP>
+static void mmq8_launch_raw(const struct mmq_params &p, dim3 grid, cudaStream_t st) {
+    constexpr size_t dyn = mmq8_raw_smem_bytes<TR, BN, GATEUP>();
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, optin = 0;
+        cudaFuncAttributes fa;
+        ok = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+             cudaFuncGetAttributes(&fa, mmq8_kernel<TR, BM, BN, GATEUP, true>) == cudaSuccess &&
+             fa.sharedSizeBytes + dyn <= (size_t)optin &&
+             cudaFuncSetAttribute(mmq8_kernel<TR, BM, BN, GATEUP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) ==
+                 cudaSuccess;
+        cudaGetLastError(); /* a refused query must not surface as the launch's error */
+    }
+    if (ok)
+        mmq8_kernel<TR, BM, BN, GATEUP, true><<<grid, 128, dyn, st>>>(p);
+    else
+        mmq8_kernel<TR, BM, BN, GATEUP, false><<<grid, 128, 0, st>>>(p);
+}
+
 template <class TR, bool GATEUP, bool INT8>
-static void mmq_launch(const struct mmq_params &p, bool small, unsigned gy_plan_tiles, cudaStream_t st) {
+static void mmq_launch(const struct mmq_params &p, bool small, bool raw, unsigned gy_plan_tiles, cudaStream_t st) {
     if (small) {
         dim3 grid((unsigned)hmoe_cu_div_up(p.n, 128),
                   p.tiles ? gy_plan_tiles * (HMOE_CUDA_MOE_TILE / 32) : (unsigned)hmoe_cu_div_up(p.ntok, 32));
-        if constexpr (INT8)
-            mmq8_kernel<TR, 32, 128, GATEUP><<<grid, 128, 0, st>>>(p);
-        else
+        if constexpr (INT8) {
+            if (raw)
+                mmq8_launch_raw<TR, 32, 128, GATEUP>(p, grid, st);
+            else
+                mmq8_kernel<TR, 32, 128, GATEUP, false><<<grid, 128, 0, st>>>(p);
+        } else {
             mmq_kernel<TR, 32, 128, GATEUP><<<grid, 128, 0, st>>>(p);
+        }
     } else {
         dim3 grid((unsigned)hmoe_cu_div_up(p.n, 64),
                   p.tiles ? gy_plan_tiles * (HMOE_CUDA_MOE_TILE / 64) : (unsigned)hmoe_cu_div_up(p.ntok, 64));
-        if constexpr (INT8)
-            mmq8_kernel<TR, 64, 64, GATEUP><<<grid, 128, 0, st>>>(p);
-        else
+        if constexpr (INT8) {
+            if (raw)
+                mmq8_launch_raw<TR, 64, 64, GATEUP>(p, grid, st);
+            else
+                mmq8_kernel<TR, 64, 64, GATEUP, false><<<grid, 128, 0, st>>>(p);
+        } else {
             mmq_kernel<TR, 64, 64, GATEUP><<<grid, 128, 0, st>>>(p);
+        }
     }
 }
 
@@ -490,29 +695,47 @@ extern "C" enum hmoe_status hmoe_cuda_gemm(const struct hmoe_cuda_gemm_args *a, 
         const int64_t mt = hmoe_moe_plan_max_tiles(nrows, (int)a->w.n_expert);
         HMOE_CUDA_REQUIRE(err, mt * 2 <= 65535, "gemm: %lld plan tiles exceed the grid limit", (long long)mt);
         plan_tiles = (unsigned)mt;
-        small = nrows < 48 * a->w.n_expert; /* ~32 rows per expert or fewer: 32-row tiles */
+        /* fewer than ~24 rows per expert: 32-row tiles; else 64-row tiles, which read each
+         * expert's weights once up to 64 rows (H200, pp512 = 32 rows per expert: Q4_K_M 11678
+         * vs 10827 tok/s, IQ2_XXS 13571 vs 12674 with 32-row tiles; bench/gpu_results.md) */
+        small = nrows < 24 * a->w.n_expert;
     } else {
         p.ntok = a->ntok;
         HMOE_CUDA_REQUIRE(err, hmoe_cu_div_up(a->ntok, 32) <= 65535, "gemm: too many tokens");
         small = a->ntok < 64;
     }
+    {
+        /* HMOE_MMQ_BM=32|64 forces the token tile (measurements: 64 reads each expert's weights
+         * once when it has 33..64 rows, 32 wastes less of the tile on padding) */
+        static int bm = -1;
+        if (bm < 0) {
+            const char *e = getenv("HMOE_MMQ_BM");
+            bm = e ? atoi(e) : 0;
+        }
+        if (bm == 32) small = true;
+        if (bm == 64) small = false;
+    }
     cudaStream_t st = hmoe_cu_stream(stream);
+    /* staged weights (version 3): whole 256-element groups, and the 16-byte chunks of the last
+     * row must stay inside the matrix (experts: the stride is a multiple of 16, checked above) */
+    const bool raw = mmq_raw_enabled() && a->w.ncols % MMQ8_RAW_K == 0 &&
+                     (a->plan || ((size_t)a->w.nrows * a->w.row_bytes) % 16 == 0);
     bool no_int8 = false;
     hmoe_cuda_type_dispatch(a->w.type, [&](auto tr) {
         using TR = decltype(tr);
         if (a->xq) {
             if constexpr (TR::q8) {
                 if (a->w_up)
-                    mmq_launch<TR, true, true>(p, small, plan_tiles, st);
+                    mmq_launch<TR, true, true>(p, small, raw, plan_tiles, st);
                 else
-                    mmq_launch<TR, false, true>(p, small, plan_tiles, st);
+                    mmq_launch<TR, false, true>(p, small, raw, plan_tiles, st);
             } else {
                 no_int8 = true;
             }
         } else if (a->w_up) {
-            mmq_launch<TR, true, false>(p, small, plan_tiles, st);
+            mmq_launch<TR, true, false>(p, small, false, plan_tiles, st);
         } else {
-            mmq_launch<TR, false, false>(p, small, plan_tiles, st);
+            mmq_launch<TR, false, false>(p, small, false, plan_tiles, st);
         }
     });
     HMOE_CUDA_REQUIRE(err, !no_int8, "gemm: %s has no int8 path (its offsets are per 8 or it is a float type): pass f16 x",
@@ -543,5 +766,26 @@ extern "C" enum hmoe_status hmoe_cuda_gemm_cublas(struct hmoe_cuda_ctx *ctx, con
                                      (int)a->x_stride, &beta, a->y_f32, CUDA_R_32F, (int)a->y_stride, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT);
     if (cs != CUBLAS_STATUS_SUCCESS) return HMOE_RAISE(err, HMOE_ERR_DEVICE, "gemm_cublas: cublasGemmEx failed (status %d)", (int)cs);
+    return HMOE_OK;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_gemm_f32_cublas(struct hmoe_cuda_ctx *ctx, const float *d_w, int64_t nrows,
+                                                      int64_t ncols, const float *d_x, int64_t ntok, float *d_y,
+                                                      int64_t y_stride, struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, d_w && d_x && d_y && nrows > 0 && ncols > 0 && ntok >= 0 && y_stride >= nrows &&
+                               nrows < INT32_MAX && ncols < INT32_MAX && ntok < INT32_MAX && y_stride < INT32_MAX,
+                      "gemm_f32_cublas: bad shape (%lld x %lld, %lld tokens, y_stride %lld)", (long long)nrows,
+                      (long long)ncols, (long long)ntok, (long long)y_stride);
+    if (ntok == 0) return HMOE_OK;
+    void *h;
+    enum hmoe_status st = hmoe_cuda_ctx_cublas(ctx, &h, err);
+    if (st != HMOE_OK) return st;
+    /* column-major: Y^T (nrows x ntok) = W^T (W row-major nrows x ncols) * X^T; PEDANTIC keeps
+     * cuBLAS off TF32 and reduced-precision reductions whatever the math mode or environment */
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t cs = cublasGemmEx((cublasHandle_t)h, CUBLAS_OP_T, CUBLAS_OP_N, (int)nrows, (int)ntok, (int)ncols, &alpha,
+                                     d_w, CUDA_R_32F, (int)ncols, d_x, CUDA_R_32F, (int)ncols, &beta, d_y, CUDA_R_32F,
+                                     (int)y_stride, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
+    if (cs != CUBLAS_STATUS_SUCCESS) return HMOE_RAISE(err, HMOE_ERR_DEVICE, "gemm_f32_cublas: cublasGemmEx failed (status %d)", (int)cs);
     return HMOE_OK;
 }

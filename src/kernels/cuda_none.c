@@ -174,6 +174,12 @@ enum hmoe_status hmoe_cuda_gemm_cublas(struct hmoe_cuda_ctx *ctx, const struct h
     (void)ctx, (void)a, (void)d_scratch;
     return NO_CUDA(err);
 }
+enum hmoe_status hmoe_cuda_gemm_f32_cublas(struct hmoe_cuda_ctx *ctx, const float *d_w, int64_t nrows, int64_t ncols,
+                                           const float *d_x, int64_t ntok, float *d_y, int64_t y_stride,
+                                           struct hmoe_err *err) {
+    (void)ctx, (void)d_w, (void)nrows, (void)ncols, (void)d_x, (void)ntok, (void)d_y, (void)y_stride;
+    return NO_CUDA(err);
+}
 
 enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_args *a, void *stream, struct hmoe_err *err) {
     (void)a, (void)stream;

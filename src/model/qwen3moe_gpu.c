@@ -47,6 +47,22 @@ const char *hmoe_gpu_prof_name(int cls) { return cls >= 0 && cls < P_COUNT ? pro
 
 static bool q8_gemm_type(enum hmoe_type t) { return hmoe_type_info[t].is_quantized && t != HMOE_TYPE_IQ1_M; }
 
+/* Prefill path switches, read once (for old-vs-new measurements in one run):
+ *   HMOE_MMQ=old     experts through the f16 GEMM and the router through the F32 matvec (before)
+ *   HMOE_MOE_F16=1   experts through the f16 GEMM only;  HMOE_ROUTER=mmv  router matvec only
+ *   HMOE_DENSE=int8  dense quantized products (q|k|v, o) through the int8 GEMM instead of cuBLAS */
+enum { PF_MOE_F16 = 1, PF_ROUTER_MMV = 2, PF_DENSE_INT8 = 4 };
+static int prefill_flags(void) {
+    static int flags = -1;
+    if (flags < 0) {
+        const char *m = getenv("HMOE_MMQ"), *f = getenv("HMOE_MOE_F16"), *r = getenv("HMOE_ROUTER"), *dn = getenv("HMOE_DENSE");
+        const bool old = m && !strcmp(m, "old");
+        flags = ((old || (f && !strcmp(f, "1"))) ? PF_MOE_F16 : 0) | ((old || (r && !strcmp(r, "mmv"))) ? PF_ROUTER_MMV : 0) |
+                ((dn && !strcmp(dn, "int8")) ? PF_DENSE_INT8 : 0);
+    }
+    return flags;
+}
+
 /* y (n rows, y_stride floats apart) = W · x (+ add, which may be y). Picks the kernel: float
  * weights always take the f32 matvec; a few tokens the q8_1 matvec; many tokens cuBLAS (weights
  * dequantized to f16) or the int8 tensor-core GEMM. */
@@ -64,7 +80,8 @@ static enum hmoe_status dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, 
     struct hmoe_cuda_gemm_args ga = {.w = {.type = W->type, .w = W->w, .row_bytes = W->row_bytes, .nrows = W->nrows,
                                            .ncols = W->ncols, .n_expert = 1},
                                      .ntok = n, .y_f32 = y, .y_stride = y_stride, .add = add, .add_stride = y_stride};
-    if (n >= CUBLAS_MIN_TOKENS && (size_t)(W->nrows * W->ncols) <= g->cublas_scratch_halves && (!add || add == y)) {
+    const bool int8_first = (prefill_flags() & PF_DENSE_INT8) && q8_gemm_type(W->type);
+    if (!int8_first && n >= CUBLAS_MIN_TOKENS && (size_t)(W->nrows * W->ncols) <= g->cublas_scratch_halves && (!add || add == y)) {
         ga.x = a->h;
         ga.x_stride = a->h_stride;
         return hmoe_cuda_gemm_cublas(g->cu, &ga, g->cublas_scratch, err);
@@ -97,6 +114,19 @@ static enum hmoe_status experts(struct hmoe_ctx *c, const struct hmoe_cuda_exper
         return hmoe_cuda_moe_down(down, g->ids, g->wts, n, k, g->zq, qf, g->x, d, g->stream, err);
     }
     TRY(hmoe_cuda_moe_plan_build(g->ids, n, k, E, g->plan, g->stream, err));
+    if (quant && q8_gemm_type(gate->type) && q8_gemm_type(down->type) && F % 32 == 0 && !(prefill_flags() & PF_MOE_F16)) {
+        /* int8 path: q8_1 rows of h (the RMSNorm wrote them) -> gate/up -> q8_1 z (in the f16
+         * z buffer: a q8_1 row of F takes 1.25 F bytes <= 2 F) -> down -> combine */
+        const size_t qd = hmoe_cuda_q8_1_row_bytes(d), qf = hmoe_cuda_q8_1_row_bytes(F);
+        struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up->w, .xq = g->hq, .xq_stride_bytes = qd, .ntok = n,
+                                         .plan = g->plan, .k = k, .x_gather = true, .y_q8_1 = g->z16,
+                                         .y_q8_1_stride_bytes = qf};
+        TRY(hmoe_cuda_gemm(&gu, g->stream, err));
+        struct hmoe_cuda_gemm_args dn = {.w = *down, .xq = g->z16, .xq_stride_bytes = qf, .ntok = n, .plan = g->plan,
+                                         .k = k, .x_gather = false, .y_f32 = g->ye, .y_stride = d};
+        TRY(hmoe_cuda_gemm(&dn, g->stream, err));
+        return hmoe_cuda_moe_combine(g->plan, g->ye, d, g->wts, n, k, E, d, g->x, d, g->stream, err);
+    }
     struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up->w, .x = g->h16, .x_stride = d, .ntok = n, .plan = g->plan,
                                      .k = k, .x_gather = true, .y_f16 = g->z16, .y_stride = F};
     TRY(hmoe_cuda_gemm(&gu, g->stream, err));
@@ -237,10 +267,15 @@ enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode
     if (n == 1) {
         TRY(hmoe_cuda_moe_router_topk(L->router, g->hf, d, E, k, g->rlog, g->ids, g->wts, g->counter, s, err));
     } else {
-        struct hmoe_cuda_mmv_args r = {.type = HMOE_TYPE_F32, .w = L->router, .row_bytes = (size_t)d * 4, .nrows = E,
-                                       .ncols = d, .x = g->hf, .x_stride_bytes = (size_t)d * 4, .ntok = n, .y = g->rlog,
-                                       .y_stride = E};
-        TRY(hmoe_cuda_mmv(&r, s, err));
+        if (n > SMALL_TOKENS && !(prefill_flags() & PF_ROUTER_MMV)) {
+            /* many tokens: one FP32 GEMM (the matvec re-reads the router weights per token) */
+            TRY(hmoe_cuda_gemm_f32_cublas(g->cu, L->router, E, d, g->hf, n, g->rlog, E, err));
+        } else {
+            struct hmoe_cuda_mmv_args r = {.type = HMOE_TYPE_F32, .w = L->router, .row_bytes = (size_t)d * 4, .nrows = E,
+                                           .ncols = d, .x = g->hf, .x_stride_bytes = (size_t)d * 4, .ntok = n, .y = g->rlog,
+                                           .y_stride = E};
+            TRY(hmoe_cuda_mmv(&r, s, err));
+        }
         TRY(hmoe_cuda_moe_topk(g->rlog, n, E, k, g->ids, g->wts, s, err));
     }
     prof(g, L->resident ? P_EXPERTS : P_HYBRID);
