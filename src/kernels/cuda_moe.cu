@@ -124,6 +124,23 @@ static int moe_env_int(const char *name, int dflt) {
     return e && *e ? atoi(e) : dflt;
 }
 
+/* HMOE_IQ_SMEM=old: the decode expert kernels read IQ2_XXS / IQ3_XXS codebooks through L1
+ * (__ldg) instead of a per-block copy in shared memory (comparisons). */
+static bool moe_smem_grid(void) {
+    const char *e = getenv("HMOE_IQ_SMEM");
+    return !(e && !strcmp(e, "old"));
+}
+
+/* One slice dot of the decode expert kernels: from the shared-memory codebook when the type has
+ * one and the block loaded it (sg), else TR::vdot. */
+template <class TR>
+__device__ __forceinline__ float moe_vdot(bool sg, const void *s_grid, const uint8_t *b, int sl, const int8_t *aq,
+                                          const float2 *ad) {
+    if constexpr (hmoe_cu_smem_grid<TR>::bytes > 0)
+        if (sg) return TR::vdot_s(b, sl, aq, ad, s_grid);
+    return TR::vdot(b, sl, aq, ad);
+}
+
 /* HMOE_TOPK=old: the warp top-k in the decode router's last block (comparisons). */
 static bool moe_topk_old(void) {
     const char *e = getenv("HMOE_TOPK");
@@ -294,10 +311,12 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
                                                                        const int32_t *__restrict__ ids, int k,
                                                                        const uint8_t *__restrict__ x, size_t x_stride,
                                                                        float *__restrict__ z, int64_t z_stride,
-                                                                       uint8_t *zq, unsigned int *cnt) {
+                                                                       uint8_t *zq, unsigned int *cnt, bool sg) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
+    using SG = hmoe_cu_smem_grid<TR>;
     hmoe_cu_pdl_wait();
     __shared__ float red[HMOE_MMV_THREADS / 32][2 * MOE_RPT];
+    __shared__ __align__(16) uint8_t s_grid[SG::bytes > 0 ? SG::bytes : 16];
     const int tl = threadIdx.x % TPR;
     const int64_t slot = blockIdx.y;
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
@@ -307,6 +326,12 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
     const uint8_t *xr = x + (size_t)(slot / k) * x_stride;
     const uint8_t *gw = (const uint8_t *)g.w + (size_t)(ok ? e : 0) * g.expert_stride_bytes;
     const uint8_t *uw = upw + (size_t)(ok ? e : 0) * g.expert_stride_bytes;
+    if constexpr (SG::bytes > 0) { /* the copy's L2 latency overlaps the load of the expert id */
+        if (sg) {
+            SG::load(s_grid);
+            __syncthreads();
+        }
+    }
     const uint8_t *gr[MOE_RPT], *ur[MOE_RPT];
 #pragma unroll
     for (int r = 0; r < MOE_RPT; r++) {
@@ -325,8 +350,8 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
         const float2 *ad = (const float2 *)(xr + g.ncols) + (size_t)blk * (TR::blck / 32);
 #pragma unroll
         for (int r = 0; r < MOE_RPT; r++) {
-            acc[r] += TR::vdot(gr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
-            acc[MOE_RPT + r] += TR::vdot(ur[r] + (size_t)blk * TR::bytes, sl, aq, ad);
+            acc[r] += moe_vdot<TR>(sg, s_grid, gr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
+            acc[MOE_RPT + r] += moe_vdot<TR>(sg, s_grid, ur[r] + (size_t)blk * TR::bytes, sl, aq, ad);
         }
     }
     hmoe_mmv_group_sum<TPR>(acc, red);
@@ -351,8 +376,10 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
                                                                     const float *__restrict__ wts, int k,
                                                                     const uint8_t *__restrict__ zq, size_t zq_stride,
                                                                     float *y, int64_t y_stride,
-                                                                    struct hmoe_cuda_norm_out nrm) {
+                                                                    struct hmoe_cuda_norm_out nrm, bool sg) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
+    using SG = hmoe_cu_smem_grid<TR>;
+    __shared__ __align__(16) uint8_t s_grid[SG::bytes > 0 ? SG::bytes : 16];
     hmoe_cu_pdl_wait();
     __shared__ const uint8_t *s_w[32];
     __shared__ float s_wt[32];
@@ -365,6 +392,8 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         s_w[threadIdx.x] = (const uint8_t *)dn.w + (size_t)(ok ? e : 0) * dn.expert_stride_bytes;
         s_wt[threadIdx.x] = ok ? wts[t * k + threadIdx.x] : 0.0f;
     }
+    if constexpr (SG::bytes > 0)
+        if (sg) SG::load(s_grid); /* published by the barrier below */
     __syncthreads();
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
     const int nblocks = (int)(dn.ncols / TR::blck);
@@ -385,7 +414,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         const uint8_t *wb = s_w[j] + (size_t)blk * TR::bytes;
         const float wj = s_wt[j];
 #pragma unroll
-        for (int r = 0; r < MOE_RPT; r++) acc[r] += wj * TR::vdot(wb + roff[r], sl, aq, ad);
+        for (int r = 0; r < MOE_RPT; r++) acc[r] += wj * moe_vdot<TR>(sg, s_grid, wb + roff[r], sl, aq, ad);
     }
     hmoe_mmv_group_sum<TPR>(acc, red);
     if (tl == 0) {
@@ -438,7 +467,8 @@ static enum hmoe_status gate_up_launch(const struct hmoe_cuda_experts *gate, con
         if constexpr (!TR::is_float)
             hmoe_cu_launch(tpr == 32 ? moe_gate_up_kernel<TR, 32> : moe_gate_up_kernel<TR, MOE_GU_TPR>, grid,
                            dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *gate, (const uint8_t *)up->w, d_ids, k,
-                           (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride, (uint8_t *)d_zq, d_counters);
+                           (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride, (uint8_t *)d_zq, d_counters,
+                           moe_smem_grid());
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_gate_up");
     return HMOE_OK;
@@ -463,7 +493,7 @@ static enum hmoe_status down_launch(const struct hmoe_cuda_experts *down, const 
         if constexpr (!TR::is_float)
             hmoe_cu_launch(tpr == 64 ? moe_down_kernel<TR, 64> : moe_down_kernel<TR, MOE_DN_TPR>, grid,
                            dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *down, d_ids, d_weights, k,
-                           (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride, nrm);
+                           (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride, nrm, moe_smem_grid());
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_down");
     return HMOE_OK;
