@@ -146,8 +146,7 @@ r3)
         timeout 45 $B/bench/bench_cuda_decode --mix $mx --mode default --quick --env "$VARS" > "$D/bcd_$mx.log" 2>&1
         grep -E "variant|ms/token" "$D/bcd_$mx.log" | sed "s/^/$mx /" | tee -a "$OUT/summary.txt"; done
     log "r3: tg128 (hmoe bench -p 0 -n 128 -r 3 --gpu on)"
-    for run in "q4 new" "iq2 new" "q4 old $OLD" "iq2 old $OLD" \
-               "q4 tpr HMOE_MOE_GU_TPR=32 HMOE_MOE_DN_TPR=64" "iq2 tpr HMOE_MOE_GU_TPR=32 HMOE_MOE_DN_TPR=64"; do
+    for run in "q4 new" "iq2 new" "q4 old $OLD" "iq2 old $OLD" ${R3_TG_EXTRA:-}; do
         set -- $run; f=$Q4; [ $1 = iq2 ] && f=/tmp/iq2.gguf; tag="$1 $2"; shift 2
         env "$@" timeout 40 ./hmoe bench -m $f -p 0 -n 128 -r 3 --gpu on -v > "$D/tg.log" 2>&1
         grep -E "^\| qwen|decode:|error" "$D/tg.log" | sed "s/^/$tag: /" | tee -a "$OUT/summary.txt"; done
