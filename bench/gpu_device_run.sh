@@ -130,9 +130,9 @@ r3)
     ( HMOE_SHARED=$SHARED BUILD=$B timeout ${R3_TEST_T:-110} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
     for t in attn moe; do ( HMOE_SHARED=$SHARED timeout ${R3_TEST_T:-110} compute-sanitizer --tool memcheck --print-limit 5 \
         $B/tests/gpu_test_$t > "$D/san_$t.log" 2>&1; echo "rc=$?" >> "$D/san_$t.log" ) & done
-    OLD="HMOE_ATTN_DECODE=old HMOE_TOPK=old HMOE_IQ_SMEM=old"
+    OLD="HMOE_ATTN_DECODE=old HMOE_TOPK=old HMOE_MOE_GU_TPR=64" # = main before round 3
     ( for t in attn moe; do env $OLD timeout 60 $B/tests/gpu_test_$t 2>&1 | tail -1 | sed "s/^/$t, old kernels: /"; done
-      HMOE_MOE_GU_TPR=32 HMOE_MOE_DN_TPR=64 timeout 60 $B/tests/gpu_test_moe 2>&1 | tail -1 | sed "s/^/moe, TPR 32\/64: /" ) > "$D/test_env.log" 2>&1 &
+      HMOE_IQ_SMEM=1 HMOE_MOE_DN_TPR=64 timeout 60 $B/tests/gpu_test_moe 2>&1 | tail -1 | sed "s/^/moe, smem codebooks, down TPR 64: /" ) > "$D/test_env.log" 2>&1 &
     ( [ -f $Q4 ] || timeout 150 ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
     ( [ -f /tmp/iq2.gguf ] || timeout 150 ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $V -q -o /tmp/iq2.gguf ) &
     wait
@@ -141,7 +141,7 @@ r3)
     for t in attn moe; do grep -E "ERROR SUMMARY|FAIL|passed|rc=" "$D/san_$t.log" | tail -6 | sed "s/^/memcheck $t: /" | tee -a "$OUT/summary.txt"; done
     ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
     log "r3: bench_cuda_decode --mode default variants"
-    VARS="$OLD;HMOE_ATTN_DECODE=old;HMOE_TOPK=old;HMOE_IQ_SMEM=old;HMOE_MOE_GU_TPR=32;HMOE_MOE_DN_TPR=64;HMOE_MOE_GU_TPR=32 HMOE_MOE_DN_TPR=64"
+    VARS="$OLD;HMOE_ATTN_DECODE=old;HMOE_TOPK=old;HMOE_MOE_GU_TPR=64;HMOE_IQ_SMEM=1;HMOE_MOE_DN_TPR=64"
     for mx in q4_k_m iq2_xxs; do
         timeout 45 $B/bench/bench_cuda_decode --mix $mx --mode default --quick --env "$VARS" > "$D/bcd_$mx.log" 2>&1
         grep -E "variant|ms/token" "$D/bcd_$mx.log" | sed "s/^/$mx /" | tee -a "$OUT/summary.txt"; done

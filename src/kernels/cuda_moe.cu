@@ -7,7 +7,8 @@
  *  topk       one warp per token; k rounds of a warp arg-max (ties -> lower expert index);
  *             router_topk fuses the decode router matvec with it (last block done does the top-k;
  *             round 3: a one-pass rank top-k by all 128 threads of that block, moe_topk_block)
- *  gate_up    64 threads per row of gate AND up of one slot's expert, 2 rows each: silu(g) * u
+ *  gate_up    32 threads per row of gate AND up of one slot's expert, 2 rows each: silu(g) * u
+ *             (64 before round 3)
  *  down       128 threads per output row walk the (slot, slice) pairs of all k experts of the
  *             token, so each output is sum_j w_j * dot_j plus the residual, written once
  *             (v1 used one warp per 4 rows: 17 / 28 us for the Qwen3-30B shapes, latency bound)
@@ -117,18 +118,19 @@ __device__ void moe_topk_block(const float *lg, int E, int k, int32_t *ids, floa
     }
 }
 
-/* Experiment switches read at launch (graph capture): HMOE_TOPK=old, HMOE_MOE_GU_TPR=32,
- * HMOE_MOE_DN_TPR=64 (bench/gpu_results.md, decode round 3). */
+/* Experiment switches read at launch (graph capture): HMOE_TOPK=old, HMOE_MOE_GU_TPR=64,
+ * HMOE_MOE_DN_TPR=64, HMOE_IQ_SMEM=1 (bench/gpu_results.md, decode round 3). */
 static int moe_env_int(const char *name, int dflt) {
     const char *e = getenv(name);
     return e && *e ? atoi(e) : dflt;
 }
 
-/* HMOE_IQ_SMEM=old: the decode expert kernels read IQ2_XXS / IQ3_XXS codebooks through L1
- * (__ldg) instead of a per-block copy in shared memory (comparisons). */
+/* HMOE_IQ_SMEM=1: the decode expert kernels read the IQ2_XXS / IQ3_XXS codebooks from a
+ * per-block copy in shared memory instead of through L1 (__ldg). Off: measured no faster on the
+ * H200 (IQ2 mix decode step 2.599 vs 2.595 ms, round 3), so the gathers are not the limit. */
 static bool moe_smem_grid(void) {
     const char *e = getenv("HMOE_IQ_SMEM");
-    return !(e && !strcmp(e, "old"));
+    return e && !strcmp(e, "1");
 }
 
 /* One slice dot of the decode expert kernels: from the shared-memory codebook when the type has
@@ -302,8 +304,8 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const fl
 /* gate_up: TPR = 64 threads per row pair (gate row f, up row f), RPT = 2 pairs per thread.
  * down: TPR = 128 threads per output row walk the (expert slot, slice) pairs of all k experts,
  * RPT = 2 rows per thread. Layout and reduction: cuda_mmv_impl.cuh. */
-#define MOE_GU_TPR 64
-#define MOE_DN_TPR 128
+#define MOE_GU_TPR 32 /* round 3: 32 beat 64 (HMOE_MOE_GU_TPR=64) by 21 / 41 us per token (Q4_K_M / IQ2 mix) */
+#define MOE_DN_TPR 128 /* HMOE_MOE_DN_TPR=64: no measurable difference */
 #define MOE_RPT 2
 
 template <class TR, int TPR>
@@ -460,12 +462,12 @@ static enum hmoe_status gate_up_launch(const struct hmoe_cuda_experts *gate, con
                                x_stride_bytes >= hmoe_cu_q8_1_row_bytes(gate->ncols),
                       "moe_gate_up: activations must be 16-byte aligned q8_1 rows of %lld values", (long long)gate->ncols);
     if (nslot == 0) return HMOE_OK;
-    const int tpr = moe_env_int("HMOE_MOE_GU_TPR", MOE_GU_TPR) == 32 ? 32 : MOE_GU_TPR;
+    const int tpr = moe_env_int("HMOE_MOE_GU_TPR", MOE_GU_TPR) == 64 ? 64 : MOE_GU_TPR;
     dim3 grid((unsigned)hmoe_cu_div_up(gate->nrows, (HMOE_MMV_THREADS / tpr) * MOE_RPT), (unsigned)nslot);
     hmoe_cuda_type_dispatch(gate->type, [&](auto tr) {
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
-            hmoe_cu_launch(tpr == 32 ? moe_gate_up_kernel<TR, 32> : moe_gate_up_kernel<TR, MOE_GU_TPR>, grid,
+            hmoe_cu_launch(tpr == 64 ? moe_gate_up_kernel<TR, 64> : moe_gate_up_kernel<TR, MOE_GU_TPR>, grid,
                            dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *gate, (const uint8_t *)up->w, d_ids, k,
                            (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride, (uint8_t *)d_zq, d_counters,
                            moe_smem_grid());

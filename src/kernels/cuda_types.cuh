@@ -1163,7 +1163,8 @@ HMOE_UNROLL
  * A lane-divergent 4/8-byte gather from a 1-2 KB table costs one L1 pass per distinct cache line
  * touched (up to ~16 per warp load); from shared memory it costs the bank conflicts only. A
  * decode kernel copies the table once per block (hmoe_cu_smem_grid<TR>::load, then a barrier) and
- * calls TR::vdot_s. bytes == 0: the type has no such path (TR::vdot). */
+ * calls TR::vdot_s. bytes == 0: the type has no such path (TR::vdot). Measured on the H200 (round
+ * 3): no faster than L1 for the MoE decode kernels, so off there unless HMOE_IQ_SMEM=1. */
 template <class TR>
 struct hmoe_cu_smem_grid {
     static constexpr int bytes = 0;
