@@ -80,7 +80,7 @@ __device__ void moe_topk_warp(const float *lg, int E, int k, int32_t *ids, float
  * logits go to shared memory, every thread ranks its own entries against all E in one pass
  * (rank = entries with a larger value, or an equal value and a lower index: the order of
  * moe_topk_warp), and the entries of rank < k are the chosen ones, in order. No k serial rounds
- * of warp arg-max: ~0.2 instead of ~1.2 us on the H200 critical path of every layer. The softmax
+ * of warp arg-max: 2.2 us less per layer on the H200 (round 3, bench/gpu_results.md). The softmax
  * sums run in warp 0 in moe_topk_warp's order, so ids and weights are bit-identical to it. */
 __device__ void moe_topk_block(const float *lg, int E, int k, int32_t *ids, float *weights) {
     __shared__ __align__(16) float s_lg[32 * TOPK_MAXV];
@@ -301,7 +301,7 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const fl
 
 /* -------------------------------------------- decode experts -------------------------------------------- */
 
-/* gate_up: TPR = 64 threads per row pair (gate row f, up row f), RPT = 2 pairs per thread.
+/* gate_up: TPR = 32 threads per row pair (gate row f, up row f), RPT = 2 pairs per thread.
  * down: TPR = 128 threads per output row walk the (expert slot, slice) pairs of all k experts,
  * RPT = 2 rows per thread. Layout and reduction: cuda_mmv_impl.cuh. */
 #define MOE_GU_TPR 32 /* round 3: 32 beat 64 (HMOE_MOE_GU_TPR=64) by 21 / 41 us per token (Q4_K_M / IQ2 mix) */
