@@ -5,6 +5,7 @@
 # write the synthetic Qwen3-30B-A3B files and measure all-GPU and hybrid speed. Logs go to $OUT.
 #   bench/gpu_device_run.sh STEPS...   steps: link test sanitize synth bench hybrid iq2 zipf gpuattn ...
 #   bench/gpu_device_run.sh STEPS...   steps: link test sanitize synth bench hybrid iq2 zipf gemm
+#   bench/gpu_device_run.sh STEPS...   steps: link plink test sanitize synth bench hybrid iq2 zipf r3 ...
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -197,6 +198,56 @@ gemm)
         grep -E "^\| qwen|profile of" "$D/prof${e:+_old}.log" | tee -a "$OUT/summary.txt"
     done
     log "gemm step done after $(( $(date +%s) - T0 )) s"
+    ;;
+plink)
+    # link as 'link' does, the programs in parallel
+    log "link (parallel)"
+    cc $CF -o hmoe src/cli/*.c $LIB $LD 2>&1 | tail -5 &
+    for t in tests/gpu_test_*.c bench/bench_cuda_decode.c; do n=$(basename $t .c); d=$B/tests; case $n in bench*) d=$B/bench;; esac
+        cc $CF -o $d/$n $t $LIB $LD 2>&1 | tail -3 & done
+    wait
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
+    ;;
+r3)
+    # decode round 3 (branch gpudecode3): every GPU test + memcheck of the changed kernels' tests while
+    # the two synthetic files are written; then the decode-step variants (bench_cuda_decode --env),
+    # the per-class ablation of the default step, and tg128 of both files new vs old kernels
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    log "r3: all gpu tests || memcheck attn, moe || synth q4, iq2"
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${R3_TEST_T:-110} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
+    for t in attn moe; do ( HMOE_SHARED=$SHARED timeout ${R3_TEST_T:-110} compute-sanitizer --tool memcheck --print-limit 5 \
+        $B/tests/gpu_test_$t > "$D/san_$t.log" 2>&1; echo "rc=$?" >> "$D/san_$t.log" ) & done
+    OLD="HMOE_ATTN_DECODE=old HMOE_TOPK=old HMOE_MOE_GU_TPR=64" # = main before round 3
+    ( for t in attn moe; do env $OLD timeout 60 $B/tests/gpu_test_$t 2>&1 | tail -1 | sed "s/^/$t, old kernels: /"; done
+      HMOE_IQ_SMEM=1 HMOE_MOE_DN_TPR=64 timeout 60 $B/tests/gpu_test_moe 2>&1 | tail -1 | sed "s/^/moe, smem codebooks, down TPR 64: /" ) > "$D/test_env.log" 2>&1 &
+    ( [ -f $Q4 ] || timeout 150 ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    ( [ -f /tmp/iq2.gguf ] || timeout 150 ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $V -q -o /tmp/iq2.gguf ) &
+    wait
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -24 | tee -a "$OUT/summary.txt"
+    cat "$D/test_env.log" | tee -a "$OUT/summary.txt"
+    for t in attn moe; do grep -E "ERROR SUMMARY|FAIL|passed|rc=" "$D/san_$t.log" | tail -6 | sed "s/^/memcheck $t: /" | tee -a "$OUT/summary.txt"; done
+    ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
+    log "r3: bench_cuda_decode --mode default variants"
+    VARS="$OLD;HMOE_ATTN_DECODE=old;HMOE_TOPK=old;HMOE_MOE_GU_TPR=64;HMOE_IQ_SMEM=1;HMOE_MOE_DN_TPR=64"
+    for mx in q4_k_m iq2_xxs; do
+        timeout 45 $B/bench/bench_cuda_decode --mix $mx --mode default --quick --env "$VARS" > "$D/bcd_$mx.log" 2>&1
+        grep -E "variant|ms/token" "$D/bcd_$mx.log" | sed "s/^/$mx /" | tee -a "$OUT/summary.txt"; done
+    log "r3: tg128 (hmoe bench -p 0 -n 128 -r 3 --gpu on)"
+    for run in "q4 new" "iq2 new" "q4 old $OLD" "iq2 old $OLD" ${R3_TG_EXTRA:-}; do
+        set -- $run; f=$Q4; [ $1 = iq2 ] && f=/tmp/iq2.gguf; tag="$1 $2"; shift 2
+        env "$@" timeout 40 ./hmoe bench -m $f -p 0 -n 128 -r 3 --gpu on -v > "$D/tg.log" 2>&1
+        grep -E "^\| qwen|decode:|error" "$D/tg.log" | sed "s/^/$tag: /" | tee -a "$OUT/summary.txt"; done
+    log "r3: ablation of the default step (Q4_K_M mix)"
+    timeout 40 $B/bench/bench_cuda_decode --mode default > "$D/bcd_ablation.log" 2>&1
+    grep -E "ms/token|us/token" "$D/bcd_ablation.log" | tee -a "$OUT/summary.txt"
+    ;;
+r3ncu)
+    # kernel durations without launch gaps: eager decode (no graph) under ncu, one metric, 3 layers' kernels
+    log "r3: ncu kernel durations, eager decode step, Q4_K_M"
+    HMOE_NO_GRAPH=1 timeout ${R3_NCU_T:-50} ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+        --launch-skip 400 --launch-count 40 --csv ./hmoe bench -m $Q4 -p 0 -n 4 -r 1 --gpu on > "$D/ncu.csv" 2> "$D/ncu.err"
+    grep -E "gpu__time_duration" "$D/ncu.csv" | awk -F'","' '{n=$5; sub(/\(.*/,"",n); print n, $NF}' | tr -d '"' | head -40 | tee -a "$OUT/summary.txt"
+    tail -3 "$D/ncu.err" | tee -a "$OUT/summary.txt"
     ;;
 final)
     # the lead's validation of merged main: every GPU test while the three synthetic files are written,

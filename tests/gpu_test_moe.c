@@ -264,16 +264,19 @@ static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok
 /* Decode RMSNorm + router + top-k in one launch: the normalised row within 2e-6 of float64 (its
  * q8_1 row bit-exact against the reference quantizer of it), logits within 1e-5 of the float64
  * matvec of that row, ids exact against the C top-k of the GPU's logits, weights 1e-6; two calls
- * (the counter must reset). */
-static void test_router_norm_topk(int E, int k, int64_t n) {
+ * (the counter must reset). dup > 1: router rows repeat in groups of dup, so logits tie exactly
+ * (the top-k of the last block must pick the lower index among equals). */
+static void test_router_norm_topk(int E, int k, int64_t n, int dup) {
     char name[160], why[200] = "";
-    snprintf(name, sizeof name, "moe_router_norm_topk E=%d k=%d, row of %lld, two calls", E, k, (long long)n);
+    snprintf(name, sizeof name, "moe_router_norm_topk E=%d k=%d, row of %lld, two calls%s", E, k, (long long)n,
+             dup > 1 ? ", tied rows" : "");
     float *w = malloc((size_t)(E * n) * 4), *x = malloc((size_t)n * 4), *nw = malloc((size_t)n * 4), *hf = malloc((size_t)n * 4);
     float *lg = malloc((size_t)E * 4), *wt = malloc((size_t)k * 4), *rw = malloc((size_t)k * 4);
     int32_t *ids = malloc((size_t)k * 4), *rid = malloc((size_t)k * 4);
     const size_t qb = hmoe_cuda_q8_1_row_bytes(n);
     uint8_t *hq = malloc(qb), *wantq = malloc(qb);
     for (int64_t i = 0; i < E * n; i++) w[i] = rng_normal();
+    for (int64_t i = 0; i < E * n && dup > 1; i++) w[i] = w[((i / n) / dup * dup) * n + i % n];
     for (int64_t i = 0; i < n; i++) nw[i] = 0.5f + (float)rng_unif();
     float *d_w = dup_dev(w, (size_t)(E * n) * 4), *d_nw = dup_dev(nw, (size_t)n * 4), *d_x = dalloc((size_t)n * 4);
     float *d_lg = dalloc((size_t)E * 4), *d_wt = dalloc((size_t)k * 4), *d_hf = dalloc((size_t)n * 4);
@@ -676,11 +679,12 @@ int main(void) {
     test_decode_experts_impl(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 1, 1, 512);
     test_decode_experts_impl(HMOE_TYPE_IQ2_XS, HMOE_TYPE_Q5_K, 2, 1, 512);
     test_decode_experts_impl(HMOE_TYPE_Q4_K, HMOE_TYPE_Q4_K, 1, 1, 4096); /* the norm's two-pass path (rows > 2048) */
-    test_router_norm_topk(128, 8, 2048);
-    test_router_norm_topk(16, 4, 256);
-    test_router_norm_topk(256, 8, 4096);
-    test_router_norm_topk(8, 2, 64);
-    test_router_norm_topk(17, 3, 96);
+    test_router_norm_topk(128, 8, 2048, 1);
+    test_router_norm_topk(16, 4, 256, 1);
+    test_router_norm_topk(256, 8, 4096, 1);
+    test_router_norm_topk(8, 2, 64, 1);
+    test_router_norm_topk(17, 3, 96, 1);
+    test_router_norm_topk(128, 8, 2048, 4);
     for (size_t i = 0; i < HMOE_ARRAY_LEN(k_types); i++) test_gemm_dense(k_types[i], 70, 192, 512, 0);
     test_gemm_dense(HMOE_TYPE_Q4_K, 5, 256, 768, 1);
     test_gemm_dense(HMOE_TYPE_Q6_K, 130, 128, 1024, 1);

@@ -15,8 +15,14 @@
  * ranges cut from the length at run time (one range up to 128 positions, else the last block of a
  * head merges them), optionally with the QK-norm + RoPE + KV store of the new token inside: 11.1
  * us per layer on the H200 at depth 65 against 19.4 + 3.4 for v1's two kernels + the store kernel.
+ * Version 3 decode (default; HMOE_ATTN_DECODE=old = v2): the block first asks L2 for its K/V rows
+ * (prefetch), and the RoPE angles (double precision) are computed by the whole block at once into
+ * shared memory instead of n_rot/64 in series by every lane of warps 0 and 1; same results.
+ * H200, depth 65: 8.7 us per layer (v2 11.1), ~2.2 us less per layer in the decode step.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda_rope_impl.cuh"
 
@@ -270,6 +276,72 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
     }
 }
 
+/* Decode v3 helpers (default; HMOE_ATTN_DECODE=old keeps v2's path for comparisons). */
+
+/* Ask L2 for the K and V rows [t0, t1) of one kv head (every 128-byte line of each row), spread
+ * over the block's threads: issued first, the HBM fetches overlap the QK-norm + RoPE prologue and
+ * the V loads after the softmax hit L2. */
+__device__ __forceinline__ void attn_prefetch_rows(const uint8_t *kbase, const uint8_t *vbase, size_t rb, int t0, int t1) {
+    for (int t = t0 + (int)threadIdx.x; t < t1; t += (int)blockDim.x) {
+        const uint8_t *kr = kbase + (size_t)t * rb, *vr = vbase + (size_t)t * rb;
+        for (size_t off = 0; off < rb; off += 128) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(kr + off));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + off));
+        }
+        if (rb % 128) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(kr + rb - 1));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + rb - 1));
+        }
+    }
+}
+
+/* hmoe_cu_warp_norm_rope with the rotation factors already in shared memory (cs[i], sn[i] =
+ * cos, sin of pair i's angle times mscale, computed by the whole block at once: one double
+ * angle per thread instead of n_rot/64 in series per lane) and v[] already loaded. Same
+ * arithmetic, same results. */
+__device__ __forceinline__ void attn_warp_norm_rope_tab(float (&v)[HMOE_QKR_MAXJ], int D, const float *nw, float eps,
+                                                        const float *cs, const float *sn, int half, float *s) {
+    const int lane = threadIdx.x & 31, nj = D / 32;
+    if (nw) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < HMOE_QKR_MAXJ; j++) ss += v[j] * v[j];
+        ss = hmoe_warp_sum(ss);
+        const float r = 1.0f / sqrtf(ss / (float)D + eps);
+#pragma unroll
+        for (int j = 0; j < HMOE_QKR_MAXJ; j++)
+            if (j < nj) v[j] = (v[j] * r) * nw[lane + 32 * j];
+    }
+#pragma unroll
+    for (int j = 0; j < HMOE_QKR_MAXJ; j++)
+        if (j < nj) s[lane + 32 * j] = v[j];
+    __syncwarp();
+    for (int i = lane; i < half; i += 32) {
+        const float c = cs[i], sf = sn[i];
+        const float x0 = s[i], x1 = s[i + half];
+        s[i] = x0 * c - x1 * sf;
+        s[i + half] = x0 * sf + x1 * c;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < HMOE_QKR_MAXJ; j++)
+        if (j < nj) v[j] = s[lane + 32 * j];
+    __syncwarp();
+}
+
+/* Thread i < n_rot/2 of the block: the rotation factors of pair i at pos (as hmoe_cu_warp_norm_rope). */
+__device__ __forceinline__ void attn_rope_table(const struct hmoe_cuda_rope &rp, int pos, float *cs, float *sn) {
+    const int i = (int)threadIdx.x;
+    if (i < rp.n_rot / 2) {
+        const double th = hmoe_cu_rope_theta(rp, i, pos);
+        const double rd = th - 6.283185307179586 * rint(th * 0.15915494309189535);
+        float s_, c_;
+        sincosf((float)rd, &s_, &c_);
+        cs[i] = c_ * rp.mscale;
+        sn[i] = s_ * rp.mscale;
+    }
+}
+
 /* Fused decode (hmoe_cuda_attn_decode_fused): block (q head h, range s) of a grid n_head x
  * max_split; the ranges are cut from the length at run time (>= 128 positions each), blocks past
  * the last range exit. One query row per block: a short dependency chain per warp (v1's blocks
@@ -288,12 +360,13 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
                                                                        int G, float scale, float *scratch,
                                                                        unsigned int *counters, float *out,
                                                                        uint8_t *out_q, int n_head,
-                                                                       struct hmoe_cuda_qkv_args qa) {
+                                                                       struct hmoe_cuda_qkv_args qa, bool v3) {
     constexpr int R = 1;
     __shared__ __align__(16) float smem[(ATTN_WARPS * R * D > R * D + ATTN_WARPS * R * 32) ? ATTN_WARPS * R * D
                                                                                             : R * D + ATTN_WARPS * R * 32];
     __shared__ float sm_m[ATTN_WARPS], sm_l[ATTN_WARPS];
     __shared__ float s_new[QKR ? 2 : 1][QKR ? D : 1], s_rot[QKR ? 2 : 1][QKR ? D : 1]; /* new k, v; rope scratch */
+    __shared__ float s_cs[QKR ? D / 2 : 1], s_sn[QKR ? D / 2 : 1];                     /* v3: rotation factors */
     hmoe_cu_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int h = blockIdx.x, hk = h / G, split = blockIdx.y, max_split = gridDim.y;
@@ -308,9 +381,41 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     const int cache_end = has_new ? end - 1 : end;
 
     float *qs = smem, *sp = smem + R * D + warp * R * 32;
+    const size_t rb = attn_row_bytes<Q8>(D);
+    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
+    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
+    if (v3) attn_prefetch_rows(kbase, vbase, rb, begin, cache_end);
     if constexpr (QKR) {
         float v[HMOE_QKR_MAXJ];
-        if (warp == 0) {
+        if (v3) {
+            /* loads of q (warp 0) / k (warp 1) first, the angles by the whole block meanwhile */
+            const int nj = D / 32;
+            const bool kw = warp == 1 && has_new;
+            if (warp == 0 || kw) {
+                const float *src = warp == 0 ? q + (size_t)h * D : qa.k + (size_t)hk * D;
+#pragma unroll
+                for (int j = 0; j < HMOE_QKR_MAXJ; j++) v[j] = j < nj ? src[lane + 32 * j] : 0.0f;
+            }
+            attn_rope_table(qa.rope, pos, s_cs, s_sn);
+            __syncthreads();
+            const int half = qa.rope.n_rot / 2;
+            if (warp == 0) {
+                attn_warp_norm_rope_tab(v, D, qa.q_norm, qa.eps, s_cs, s_sn, half, s_rot[0]);
+#pragma unroll
+                for (int j = 0; j < D / 32; j++) qs[lane + 32 * j] = v[j] * scale;
+            } else if (kw) {
+                const bool store = h % G == 0;
+                attn_warp_norm_rope_tab(v, D, qa.k_norm, qa.eps, s_cs, s_sn, half, s_rot[1]);
+                hmoe_cu_store_cache_row(kv, kv.k, hk, pos, v, store);
+#pragma unroll
+                for (int j = 0; j < D / 32; j++) s_new[0][lane + 32 * j] = v[j];
+#pragma unroll
+                for (int j = 0; j < D / 32; j++) v[j] = qa.v[(size_t)hk * D + lane + 32 * j];
+                hmoe_cu_store_cache_row(kv, kv.v, hk, pos, v, store);
+#pragma unroll
+                for (int j = 0; j < D / 32; j++) s_new[1][lane + 32 * j] = v[j];
+            }
+        } else if (warp == 0) {
             hmoe_cu_warp_norm_rope(q + (size_t)h * D, D, qa.q_norm, qa.eps, qa.rope, pos, s_rot[0], v);
 #pragma unroll
             for (int j = 0; j < D / 32; j++) qs[lane + 32 * j] = v[j] * scale;
@@ -334,9 +439,6 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     attn_warp_state<D, R, Q8> st;
     st.init();
     const int rowpos[R] = {L - 1};
-    const size_t rb = attn_row_bytes<Q8>(D);
-    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
-    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
     for (int t0 = begin + 32 * warp; t0 < cache_end; t0 += 32 * ATTN_WARPS)
         st.tile(kbase, vbase, t0, min(32, cache_end - t0), qs, rowpos, sp);
     if (QKR && has_new && warp == 0) { /* the new position, from shared memory (online softmax step) */
@@ -408,17 +510,24 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     }
 }
 
+/* HMOE_ATTN_DECODE=old: v2's fused decode (no prefetch, angles per lane), for comparisons. */
+static bool attn_decode_v3(void) {
+    const char *e = getenv("HMOE_ATTN_DECODE");
+    return !(e && !strcmp(e, "old"));
+}
+
 template <int D, bool Q8>
 static void decode1_launch(const float *q, const struct hmoe_cuda_kv *kv, const int32_t *pos, int G, float scale,
                            int max_split, float *scratch, unsigned int *cnt, float *out, uint8_t *out_q, int n_head,
                            const struct hmoe_cuda_qkv_args *qa, cudaStream_t st) {
     const dim3 grid((unsigned)n_head, (unsigned)max_split), blk(ATTN_WARPS * 32);
+    const bool v3 = attn_decode_v3();
     if (qa)
         hmoe_cu_launch(attn_decode1_kernel<D, Q8, true>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out, out_q,
-                       n_head, *qa);
+                       n_head, *qa, v3);
     else
         hmoe_cu_launch(attn_decode1_kernel<D, Q8, false>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out, out_q,
-                       n_head, hmoe_cuda_qkv_args{});
+                       n_head, hmoe_cuda_qkv_args{}, v3);
 }
 
 extern "C" size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split) {

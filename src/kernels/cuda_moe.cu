@@ -5,8 +5,10 @@
  *
  * Version 1:
  *  topk       one warp per token; k rounds of a warp arg-max (ties -> lower expert index);
- *             router_topk fuses the decode router matvec with it (last block done does the top-k)
- *  gate_up    64 threads per row of gate AND up of one slot's expert, 2 rows each: silu(g) * u
+ *             router_topk fuses the decode router matvec with it (last block done does the top-k;
+ *             round 3: a one-pass rank top-k by all 128 threads of that block, moe_topk_block)
+ *  gate_up    32 threads per row of gate AND up of one slot's expert, 2 rows each: silu(g) * u
+ *             (64 before round 3)
  *  down       128 threads per output row walk the (slot, slice) pairs of all k experts of the
  *             token, so each output is sum_j w_j * dot_j plus the residual, written once
  *             (v1 used one warp per 4 rows: 17 / 28 us for the Qwen3-30B shapes, latency bound)
@@ -15,6 +17,8 @@
  *  combine    one block per token: y += sum_j w_j * ye[plan row of slot j]
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda_mmv_impl.cuh"
 #include "kernels/cuda_moe_impl.cuh"
@@ -72,6 +76,79 @@ __device__ void moe_topk_warp(const float *lg, int E, int k, int32_t *ids, float
     }
 }
 
+/* The same top-k by a whole block of 128 threads (the last block of the decode router): the
+ * logits go to shared memory, every thread ranks its own entries against all E in one pass
+ * (rank = entries with a larger value, or an equal value and a lower index: the order of
+ * moe_topk_warp), and the entries of rank < k are the chosen ones, in order. No k serial rounds
+ * of warp arg-max: 2.2 us less per layer on the H200 (round 3, bench/gpu_results.md). The softmax
+ * sums run in warp 0 in moe_topk_warp's order, so ids and weights are bit-identical to it. */
+__device__ void moe_topk_block(const float *lg, int E, int k, int32_t *ids, float *weights) {
+    __shared__ __align__(16) float s_lg[32 * TOPK_MAXV];
+    __shared__ float s_sel_v[32];
+    __shared__ int s_sel_i[32];
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int i = tid; i < E; i += blockDim.x) s_lg[i] = __ldcg(lg + i);
+    if (tid < 32) s_sel_v[tid] = -INFINITY, s_sel_i[tid] = 0; /* NaN logits leave ranks unfilled: ids stay in range */
+    __syncthreads();
+    for (int i = tid; i < E; i += blockDim.x) {
+        const float v = s_lg[i];
+        int r0 = 0, r1 = 0, j = 0;
+        for (; j + 1 < E; j += 2) { /* two independent counters */
+            const float a = s_lg[j], b = s_lg[j + 1];
+            r0 += (a > v) || (a == v && j < i);
+            r1 += (b > v) || (b == v && j + 1 < i);
+        }
+        if (j < E) r0 += (s_lg[j] > v) || (s_lg[j] == v && j < i);
+        const int rank = r0 + r1;
+        if (rank < k) s_sel_v[rank] = v, s_sel_i[rank] = i;
+    }
+    __syncthreads();
+    if (tid >= 32) return;
+    const float gmax = s_sel_v[0];
+    float se = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TOPK_MAXV; i++)
+        if (lane + 32 * i < E) se += expf(s_lg[lane + 32 * i] - gmax);
+    se = hmoe_warp_sum(se);
+    const float p = lane < k ? expf(s_sel_v[lane] - gmax) / se : 0.0f;
+    const float ps = hmoe_warp_sum(p);
+    if (lane < k) {
+        ids[lane] = s_sel_i[lane];
+        weights[lane] = p / fmaxf(ps, 6.103515625e-5f);
+    }
+}
+
+/* Experiment switches read at launch (graph capture): HMOE_TOPK=old, HMOE_MOE_GU_TPR=64,
+ * HMOE_MOE_DN_TPR=64, HMOE_IQ_SMEM=1 (bench/gpu_results.md, decode round 3). */
+static int moe_env_int(const char *name, int dflt) {
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : dflt;
+}
+
+/* HMOE_IQ_SMEM=1: the decode expert kernels read the IQ2_XXS / IQ3_XXS codebooks from a
+ * per-block copy in shared memory instead of through L1 (__ldg). Off: measured no faster on the
+ * H200 (IQ2 mix decode step 2.599 vs 2.595 ms, round 3), so the gathers are not the limit. */
+static bool moe_smem_grid(void) {
+    const char *e = getenv("HMOE_IQ_SMEM");
+    return e && !strcmp(e, "1");
+}
+
+/* One slice dot of the decode expert kernels: from the shared-memory codebook when the type has
+ * one and the block loaded it (sg), else TR::vdot. */
+template <class TR>
+__device__ __forceinline__ float moe_vdot(bool sg, const void *s_grid, const uint8_t *b, int sl, const int8_t *aq,
+                                          const float2 *ad) {
+    if constexpr (hmoe_cu_smem_grid<TR>::bytes > 0)
+        if (sg) return TR::vdot_s(b, sl, aq, ad, s_grid);
+    return TR::vdot(b, sl, aq, ad);
+}
+
+/* HMOE_TOPK=old: the warp top-k in the decode router's last block (comparisons). */
+static bool moe_topk_old(void) {
+    const char *e = getenv("HMOE_TOPK");
+    return e && !strcmp(e, "old");
+}
+
 __global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, int E, int k, int32_t *__restrict__ ids,
                                 float *__restrict__ weights) {
     const int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
@@ -84,7 +161,7 @@ __global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, 
  * launch, so graphs replay) reads all logits back through L2 and runs the top-k. */
 __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__restrict__ w, const float *__restrict__ x,
                                                               int ncols, int E, int k, float *logits, int32_t *ids,
-                                                              float *weights, unsigned int *counter) {
+                                                              float *weights, unsigned int *counter, bool old_topk) {
     __shared__ float red[4][2];
     __shared__ bool last;
     hmoe_cu_pdl_wait();
@@ -111,10 +188,9 @@ __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__res
     __syncthreads();
     if (!last) return;
     __threadfence();
-    if (tid < 32) {
-        moe_topk_warp(logits, E, k, ids, weights); /* L2 loads (__ldcg): the other blocks' fenced writes */
-    }
     if (tid == 0) *counter = 0;
+    if (!old_topk) moe_topk_block(logits, E, k, ids, weights); /* L2 loads (__ldcg): the other blocks' fenced writes */
+    else if (tid < 32) moe_topk_warp(logits, E, k, ids, weights);
 }
 
 /* Decode RMSNorm + router + top-k in one launch: block b normalises the residual row itself
@@ -123,7 +199,7 @@ __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__res
  * 2b and 2b+1, writes its share of the normalised row (q8_1 blocks b*4 + warp, ...), and the last
  * block runs the top-k. h = (x * r) * w as in rmsnorm_kernel (qwen3moe.md §4.2). */
 #define RN_MAXV 8 /* float4 per thread: n <= 128 * 4 * 8 = 4096 */
-__global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_cuda_router_norm_args a) {
+__global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_cuda_router_norm_args a, bool old_topk) {
     __shared__ float red[4][2];
     __shared__ float s_ss[4];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -174,8 +250,9 @@ __global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_c
     if (tid == 0)
         for (int r = 0; r < 2; r++)
             if (r0 + r < a.n_expert) a.logits[r0 + r] = acc[r];
-    if (hmoe_cu_last_block(a.counter, gridDim.x) && tid < 32)
-        moe_topk_warp(a.logits, a.n_expert, a.k, a.ids, a.weights); /* L2 loads (__ldcg) */
+    if (!hmoe_cu_last_block(a.counter, gridDim.x)) return;
+    if (!old_topk) moe_topk_block(a.logits, a.n_expert, a.k, a.ids, a.weights); /* L2 loads (__ldcg) */
+    else if (tid < 32) moe_topk_warp(a.logits, a.n_expert, a.k, a.ids, a.weights);
 }
 
 extern "C" enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_norm_args *a, void *stream,
@@ -189,7 +266,7 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cud
                       "moe_router_norm_topk: NULL or misaligned (16 bytes) buffer");
     HMOE_CUDA_REQUIRE(err, !a->out_q8_1 || hmoe_cu_aligned(a->out_q8_1, 16), "moe_router_norm_topk: q8_1 output must be 16-byte aligned");
     hmoe_cu_launch(moe_router_norm_topk_kernel, dim3((unsigned)hmoe_cu_div_up(a->n_expert, 2)), dim3(128), 0,
-                   hmoe_cu_stream(stream), *a);
+                   hmoe_cu_stream(stream), *a, moe_topk_old());
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_norm_topk");
     return HMOE_OK;
 }
@@ -216,38 +293,47 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const fl
                       "moe_router_topk: ncols must be a multiple of 4, w and x 16-byte aligned");
     HMOE_CUDA_REQUIRE(err, d_counter && d_logits && d_ids && d_weights, "moe_router_topk: NULL buffer");
     hmoe_cu_launch(moe_router_topk_kernel, dim3((unsigned)hmoe_cu_div_up(n_expert, 2)), dim3(128), 0,
-                   hmoe_cu_stream(stream), d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter);
+                   hmoe_cu_stream(stream), d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter,
+                   moe_topk_old());
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_topk");
     return HMOE_OK;
 }
 
 /* -------------------------------------------- decode experts -------------------------------------------- */
 
-/* gate_up: TPR = 64 threads per row pair (gate row f, up row f), RPT = 2 pairs per thread.
+/* gate_up: TPR = 32 threads per row pair (gate row f, up row f), RPT = 2 pairs per thread.
  * down: TPR = 128 threads per output row walk the (expert slot, slice) pairs of all k experts,
  * RPT = 2 rows per thread. Layout and reduction: cuda_mmv_impl.cuh. */
-#define MOE_GU_TPR 64
-#define MOE_DN_TPR 128
+#define MOE_GU_TPR 32 /* round 3: 32 beat 64 (HMOE_MOE_GU_TPR=64) by 21 / 41 us per token (Q4_K_M / IQ2 mix) */
+#define MOE_DN_TPR 128 /* HMOE_MOE_DN_TPR=64: no measurable difference */
 #define MOE_RPT 2
 
-template <class TR>
+template <class TR, int TPR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hmoe_cuda_experts g, const uint8_t *__restrict__ upw,
                                                                        const int32_t *__restrict__ ids, int k,
                                                                        const uint8_t *__restrict__ x, size_t x_stride,
                                                                        float *__restrict__ z, int64_t z_stride,
-                                                                       uint8_t *zq, unsigned int *cnt) {
-    constexpr int G = HMOE_MMV_THREADS / MOE_GU_TPR;
+                                                                       uint8_t *zq, unsigned int *cnt, bool sg) {
+    constexpr int G = HMOE_MMV_THREADS / TPR;
+    using SG = hmoe_cu_smem_grid<TR>;
     hmoe_cu_pdl_wait();
     __shared__ float red[HMOE_MMV_THREADS / 32][2 * MOE_RPT];
-    const int tl = threadIdx.x % MOE_GU_TPR;
+    __shared__ __align__(16) uint8_t s_grid[SG::bytes > 0 ? SG::bytes : 16];
+    const int tl = threadIdx.x % TPR;
     const int64_t slot = blockIdx.y;
-    const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / MOE_GU_TPR) * MOE_RPT;
+    const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
     const int e = ids[slot];
     const bool ok = e >= 0 && e < g.n_expert;
     const int nblocks = (int)(g.ncols / TR::blck);
     const uint8_t *xr = x + (size_t)(slot / k) * x_stride;
     const uint8_t *gw = (const uint8_t *)g.w + (size_t)(ok ? e : 0) * g.expert_stride_bytes;
     const uint8_t *uw = upw + (size_t)(ok ? e : 0) * g.expert_stride_bytes;
+    if constexpr (SG::bytes > 0) { /* the copy's L2 latency overlaps the load of the expert id */
+        if (sg) {
+            SG::load(s_grid);
+            __syncthreads();
+        }
+    }
     const uint8_t *gr[MOE_RPT], *ur[MOE_RPT];
 #pragma unroll
     for (int r = 0; r < MOE_RPT; r++) {
@@ -260,17 +346,17 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
     for (int i = 0; i < 2 * MOE_RPT; i++) acc[i] = 0.0f;
     const int nsl = nblocks * TR::ns;
 #pragma unroll 2
-    for (int s = tl; s < nsl; s += MOE_GU_TPR) {
+    for (int s = tl; s < nsl; s += TPR) {
         const int blk = s / TR::ns, sl = s % TR::ns;
         const int8_t *aq = (const int8_t *)xr + (size_t)blk * TR::blck;
         const float2 *ad = (const float2 *)(xr + g.ncols) + (size_t)blk * (TR::blck / 32);
 #pragma unroll
         for (int r = 0; r < MOE_RPT; r++) {
-            acc[r] += TR::vdot(gr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
-            acc[MOE_RPT + r] += TR::vdot(ur[r] + (size_t)blk * TR::bytes, sl, aq, ad);
+            acc[r] += moe_vdot<TR>(sg, s_grid, gr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
+            acc[MOE_RPT + r] += moe_vdot<TR>(sg, s_grid, ur[r] + (size_t)blk * TR::bytes, sl, aq, ad);
         }
     }
-    hmoe_mmv_group_sum<MOE_GU_TPR>(acc, red);
+    hmoe_mmv_group_sum<TPR>(acc, red);
     if (tl == 0) {
         float *zr = z + slot * z_stride;
 #pragma unroll
@@ -286,19 +372,21 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
     }
 }
 
-template <class TR>
+template <class TR, int TPR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_cuda_experts dn,
                                                                     const int32_t *__restrict__ ids,
                                                                     const float *__restrict__ wts, int k,
                                                                     const uint8_t *__restrict__ zq, size_t zq_stride,
                                                                     float *y, int64_t y_stride,
-                                                                    struct hmoe_cuda_norm_out nrm) {
-    constexpr int G = HMOE_MMV_THREADS / MOE_DN_TPR;
+                                                                    struct hmoe_cuda_norm_out nrm, bool sg) {
+    constexpr int G = HMOE_MMV_THREADS / TPR;
+    using SG = hmoe_cu_smem_grid<TR>;
+    __shared__ __align__(16) uint8_t s_grid[SG::bytes > 0 ? SG::bytes : 16];
     hmoe_cu_pdl_wait();
     __shared__ const uint8_t *s_w[32];
     __shared__ float s_wt[32];
     __shared__ float red[HMOE_MMV_THREADS / 32][MOE_RPT];
-    const int tl = threadIdx.x % MOE_DN_TPR;
+    const int tl = threadIdx.x % TPR;
     const int64_t t = blockIdx.y;
     if (threadIdx.x < k) {
         const int e = ids[t * k + threadIdx.x];
@@ -306,8 +394,10 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         s_w[threadIdx.x] = (const uint8_t *)dn.w + (size_t)(ok ? e : 0) * dn.expert_stride_bytes;
         s_wt[threadIdx.x] = ok ? wts[t * k + threadIdx.x] : 0.0f;
     }
+    if constexpr (SG::bytes > 0)
+        if (sg) SG::load(s_grid); /* published by the barrier below */
     __syncthreads();
-    const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / MOE_DN_TPR) * MOE_RPT;
+    const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
     const int nblocks = (int)(dn.ncols / TR::blck);
     const int nsl = nblocks * TR::ns;
     size_t roff[MOE_RPT];
@@ -317,7 +407,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
 #pragma unroll
     for (int r = 0; r < MOE_RPT; r++) acc[r] = 0.0f;
 #pragma unroll 2
-    for (int idx = tl; idx < k * nsl; idx += MOE_DN_TPR) {
+    for (int idx = tl; idx < k * nsl; idx += TPR) {
         const int j = idx / nsl, s = idx % nsl;
         const int blk = s / TR::ns, sl = s % TR::ns;
         const uint8_t *xr = zq + (size_t)(t * k + j) * zq_stride;
@@ -326,9 +416,9 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         const uint8_t *wb = s_w[j] + (size_t)blk * TR::bytes;
         const float wj = s_wt[j];
 #pragma unroll
-        for (int r = 0; r < MOE_RPT; r++) acc[r] += wj * TR::vdot(wb + roff[r], sl, aq, ad);
+        for (int r = 0; r < MOE_RPT; r++) acc[r] += wj * moe_vdot<TR>(sg, s_grid, wb + roff[r], sl, aq, ad);
     }
-    hmoe_mmv_group_sum<MOE_DN_TPR>(acc, red);
+    hmoe_mmv_group_sum<TPR>(acc, red);
     if (tl == 0) {
 #pragma unroll
         for (int r = 0; r < MOE_RPT; r++)
@@ -372,13 +462,15 @@ static enum hmoe_status gate_up_launch(const struct hmoe_cuda_experts *gate, con
                                x_stride_bytes >= hmoe_cu_q8_1_row_bytes(gate->ncols),
                       "moe_gate_up: activations must be 16-byte aligned q8_1 rows of %lld values", (long long)gate->ncols);
     if (nslot == 0) return HMOE_OK;
-    dim3 grid((unsigned)hmoe_cu_div_up(gate->nrows, (HMOE_MMV_THREADS / MOE_GU_TPR) * MOE_RPT), (unsigned)nslot);
+    const int tpr = moe_env_int("HMOE_MOE_GU_TPR", MOE_GU_TPR) == 64 ? 64 : MOE_GU_TPR;
+    dim3 grid((unsigned)hmoe_cu_div_up(gate->nrows, (HMOE_MMV_THREADS / tpr) * MOE_RPT), (unsigned)nslot);
     hmoe_cuda_type_dispatch(gate->type, [&](auto tr) {
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
-            hmoe_cu_launch(moe_gate_up_kernel<TR>, grid, dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *gate,
-                           (const uint8_t *)up->w, d_ids, k, (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride,
-                           (uint8_t *)d_zq, d_counters);
+            hmoe_cu_launch(tpr == 64 ? moe_gate_up_kernel<TR, 64> : moe_gate_up_kernel<TR, MOE_GU_TPR>, grid,
+                           dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *gate, (const uint8_t *)up->w, d_ids, k,
+                           (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride, (uint8_t *)d_zq, d_counters,
+                           moe_smem_grid());
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_gate_up");
     return HMOE_OK;
@@ -396,12 +488,14 @@ static enum hmoe_status down_launch(const struct hmoe_cuda_experts *down, const 
                                zq_stride_bytes >= hmoe_cu_q8_1_row_bytes(down->ncols),
                       "moe_down: activations must be 16-byte aligned q8_1 rows of %lld values", (long long)down->ncols);
     if (ntok == 0) return HMOE_OK;
-    dim3 grid((unsigned)hmoe_cu_div_up(down->nrows, (HMOE_MMV_THREADS / MOE_DN_TPR) * MOE_RPT), (unsigned)ntok);
+    const int tpr = moe_env_int("HMOE_MOE_DN_TPR", MOE_DN_TPR) == 64 ? 64 : MOE_DN_TPR;
+    dim3 grid((unsigned)hmoe_cu_div_up(down->nrows, (HMOE_MMV_THREADS / tpr) * MOE_RPT), (unsigned)ntok);
     hmoe_cuda_type_dispatch(down->type, [&](auto tr) {
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
-            hmoe_cu_launch(moe_down_kernel<TR>, grid, dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *down, d_ids,
-                           d_weights, k, (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride, nrm);
+            hmoe_cu_launch(tpr == 64 ? moe_down_kernel<TR, 64> : moe_down_kernel<TR, MOE_DN_TPR>, grid,
+                           dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *down, d_ids, d_weights, k,
+                           (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride, nrm, moe_smem_grid());
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_down");
     return HMOE_OK;
