@@ -15,7 +15,7 @@ B=/tmp/b
 mkdir -p $B/tests $B/bench "$OUT"
 CF="-std=c11 -O2 -fopenmp -Iinclude -Isrc -Itests -DHMOE_HAVE_CUDA=1 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64"
 LD="-L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcublas -lcudart -lstdc++ -lm -lpthread"
-Q4=/tmp/q4.gguf
+Q4=${Q4:-/tmp/q4.gguf}
 log() { echo "### $*" | tee -a "$OUT/summary.txt"; }
 # detailed logs go to $D and come back as one tarball (the device tool returns at most 8 files)
 D=$OUT/d; mkdir -p $D
@@ -111,6 +111,60 @@ hybrid)
         timeout 240 ./hmoe bench -m $Q4 -p 512 -n 128 -r 2 -ub 2048 --vram-budget $b -v > "$D/bench_hyb_$b.log" 2>&1
         grep -E "^\||hybrid|decode:|hit rate|layers|note|error|allocated" "$D/bench_hyb_$b.log" | head -30 | tee -a "$OUT/summary.txt"
     done
+    ;;
+h3r)
+    # hybrid round 3 (issue #6), one call: every GPU test + compute-sanitizer on the expert-cache
+    # modes (transfer, prefetch) while the uniform and Zipf files are written; the Zipf load diagnosed
+    # (kernel stack / wchan of the process sampled each second); then the hybrid matrix, most
+    # important first, each bench under its own timeout, nothing started after H3_END seconds.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf; Z=${ZIPF:-/tmp/zipf.gguf}
+    log "host: $(uname -r), $(nproc) cpus"; { free -g; df -h /tmp; mount | grep -E ' /tmp | / ' | head -3;
+      cat /sys/fs/cgroup/memory.max 2>/dev/null; awk '/^Node/ {z=$4} /present/ {print "zone", z, "present pages", $2}' /proc/zoneinfo;
+      which strace compute-sanitizer; } 2>&1 | tee -a "$OUT/summary.txt"
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${H3_TEST_T:-170} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
+    TP=$!
+    ( HMOE_TEST_HYBRID_CACHE=1 HMOE_SHARED=$SHARED timeout ${H3_SAN_T:-170} compute-sanitizer --tool memcheck --print-limit 10 \
+        $B/tests/gpu_test_forward > "$D/sanitize.log" 2>&1; echo "rc=$?" >> "$D/sanitize.log" ) &
+    SP=$!
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    Q1=$!
+    ( [ -f $Z ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o $Z ) &
+    Q2=$!
+    wait $Q1 $Q2
+    log "synth done at $(el) s"; ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
+    grep -E "^(Dirty|Writeback|Cached|MemFree|Shmem):" /proc/meminfo | tr -s ' ' | tr '\n' ' ' | tee -a "$OUT/summary.txt"; echo | tee -a "$OUT/summary.txt"
+    # the Zipf load, sampled (the run that never finished loading in the last round)
+    log "zipf --vram-budget 2048 (load diagnosis)"
+    timeout 75 ./hmoe bench -m $Z -p 512 -n 64 -r 1 --vram-budget 2048 --no-profile -v > "$D/z2048.log" 2>&1 &
+    BP=$!; : > "$D/zdiag.txt"
+    for i in $(seq 1 75); do kill -0 $BP 2>/dev/null || break
+        HP=$(pgrep -P $BP | head -1); HP=${HP:-$BP}
+        { echo "t=$i pid=$HP $(awk '{print "state", $3, "utime", $14, "stime", $15}' /proc/$HP/stat 2>/dev/null) wchan=$(cat /proc/$HP/wchan 2>/dev/null)";
+          head -8 /proc/$HP/stack 2>/dev/null; grep -E "^(Dirty|Writeback|MemFree|Cached):" /proc/meminfo | tr -s ' ' | tr '\n' ' ' | sed 's/^/mem: /'; echo; } >> "$D/zdiag.txt"
+        sleep 1; done; wait $BP; ZRC=$?; echo "rc=$ZRC at $(el) s" >> "$D/zdiag.txt"
+    grep -E "^\| qwen|RAM read|decode:|hybrid:|misses|pinned|page-lock|slow pin|note|error|rc=" "$D/z2048.log" "$D/zdiag.txt" | head -16 | tee -a "$OUT/summary.txt"
+    grep -E "^t=" "$D/zdiag.txt" | awk '{print $NF}' | sort | uniq -c | sort -rn | head -5 | sed 's/^/wchan: /' | tee -a "$OUT/summary.txt"
+    grep -v -E "^t=|^mem:|^rc=" "$D/zdiag.txt" | sort | uniq -c | sort -rn | head -8 | sed 's/^/stack: /' | tee -a "$OUT/summary.txt"
+    wait $TP; log "tests done at $(el) s"; grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -14 | tee -a "$OUT/summary.txt"
+    hb() { # label file budget extra-args...
+        local lab=$1 f=$2 b=$3; shift 3
+        [ $(el) -gt ${H3_END:-222} ] && { log "skipped (time): $lab"; return; }
+        log "$lab (at $(el) s)"
+        timeout ${H3_BT:-40} ./hmoe bench -m $f -p 512 -n 64 -r 1 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
+        grep -E "^\| qwen|decode:|misses|prefetch|transfer:|pinned|note|error" "$D/$lab.log" | head -9 | tee -a "$OUT/summary.txt"; }
+    hb z10240 $Z 10240; hb z14336 $Z 14336
+    hb u2048 $Q4 2048
+    # experts copied into page-locked anonymous memory instead of pinning the file mapping
+    export HMOE_PIN=copy; if [ $ZRC -ne 0 ]; then hb z2048_pincopy $Z 2048; else hb u2048_pincopy $Q4 2048; fi; unset HMOE_PIN
+    hb u10240 $Q4 10240; hb u14336 $Q4 14336
+    hb u10240_pf $Q4 10240 --prefetch on; hb z10240_pf $Z 10240 --prefetch on
+    hb u10240_xfer $Q4 10240 --moe-miss transfer
+    [ $(el) -le ${H3_END:-222} ] && { log "pp4096 -ub 4096 --vram-budget 2048, profile (at $(el) s)"
+      HMOE_GPU_PROFILE=1 timeout 45 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v > "$D/pp4096.log" 2>&1
+      grep -E "^\| qwen|profile of|streamed|prefill stream|error" "$D/pp4096.log" | head -6 | tee -a "$OUT/summary.txt"; }
+    wait $SP; grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/sanitize.log" | head -12 | sed 's/^/sanitizer: /' | tee -a "$OUT/summary.txt"
+    log "end at $(el) s"
     ;;
 final)
     # the lead's validation of merged main: every GPU test while the three synthetic files are written,
