@@ -3,8 +3,10 @@
 # src/sched/hybrid*.c): link the CLI, the GPU tests and the CUDA benches against a libhmoe.a built
 # beforehand (nvcc is slow; CUDA_ARCH=90), run the tests (+ compute-sanitizer on the quick subset),
 # write the synthetic Qwen3-30B-A3B files and measure all-GPU and hybrid speed. Logs go to $OUT.
-#   bench/gpu_device_run.sh STEPS...   steps: link test sanitize synth bench hybrid iq2 zipf
-# Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT.
+#   bench/gpu_device_run.sh STEPS...   steps: link test tests_all sanitize synth bench profile zsynth hybrid2
+#   iq2 testsynth hybrid3 hybrid h3r final (h3r: hybrid round 3, Zipf load diagnosis + matrix)
+# Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT, Q4 / ZIPF (file paths),
+# H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds).
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -124,7 +126,7 @@ h3r)
       which strace compute-sanitizer; } 2>&1 | tee -a "$OUT/summary.txt"
     ( HMOE_SHARED=$SHARED BUILD=$B timeout ${H3_TEST_T:-170} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
     TP=$!
-    ( HMOE_TEST_HYBRID_CACHE=1 HMOE_SHARED=$SHARED timeout ${H3_SAN_T:-170} compute-sanitizer --tool memcheck --print-limit 10 \
+    ( HMOE_TEST_EXPERIMENTAL=1 HMOE_TEST_HYBRID_CACHE=1 HMOE_SHARED=$SHARED timeout ${H3_SAN_T:-170} compute-sanitizer --tool memcheck --print-limit 10 \
         $B/tests/gpu_test_forward > "$D/sanitize.log" 2>&1; echo "rc=$?" >> "$D/sanitize.log" ) &
     SP=$!
     ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
@@ -135,16 +137,16 @@ h3r)
     log "synth done at $(el) s"; ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
     grep -E "^(Dirty|Writeback|Cached|MemFree|Shmem):" /proc/meminfo | tr -s ' ' | tr '\n' ' ' | tee -a "$OUT/summary.txt"; echo | tee -a "$OUT/summary.txt"
     # the Zipf load, sampled (the run that never finished loading in the last round)
-    log "zipf --vram-budget 2048 (load diagnosis)"
-    timeout 75 ./hmoe bench -m $Z -p 512 -n 64 -r 1 --vram-budget 2048 --no-profile -v > "$D/z2048.log" 2>&1 &
+    log "zipf --vram-budget 2048 (load diagnosis, file mapping page-locked)"
+    timeout ${H3_DIAG_T:-30} ./hmoe bench -m $Z -p 512 -n 64 -r 1 --vram-budget 2048 --no-profile -v > "$D/z2048.log" 2>&1 &
     BP=$!; : > "$D/zdiag.txt"
-    for i in $(seq 1 75); do kill -0 $BP 2>/dev/null || break
+    for i in $(seq 1 ${H3_DIAG_T:-30}); do kill -0 $BP 2>/dev/null || break
         HP=$(pgrep -P $BP | head -1); HP=${HP:-$BP}
         { echo "t=$i pid=$HP $(awk '{print "state", $3, "utime", $14, "stime", $15}' /proc/$HP/stat 2>/dev/null) wchan=$(cat /proc/$HP/wchan 2>/dev/null)";
           head -8 /proc/$HP/stack 2>/dev/null; grep -E "^(Dirty|Writeback|MemFree|Cached):" /proc/meminfo | tr -s ' ' | tr '\n' ' ' | sed 's/^/mem: /'; echo; } >> "$D/zdiag.txt"
         sleep 1; done; wait $BP; ZRC=$?; echo "rc=$ZRC at $(el) s" >> "$D/zdiag.txt"
     grep -E "^\| qwen|RAM read|decode:|hybrid:|misses|pinned|page-lock|slow pin|note|error|rc=" "$D/z2048.log" "$D/zdiag.txt" | head -16 | tee -a "$OUT/summary.txt"
-    grep -E "^t=" "$D/zdiag.txt" | awk '{print $NF}' | sort | uniq -c | sort -rn | head -5 | sed 's/^/wchan: /' | tee -a "$OUT/summary.txt"
+    grep -E "^t=" "$D/zdiag.txt" | tail -2 | tee -a "$OUT/summary.txt"
     grep -v -E "^t=|^mem:|^rc=" "$D/zdiag.txt" | sort | uniq -c | sort -rn | head -8 | sed 's/^/stack: /' | tee -a "$OUT/summary.txt"
     wait $TP; log "tests done at $(el) s"; grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -14 | tee -a "$OUT/summary.txt"
     hb() { # label file budget extra-args...
@@ -153,16 +155,17 @@ h3r)
         log "$lab (at $(el) s)"
         timeout ${H3_BT:-40} ./hmoe bench -m $f -p 512 -n 64 -r 1 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
         grep -E "^\| qwen|decode:|misses|prefetch|transfer:|pinned|note|error" "$D/$lab.log" | head -9 | tee -a "$OUT/summary.txt"; }
-    hb z10240 $Z 10240; hb z14336 $Z 14336
-    hb u2048 $Q4 2048
-    # experts copied into page-locked anonymous memory instead of pinning the file mapping
-    export HMOE_PIN=copy; if [ $ZRC -ne 0 ]; then hb z2048_pincopy $Z 2048; else hb u2048_pincopy $Q4 2048; fi; unset HMOE_PIN
-    hb u10240 $Q4 10240; hb u14336 $Q4 14336
-    hb u10240_pf $Q4 10240 --prefetch on; hb z10240_pf $Z 10240 --prefetch on
-    hb u10240_xfer $Q4 10240 --moe-miss transfer
+    # Zipf file: experts copied into page-locked anonymous memory (its file pages never pin, see gpu_results.md)
+    export HMOE_PIN=copy; hb z2048_pincopy $Z 2048; hb z10240_pincopy $Z 10240; hb z14336_pincopy $Z 14336; unset HMOE_PIN
+    hb u2048 $Q4 2048; hb u10240 $Q4 10240; hb u14336 $Q4 14336
+    export HMOE_PIN=copy; hb u2048_pincopy $Q4 2048; unset HMOE_PIN
     [ $(el) -le ${H3_END:-222} ] && { log "pp4096 -ub 4096 --vram-budget 2048, profile (at $(el) s)"
       HMOE_GPU_PROFILE=1 timeout 45 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v > "$D/pp4096.log" 2>&1
       grep -E "^\| qwen|profile of|streamed|prefill stream|error" "$D/pp4096.log" | head -6 | tee -a "$OUT/summary.txt"; }
+    # experimental paths (refused without HMOE_EXPERIMENTAL=1); last, since they may fail
+    export HMOE_EXPERIMENTAL=1
+    hb u10240_pf $Q4 10240 --prefetch on; hb u10240_xfer $Q4 10240 --moe-miss transfer
+    export HMOE_PIN=copy; hb z10240_pf $Z 10240 --prefetch on; unset HMOE_PIN HMOE_EXPERIMENTAL
     wait $SP; grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/sanitize.log" | head -12 | sed 's/^/sanitizer: /' | tee -a "$OUT/summary.txt"
     log "end at $(el) s"
     ;;

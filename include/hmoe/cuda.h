@@ -539,7 +539,7 @@ struct hmoe_cuda_expert_src {
 /* Transfer of a decode step's misses: for each j < k with gids[j] < 0, expert ids[j] is copied
  * from `src` (host, read by the kernel over PCIe) into slot j of the device stacks dst[3] (slot
  * stride = src.bytes[p]). Many blocks; grid-stride 16-byte loads. */
-enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k,
+enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k, int n_expert,
                                             const struct hmoe_cuda_expert_src *src, uint8_t *const dst[3], void *stream,
                                             struct hmoe_err *err);
 

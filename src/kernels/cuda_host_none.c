@@ -95,10 +95,10 @@ enum hmoe_status hmoe_cuda_hybrid_publish_ex(const int32_t *d_ids, const float *
     return hmoe_cuda_hybrid_publish(d_ids, d_wts, k, d_h, n, d_slot_of, n_expert, d_seq, d_gids, d_nmiss, mb, h_host,
                                     stream, err);
 }
-enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k,
+enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k, int n_expert,
                                             const struct hmoe_cuda_expert_src *src, uint8_t *const dst[3], void *stream,
                                             struct hmoe_err *err) {
-    (void)d_ids, (void)d_gids, (void)k, (void)src, (void)dst, (void)stream;
+    (void)d_ids, (void)d_gids, (void)k, (void)n_expert, (void)src, (void)dst, (void)stream;
     return NO_CUDA(err);
 }
 enum hmoe_status hmoe_cuda_hybrid_prefetch_plan(const struct hmoe_cuda_prefetch_args *a, void *stream,

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(PUBLISH_THREADS)
         mb->ids[tid] = e;
         mb->wts[tid] = wts[tid];
         mb->miss[tid] = s < 0 && !o.transfer;
-        if (o.transfer) o.xfer_gids[tid] = s < 0 ? tid : -1;
+        if (o.transfer) o.xfer_gids[tid] = s < 0 && e >= 0 && e < E ? tid : -1; /* (a bad id: computed by nobody) */
         if (s < 0) atomicAdd(&s_nmiss, 1);
     }
     __syncthreads();
@@ -195,29 +195,29 @@ __device__ __forceinline__ void hyb_grid_copy(uint8_t *dst, const uint8_t *src, 
 }
 
 __global__ void __launch_bounds__(COPY_THREADS)
-    hybrid_xfer_copy_kernel(const int32_t *__restrict__ ids, const int32_t *__restrict__ gids, int k,
+    hybrid_xfer_copy_kernel(const int32_t *__restrict__ ids, const int32_t *__restrict__ gids, int k, int n_expert,
                             struct hmoe_cuda_expert_src src, uint8_t *d0, uint8_t *d1, uint8_t *d2) {
     uint8_t *dst[3] = {d0, d1, d2};
     for (int j = 0; j < k; j++) {
         if (gids[j] >= 0) continue;
         const int e = ids[j];
-        if (e < 0) continue;
+        if (e < 0 || e >= n_expert) continue; /* never read outside the layer's experts */
         for (int p = 0; p < 3; p++)
             hyb_grid_copy(dst[p] + (size_t)j * src.bytes[p], src.base[p] + (size_t)e * src.bytes[p], src.bytes[p]);
     }
 }
 
-extern "C" enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k,
+extern "C" enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k, int n_expert,
                                                        const struct hmoe_cuda_expert_src *src, uint8_t *const dst[3],
                                                        void *stream, struct hmoe_err *err) {
-    HMOE_CUDA_REQUIRE(err, d_ids && d_gids && src && dst && dst[0] && dst[1] && dst[2] && k >= 1 && k <= 32,
-                      "hybrid_xfer_copy: missing buffer or bad k");
+    HMOE_CUDA_REQUIRE(err, d_ids && d_gids && src && dst && dst[0] && dst[1] && dst[2] && k >= 1 && k <= 32 && n_expert > 0,
+                      "hybrid_xfer_copy: missing buffer, bad k or n_expert");
     for (int p = 0; p < 3; p++)
         HMOE_CUDA_REQUIRE(err, src->base[p] && hmoe_cu_aligned(src->base[p], 16) && src->bytes[p] % 16 == 0 &&
                                    hmoe_cu_aligned(dst[p], 16),
                           "hybrid_xfer_copy: sources and slots must be 16-byte aligned");
-    hybrid_xfer_copy_kernel<<<COPY_BLOCKS, COPY_THREADS, 0, hmoe_cu_stream(stream)>>>(d_ids, d_gids, k, *src, dst[0],
-                                                                                     dst[1], dst[2]);
+    hybrid_xfer_copy_kernel<<<COPY_BLOCKS, COPY_THREADS, 0, hmoe_cu_stream(stream)>>>(d_ids, d_gids, k, n_expert, *src,
+                                                                                     dst[0], dst[1], dst[2]);
     HMOE_CUDA_LAUNCH_CHECK(err, "hybrid_xfer_copy");
     return HMOE_OK;
 }
@@ -303,6 +303,7 @@ __global__ void __launch_bounds__(COPY_THREADS)
     uint8_t *dst[3] = {d0, d1, d2};
     for (int q = 0; q < n; q++) {
         const int e = queue[1 + 2 * q], s = queue[2 + 2 * q];
+        if (e < 0 || s < 0) continue; /* (the plan only queues valid pairs) */
         for (int p = 0; p < 3; p++)
             hyb_grid_copy(dst[p] + (size_t)s * src.bytes[p], src.base[p] + (size_t)e * src.bytes[p], src.bytes[p]);
     }

@@ -126,6 +126,8 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
                                         struct hmoe_err *err) {
     *out = NULL;
     const struct hmoe_moe_weights *w0 = &p->moe[0];
+    enum hmoe_status st0 = hmoe_hyb_xfer_check(p->sched, err);
+    if (st0) return st0;
     for (int l = 0; l < p->n_layer; l++) {
         const struct hmoe_moe_weights *w = &p->moe[l];
         if (!p->plan->where || p->plan->where[l] != HMOE_PLACE_RAM) continue;
@@ -257,7 +259,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     if (st) return st;
 
     /* Pin the expert ranges (copies become DMA), measure PCIe, pick the cache-copy rate. */
-    if (pool_total || h->stream || p->sched->moe_miss != HMOE_MOE_MISS_CPU) hmoe_hyb_pin(h, p->file_base, p->file_size);
+    if (pool_total || h->stream || hmoe_hyb_xfer_possible(p->sched)) hmoe_hyb_pin(h, p->file_base, p->file_size);
     probe_h2d(h, h->stage[0].ptr ? h->stage[0].ptr : NULL, h->stage[0].ptr ? HMOE_MIN(h->chunk_bytes, (size_t)64 << 20) : 0);
     bool all_pinned = true;
     for (int l = 0; l < h->n_layer; l++) all_pinned &= !h->L[l].ram || h->L[l].pinned;

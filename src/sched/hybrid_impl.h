@@ -122,6 +122,10 @@ void hmoe_hyb_unpin(struct hmoe_sched_hybrid *h);
 double hmoe_hyb_probe_ram(struct hmoe_sched_hybrid *h);
 
 /* hybrid_xfer.c */
+/* Whether these settings can put a layer on the transfer path (which needs the pinned mapping). */
+bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp);
+/* Refuses the experimental paths unless HMOE_EXPERIMENTAL=1 (before anything is set up). */
+enum hmoe_status hmoe_hyb_xfer_check(const struct hmoe_sched_gpu_params *sp, struct hmoe_err *err);
 enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err);
 void hmoe_hyb_xfer_free(struct hmoe_sched_hybrid *h);
 /* Publish of a decode step's layer with the transfer / prefetch options, the GPU's share of a

@@ -5,6 +5,8 @@
  *    the CPU team's RAM read rate (times the efficiency its expert phase reaches) against pinned
  *    host->device. The CPU computes concurrently with the GPU's hits, a transfer is serial, so
  *    auto only transfers when PCIe is faster than what the CPU would read.
+ *  Both are experimental (HMOE_EXPERIMENTAL=1, else refused; auto then stays on the CPU): their
+ *  first H200 run read an invalid address in the transfer copy kernel (bench/gpu_results.md).
  *  --prefetch on: after layer L's publish, a side stream forked from the step's graph applies
  *    layer L+1's router to L's normalised state, and copies up to prefetch_max predicted but
  *    uncached experts into L+1's dynamic slots (victims from the host's policy). A per-layer lock
@@ -47,14 +49,35 @@ static bool quantized(const struct hmoe_moe_weights *w) {
     return hmoe_type_info[w->gate.type].is_quantized && hmoe_type_info[w->down.type].is_quantized;
 }
 
+static bool experimental_on(void) {
+    const char *xe = getenv("HMOE_EXPERIMENTAL");
+    return xe && !strcmp(xe, "1");
+}
+
+bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp) {
+    return experimental_on() && (sp->moe_miss != HMOE_MOE_MISS_CPU || sp->prefetch);
+}
+
+enum hmoe_status hmoe_hyb_xfer_check(const struct hmoe_sched_gpu_params *sp, struct hmoe_err *err) {
+    if ((sp->moe_miss == HMOE_MOE_MISS_TRANSFER || sp->prefetch) && !experimental_on())
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "%s is experimental: on the H200 its copy kernel read an invalid address "
+                          "(bench/gpu_results.md, hybrid round 3); use %s, or set HMOE_EXPERIMENTAL=1 to try it",
+                          sp->moe_miss == HMOE_MOE_MISS_TRANSFER ? "--moe-miss transfer" : "--prefetch on",
+                          sp->moe_miss == HMOE_MOE_MISS_TRANSFER ? "--moe-miss cpu (or auto)" : "--prefetch off");
+    return HMOE_OK;
+}
+
 enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
     const enum hmoe_moe_miss mode = h->sp.moe_miss;
     enum hmoe_status st = HMOE_OK;
     /* --- per-layer miss policy ------------------------------------------------------------- */
+    const bool experimental = experimental_on();
     if (mode != HMOE_MOE_MISS_CPU) {
         if (mode == HMOE_MOE_MISS_AUTO) h->ram_probe_gbps = hmoe_hyb_probe_ram(h);
         const double cpu_gbps = h->ram_probe_gbps * CPU_EXPERT_EFF;
-        const bool pcie_wins = h->h2d_probe_gbps > 0 && h->h2d_probe_gbps > cpu_gbps;
+        /* auto transfers only where the transfer path is enabled (experimental, see above) */
+        const bool pcie_wins = experimental && h->h2d_probe_gbps > 0 && h->h2d_probe_gbps > cpu_gbps;
         int unable = 0;
         for (int l = 0; l < h->n_layer; l++) {
             struct hyb_layer *L = &h->L[l];
@@ -70,7 +93,10 @@ enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err
                      "%.1f GB/s vs pinned host->device %.1f GB/s%s",
                      h->n_transfer ? "transfer" : "cpu", h->n_transfer ? h->n_transfer : h->n_ram - h->n_transfer,
                      h->n_ram, h->ram_probe_gbps, CPU_EXPERT_EFF, cpu_gbps, h->h2d_probe_gbps,
-                     h->n_transfer ? "" : "; the CPU also overlaps the GPU's hits, a transfer does not");
+                     h->n_transfer ? ""
+                     : experimental || h->h2d_probe_gbps <= cpu_gbps
+                         ? "; the CPU also overlaps the GPU's hits, a transfer does not"
+                         : "; transfer would win on bandwidth but is experimental (HMOE_EXPERIMENTAL=1)");
         else
             snprintf(h->miss_why, sizeof h->miss_why, "transfer for %d of %d RAM layers%s", h->n_transfer, h->n_ram,
                      unable ? " (the others are not page-locked or not quantized: CPU)" : "");
@@ -175,7 +201,7 @@ enum hmoe_status hmoe_hyb_xfer_compute(struct hmoe_sched_hybrid *h, int il, cons
     struct hmoe_cuda_experts g, u, dn;
     stacks(w, h->xfer_buf.ptr, k, &g, &u, &dn);
     uint8_t *const dst[3] = {(uint8_t *)g.w, (uint8_t *)u.w, (uint8_t *)dn.w};
-    enum hmoe_status st = hmoe_cuda_hybrid_xfer_copy(d_ids, d_gids, k, &h->L[il].src, dst, stream, err);
+    enum hmoe_status st = hmoe_cuda_hybrid_xfer_copy(d_ids, d_gids, k, h->E, &h->L[il].src, dst, stream, err);
     if (!st) st = hmoe_cuda_moe_gate_up(&g, &u, h->d_xfer_gids, k, k, d_hq, hq_stride, d_z, F, stream, err);
     if (!st) st = hmoe_cuda_quantize_q8_1(d_z, F, k, F, d_zq, stream, err);
     if (!st)
