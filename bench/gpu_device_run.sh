@@ -7,6 +7,10 @@
 #   bench/gpu_device_run.sh STEPS...   steps: link test sanitize synth bench hybrid iq2 zipf gemm
 #   bench/gpu_device_run.sh STEPS...   steps: link plink test sanitize synth bench hybrid iq2 zipf r3 ...
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT.
+#   bench/gpu_device_run.sh STEPS...   steps: link test tests_all sanitize synth bench profile zsynth hybrid2
+#   iq2 testsynth hybrid3 hybrid h3r final (h3r: hybrid round 3, Zipf load diagnosis + matrix)
+# Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT, Q4 / ZIPF (file paths),
+# H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds).
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -17,7 +21,7 @@ B=/tmp/b
 mkdir -p $B/tests $B/bench "$OUT"
 CF="-std=c11 -O2 -fopenmp -Iinclude -Isrc -Itests -DHMOE_HAVE_CUDA=1 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64"
 LD="-L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcublas -lcudart -lstdc++ -lm -lpthread"
-Q4=/tmp/q4.gguf
+Q4=${Q4:-/tmp/q4.gguf}
 log() { echo "### $*" | tee -a "$OUT/summary.txt"; }
 # detailed logs go to $D and come back as one tarball (the device tool returns at most 8 files)
 D=$OUT/d; mkdir -p $D
@@ -248,6 +252,61 @@ r3ncu)
         --launch-skip 400 --launch-count 40 --csv ./hmoe bench -m $Q4 -p 0 -n 4 -r 1 --gpu on > "$D/ncu.csv" 2> "$D/ncu.err"
     grep -E "gpu__time_duration" "$D/ncu.csv" | awk -F'","' '{n=$5; sub(/\(.*/,"",n); print n, $NF}' | tr -d '"' | head -40 | tee -a "$OUT/summary.txt"
     tail -3 "$D/ncu.err" | tee -a "$OUT/summary.txt"
+    ;;
+h3r)
+    # hybrid round 3 (issue #6), one call: every GPU test + compute-sanitizer on the expert-cache
+    # modes (transfer, prefetch) while the uniform and Zipf files are written; the Zipf load diagnosed
+    # (kernel stack / wchan of the process sampled each second); then the hybrid matrix, most
+    # important first, each bench under its own timeout, nothing started after H3_END seconds.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf; Z=${ZIPF:-/tmp/zipf.gguf}
+    log "host: $(uname -r), $(nproc) cpus"; { free -g; df -h /tmp; mount | grep -E ' /tmp | / ' | head -3;
+      cat /sys/fs/cgroup/memory.max 2>/dev/null; awk '/^Node/ {z=$4} /present/ {print "zone", z, "present pages", $2}' /proc/zoneinfo;
+      which strace compute-sanitizer; } 2>&1 | tee -a "$OUT/summary.txt"
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${H3_TEST_T:-170} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
+    TP=$!
+    ( HMOE_TEST_EXPERIMENTAL=1 HMOE_TEST_HYBRID_CACHE=1 HMOE_SHARED=$SHARED timeout ${H3_SAN_T:-170} compute-sanitizer --tool memcheck --print-limit 10 \
+        $B/tests/gpu_test_forward > "$D/sanitize.log" 2>&1; echo "rc=$?" >> "$D/sanitize.log" ) &
+    SP=$!
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    Q1=$!
+    ( [ -f $Z ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o $Z ) &
+    Q2=$!
+    wait $Q1 $Q2
+    log "synth done at $(el) s"; ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
+    grep -E "^(Dirty|Writeback|Cached|MemFree|Shmem):" /proc/meminfo | tr -s ' ' | tr '\n' ' ' | tee -a "$OUT/summary.txt"; echo | tee -a "$OUT/summary.txt"
+    # the Zipf load, sampled (the run that never finished loading in the last round)
+    log "zipf --vram-budget 2048 (load diagnosis, file mapping page-locked)"
+    timeout ${H3_DIAG_T:-30} ./hmoe bench -m $Z -p 512 -n 64 -r 1 --vram-budget 2048 --no-profile -v > "$D/z2048.log" 2>&1 &
+    BP=$!; : > "$D/zdiag.txt"
+    for i in $(seq 1 ${H3_DIAG_T:-30}); do kill -0 $BP 2>/dev/null || break
+        HP=$(pgrep -P $BP | head -1); HP=${HP:-$BP}
+        { echo "t=$i pid=$HP $(awk '{print "state", $3, "utime", $14, "stime", $15}' /proc/$HP/stat 2>/dev/null) wchan=$(cat /proc/$HP/wchan 2>/dev/null)";
+          head -8 /proc/$HP/stack 2>/dev/null; grep -E "^(Dirty|Writeback|MemFree|Cached):" /proc/meminfo | tr -s ' ' | tr '\n' ' ' | sed 's/^/mem: /'; echo; } >> "$D/zdiag.txt"
+        sleep 1; done; wait $BP; ZRC=$?; echo "rc=$ZRC at $(el) s" >> "$D/zdiag.txt"
+    grep -E "^\| qwen|RAM read|decode:|hybrid:|misses|pinned|page-lock|slow pin|note|error|rc=" "$D/z2048.log" "$D/zdiag.txt" | head -16 | tee -a "$OUT/summary.txt"
+    grep -E "^t=" "$D/zdiag.txt" | tail -2 | tee -a "$OUT/summary.txt"
+    grep -v -E "^t=|^mem:|^rc=" "$D/zdiag.txt" | sort | uniq -c | sort -rn | head -8 | sed 's/^/stack: /' | tee -a "$OUT/summary.txt"
+    wait $TP; log "tests done at $(el) s"; grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -14 | tee -a "$OUT/summary.txt"
+    hb() { # label file budget extra-args...
+        local lab=$1 f=$2 b=$3; shift 3
+        [ $(el) -gt ${H3_END:-222} ] && { log "skipped (time): $lab"; return; }
+        log "$lab (at $(el) s)"
+        timeout ${H3_BT:-40} ./hmoe bench -m $f -p 512 -n 64 -r 1 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
+        grep -E "^\| qwen|decode:|misses|prefetch|transfer:|pinned|note|error" "$D/$lab.log" | head -9 | tee -a "$OUT/summary.txt"; }
+    # Zipf file: experts copied into page-locked anonymous memory (its file pages never pin, see gpu_results.md)
+    export HMOE_PIN=copy; hb z2048_pincopy $Z 2048; hb z10240_pincopy $Z 10240; hb z14336_pincopy $Z 14336; unset HMOE_PIN
+    hb u2048 $Q4 2048; hb u10240 $Q4 10240; hb u14336 $Q4 14336
+    export HMOE_PIN=copy; hb u2048_pincopy $Q4 2048; unset HMOE_PIN
+    [ $(el) -le ${H3_END:-222} ] && { log "pp4096 -ub 4096 --vram-budget 2048, profile (at $(el) s)"
+      HMOE_GPU_PROFILE=1 timeout 45 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v > "$D/pp4096.log" 2>&1
+      grep -E "^\| qwen|profile of|streamed|prefill stream|error" "$D/pp4096.log" | head -6 | tee -a "$OUT/summary.txt"; }
+    # experimental paths (refused without HMOE_EXPERIMENTAL=1); last, since they may fail
+    export HMOE_EXPERIMENTAL=1
+    hb u10240_pf $Q4 10240 --prefetch on; hb u10240_xfer $Q4 10240 --moe-miss transfer
+    export HMOE_PIN=copy; hb z10240_pf $Z 10240 --prefetch on; unset HMOE_PIN HMOE_EXPERIMENTAL
+    wait $SP; grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/sanitize.log" | head -12 | sed 's/^/sanitizer: /' | tee -a "$OUT/summary.txt"
+    log "end at $(el) s"
     ;;
 final)
     # the lead's validation of merged main: every GPU test while the three synthetic files are written,

@@ -8,7 +8,9 @@
  * (the captured graph), 7-token micro-batches (matvec path), prefill then decode, GPU vs CPU
  * (CPU backend, F16 KV, same thresholds against each other), and hybrid mode with experts in RAM
  * (--cpu-moe; --n-cpu-moe 2; an automatic VRAM budget small enough to leave experts in RAM with
- * cache slots) for decode and for both hybrid prefill paths (CPU threads, streamed chunks).
+ * cache slots) for decode and for both hybrid prefill paths (CPU threads, streamed chunks), the
+ * latter also with --moe-miss transfer and with --prefetch on (and that those paths ran).
+ * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer).
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
 #include "harness.h"
@@ -81,6 +83,8 @@ struct mode {
     int64_t budget_mib;
     int stream_min;
     const char *want_backend; /* checked after init */
+    const char *moe_miss;     /* NULL: the default (auto) */
+    bool prefetch;
 };
 
 static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, const struct mode *md, struct hmoe_err *err) {
@@ -96,6 +100,11 @@ static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, const struct mode *
     cp.sched.vram_budget_mib = md->budget_mib;
     cp.sched.stream_min_tokens = md->stream_min;
     cp.sched.no_profile = true;
+    if (md->moe_miss && !hmoe_moe_miss_from_name(md->moe_miss, &cp.sched.moe_miss)) {
+        HMOE_RAISE(err, HMOE_ERR_ARG, "bad moe_miss %s", md->moe_miss);
+        return NULL;
+    }
+    cp.sched.prefetch = md->prefetch;
     struct hmoe_ctx *c = NULL;
     if (hmoe_ctx_init(m, &cp, &c, err)) return NULL;
     return c;
@@ -166,8 +175,8 @@ static void run_mode(const struct kind *k, struct golden *gd, const struct hmoe_
 static void run_cross(const struct kind *k, struct golden *gd, const struct hmoe_model *m) {
     char name[512], why[512];
     struct hmoe_err err = {0};
-    const struct mode mg = {"gpu", HMOE_GPU_ON, 512, false, 0, 0, 0, "cuda"};
-    const struct mode mc = {"cpu", HMOE_GPU_OFF, 512, false, 0, 0, 0, "cpu"};
+    const struct mode mg = {"gpu", HMOE_GPU_ON, 512, false, 0, 0, 0, "cuda", NULL, false};
+    const struct mode mc = {"cpu", HMOE_GPU_OFF, 512, false, 0, 0, 0, "cpu", NULL, false};
     struct hmoe_ctx *cg = open_ctx(m, &mg, &err), *cc = cg ? open_ctx(m, &mc, &err) : NULL;
     snprintf(name, sizeof name, "%s GPU vs CPU logits (prefill, all positions)", k->name);
     if (!cg || !cc) {
@@ -226,7 +235,7 @@ static void run_cross(const struct kind *k, struct golden *gd, const struct hmoe
 /* 0: no context at this budget (the fixed part does not fit), 1: hybrid, 2: everything on the GPU. */
 static int probe_budget(const struct hmoe_model *m, int64_t b) {
     struct hmoe_err err = {0};
-    const struct mode md = {"probe", HMOE_GPU_ON, 512, false, 0, b, 0, NULL};
+    const struct mode md = {"probe", HMOE_GPU_ON, 512, false, 0, b, 0, NULL, NULL, false};
     struct hmoe_ctx *c = open_ctx(m, &md, &err);
     if (!c) return 0;
     const int r = strcmp(hmoe_ctx_backend(c), "cuda+cpu") == 0 ? 1 : 2;
@@ -293,6 +302,50 @@ static void check_preseeded(const struct kind *k, struct golden *gd, const struc
     hmoe_ctx_free(c);
 }
 
+/* The decode-time PCIe paths really ran: with --moe-miss transfer the GPU computed missed experts
+ * (and the CPU none), with --prefetch on the next-layer predictions were made and scored. Decode of
+ * the longest prompt, token by token. */
+static void check_decode_paths(const struct kind *k, struct golden *gd, const struct hmoe_model *m,
+                               const struct mode *md) {
+    char name[512];
+    struct hmoe_err err = {0};
+    struct hmoe_ctx *c = open_ctx(m, md, &err);
+    snprintf(name, sizeof name, "%s [%s] %s", k->name, md->label,
+             md->prefetch ? "predictions made and scored" : "misses computed by the GPU, none by the CPU");
+    if (!c) {
+        t_check(0, name, "%s", err.msg);
+        return;
+    }
+    size_t best = 0;
+    int best_n = 0;
+    for (size_t pi = 0; pi < gd->prompts->n; pi++) {
+        int n;
+        int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[pi], "ids"), &n);
+        if (n > best_n) best_n = n, best = pi;
+        free(ids);
+    }
+    int n;
+    int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n);
+    float *lg = malloc((size_t)m->cfg.n_vocab * sizeof *lg);
+    hmoe_ctx_reset_stats(c);
+    bool ok = ids && lg;
+    for (int i = 0; i < n && ok; i++) ok = !hmoe_ctx_decode(c, &ids[i], 1, i, HMOE_LOGITS_LAST, lg, &err);
+    struct hmoe_ctx_stats s;
+    hmoe_ctx_get_stats(c, &s);
+    if (!ok) t_check(0, name, "%s", err.msg);
+    else if (md->prefetch)
+        t_check(s.prefetch_pred > 0 && s.prefetch_correct <= s.prefetch_pred, name,
+                "%llu predictions, %llu confirmed, %llu copies over %d tokens", (unsigned long long)s.prefetch_pred,
+                (unsigned long long)s.prefetch_correct, (unsigned long long)s.prefetch_fills, n);
+    else
+        t_check(s.xfer_experts > 0 && s.cpu_expert_ms_per_token == 0.0, name,
+                "%llu experts transferred, CPU expert time %.3f ms/token over %d tokens (hit rate %.2f)",
+                (unsigned long long)s.xfer_experts, s.cpu_expert_ms_per_token, n, s.cache_hit_rate);
+    free(ids);
+    free(lg);
+    hmoe_ctx_free(c);
+}
+
 static void run_kind(const struct kind *k) {
     struct hmoe_err err = {0};
     struct golden gd = {0};
@@ -312,29 +365,60 @@ static void run_kind(const struct kind *k) {
         hmoe_json_free(gd.side);
         return;
     }
-    const struct mode all_gpu = {"gpu", HMOE_GPU_ON, 512, false, 0, 0, 0, "cuda"};
-    const struct mode ub7 = {"gpu, 7-token micro-batches", HMOE_GPU_ON, 7, false, 0, 0, 0, "cuda"};
+    const struct mode all_gpu = {"gpu", HMOE_GPU_ON, 512, false, 0, 0, 0, "cuda", NULL, false};
+    const struct mode ub7 = {"gpu, 7-token micro-batches", HMOE_GPU_ON, 7, false, 0, 0, 0, "cuda", NULL, false};
     const bool quick = getenv("HMOE_TEST_QUICK") != NULL; /* compute-sanitizer runs: one path each */
-    run_mode(k, &gd, m, &all_gpu, true);
-    run_mode(k, &gd, m, &ub7, false);
-    if (!quick) run_cross(k, &gd, m);
+    const bool hyb_only = getenv("HMOE_TEST_HYBRID_CACHE") != NULL; /* sanitizer: cache, transfer, prefetch */
+    if (!hyb_only) {
+        run_mode(k, &gd, m, &all_gpu, true);
+        run_mode(k, &gd, m, &ub7, false);
+    }
+    if (!quick && !hyb_only) run_cross(k, &gd, m);
     if (quick && !k->f32) {
         const struct mode ncmoe = {"hybrid --n-cpu-moe 2, streamed prefill", HMOE_GPU_ON, 512, false, 2, 0, 1,
-                                   "cuda+cpu"};
+                                   "cuda+cpu", NULL, false};
         run_mode(k, &gd, m, &ncmoe, true);
     } else if (!k->f32) {
-        const struct mode cpumoe = {"hybrid --cpu-moe, CPU prefill", HMOE_GPU_ON, 512, true, 0, 0, 100000, "cuda+cpu"};
+        const struct mode cpumoe = {"hybrid --cpu-moe, CPU prefill", HMOE_GPU_ON, 512, true, 0, 0, 100000, "cuda+cpu", NULL, false};
         const struct mode ncmoe = {"hybrid --n-cpu-moe 2, streamed prefill", HMOE_GPU_ON, 512, false, 2, 0, 1,
-                                   "cuda+cpu"};
-        run_mode(k, &gd, m, &cpumoe, true);
-        run_mode(k, &gd, m, &ncmoe, true);
+                                   "cuda+cpu", NULL, false};
+        if (!hyb_only) {
+            run_mode(k, &gd, m, &cpumoe, true);
+            run_mode(k, &gd, m, &ncmoe, true);
+        }
         const int64_t b = hybrid_budget(m);
         char label[128];
         snprintf(label, sizeof label, "hybrid, VRAM budget %lld MiB (expert cache)", (long long)b);
-        const struct mode cache = {label, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu"};
+        const struct mode cache = {label, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", NULL, false};
         if (b > 0) {
             run_mode(k, &gd, m, &cache, true);
             check_preseeded(k, &gd, m, &cache);
+            char l2[160], l3[160];
+            snprintf(l2, sizeof l2, "%s, --moe-miss transfer", label);
+            snprintf(l3, sizeof l3, "%s, --prefetch on", label);
+            const struct mode xfer = {l2, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", "transfer", false};
+            const struct mode pf = {l3, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", NULL, true};
+            /* experimental paths (refused unless HMOE_EXPERIMENTAL=1): their first H200 run failed
+             * (illegal address in the transfer copy); run them with HMOE_TEST_EXPERIMENTAL=1 */
+            if (getenv("HMOE_TEST_EXPERIMENTAL")) {
+                setenv("HMOE_EXPERIMENTAL", "1", 1);
+                run_mode(k, &gd, m, &xfer, true);
+                check_decode_paths(k, &gd, m, &xfer);
+                run_mode(k, &gd, m, &pf, true);
+                check_decode_paths(k, &gd, m, &pf);
+                unsetenv("HMOE_EXPERIMENTAL");
+            } else {
+                /* without the switch both are refused with a message, never run */
+                struct hmoe_err e2 = {0};
+                struct hmoe_ctx *cx = open_ctx(m, &xfer, &e2);
+                t_check(!cx && strstr(e2.msg, "HMOE_EXPERIMENTAL"), l2, "%s",
+                        cx ? "opened (expected a refusal)" : e2.msg);
+                hmoe_ctx_free(cx);
+                struct hmoe_ctx *cp2 = open_ctx(m, &pf, &e2);
+                t_check(!cp2 && strstr(e2.msg, "HMOE_EXPERIMENTAL"), l3, "%s",
+                        cp2 ? "opened (expected a refusal)" : e2.msg);
+                hmoe_ctx_free(cp2);
+            }
         }
         else t_check(0, label, "no budget between 'everything fits' and 'attention does not fit' found");
     } else if (!quick) {
@@ -342,9 +426,9 @@ static void run_kind(const struct kind *k) {
          * --cpu-moe layers have none, so they run: decode misses on CPU threads, prefill on CPU
          * threads or streamed to the GPU GEMM (which takes F32 like the all-GPU path). */
         const struct mode cpumoe = {"hybrid --cpu-moe (F32 experts), CPU prefill", HMOE_GPU_ON, 512, true, 0, 0, 100000,
-                                    "cuda+cpu"};
+                                    "cuda+cpu", NULL, false};
         const struct mode streamed = {"hybrid --cpu-moe (F32 experts), streamed prefill", HMOE_GPU_ON, 512, true, 0, 0,
-                                      1, "cuda+cpu"};
+                                      1, "cuda+cpu", NULL, false};
         run_mode(k, &gd, m, &cpumoe, true);
         run_mode(k, &gd, m, &streamed, true);
     }
@@ -358,6 +442,6 @@ int main(void) {
         return t_summary();
     }
     for (size_t i = 0; i < HMOE_ARRAY_LEN(kinds); i++)
-        if (!getenv("HMOE_TEST_QUICK") || i == 1) run_kind(&kinds[i]);
+        if (!(getenv("HMOE_TEST_QUICK") || getenv("HMOE_TEST_HYBRID_CACHE")) || i == 1) run_kind(&kinds[i]);
     return t_summary();
 }

@@ -172,7 +172,59 @@ static void test_reseed(void) {
     hmoe_sched_cache_free(c);
 }
 
+/* What the device-side prefetch is offered (victims in eviction order, never static or pending
+ * slots) and how its copies are recorded (install: the new expert valid, the old one gone). */
+static void test_victims_install(void) {
+    struct hmoe_err err = {0};
+    struct hmoe_sched_cache *c = NULL;
+    const int slots[1] = {5};
+    if (hmoe_sched_cache_init(1, 16, slots, HMOE_CACHE_LRU, &c, &err)) {
+        t_check(0, "cache init (victims)", "%s", err.msg);
+        return;
+    }
+    const uint64_t counts[16] = {50, 40, 30, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    struct hmoe_sched_cache_fill f[8];
+    int n = hmoe_sched_cache_seed(c, counts, 0.4, f, 8); /* 2 static (0, 1), dynamic 2, 3 + slot 4 expert 4 */
+    commit_all(c, f, n);
+    /* routing: expert 3 at token 0, expert 2 at token 1, expert 4 never */
+    const int32_t a[1] = {3}, b[1] = {2};
+    hmoe_sched_cache_touch(c, 0, a, 1);
+    hmoe_sched_cache_plan(c, f, 0);
+    hmoe_sched_cache_touch(c, 0, b, 1);
+    hmoe_sched_cache_plan(c, f, 0);
+    int32_t vs[8], ve[8];
+    n = hmoe_sched_cache_victims(c, 0, vs, ve, 8);
+    t_check(n == 3 && vs[0] == 4 && ve[0] == 4 && vs[1] == 3 && ve[1] == 3 && vs[2] == 2 && ve[2] == 2,
+            "victims: dynamic slots only, least recently routed first", "n %d: slot %d (e %d), %d (e %d), %d (e %d)", n,
+            n > 0 ? vs[0] : -1, n > 0 ? ve[0] : -1, n > 1 ? vs[1] : -1, n > 1 ? ve[1] : -1, n > 2 ? vs[2] : -1,
+            n > 2 ? ve[2] : -1);
+    n = hmoe_sched_cache_victims(c, 0, vs, ve, 1);
+    t_check(n == 1 && vs[0] == 4, "victims: at most max", "n %d", n);
+    hmoe_sched_cache_install(c, 0, 9, 4);
+    t_check(hmoe_sched_cache_slot_of(c, 0, 9) == 4 && hmoe_sched_cache_slot_of(c, 0, 4) == -1 &&
+                hmoe_sched_cache_n_valid(c) == 5,
+            "install: the prefetched expert is valid in its slot, the victim left the map", "slot of 9: %d, of 4: %d",
+            hmoe_sched_cache_slot_of(c, 0, 9), hmoe_sched_cache_slot_of(c, 0, 4));
+    hmoe_sched_cache_install(c, 0, 11, 0);
+    t_check(hmoe_sched_cache_slot_of(c, 0, 11) == -1 && hmoe_sched_cache_slot_of(c, 0, 0) == 0,
+            "install into a static slot is ignored", "slot of 11: %d", hmoe_sched_cache_slot_of(c, 0, 11));
+    /* a slot with a copy in flight is neither offered nor overwritten */
+    const int32_t m[1] = {12};
+    hmoe_sched_cache_touch(c, 0, m, 1);
+    n = hmoe_sched_cache_plan(c, f, 1);
+    const int pend = n == 1 ? f[0].slot : -1;
+    n = hmoe_sched_cache_victims(c, 0, vs, ve, 8);
+    bool offered = false;
+    for (int i = 0; i < n; i++) offered |= vs[i] == pend;
+    hmoe_sched_cache_install(c, 0, 13, pend);
+    t_check(pend >= 2 && !offered && hmoe_sched_cache_slot_of(c, 0, 13) == -1,
+            "a pending slot is not offered to the prefetch and not overwritten", "pending slot %d, offered %d", pend,
+            offered);
+    hmoe_sched_cache_free(c);
+}
+
 int main(void) {
+    test_victims_install();
     test_seed_and_lru();
     test_reseed();
     test_lfu();

@@ -492,6 +492,8 @@ bool hmoe_cuda_pdl_supported(void);
 /* Page-locked host memory of `bytes`, zeroed. mapped: also addressable from kernels (with unified
  * addressing the host pointer is the device pointer; hmoe_cuda_host_alloc checks that). */
 enum hmoe_status hmoe_cuda_host_alloc(size_t bytes, bool mapped, void **out, struct hmoe_err *err);
+/* Page-locked, portable and mapped like host_alloc(mapped), not zeroed (the caller fills it). */
+enum hmoe_status hmoe_cuda_host_alloc_uninit(size_t bytes, uint8_t **out, struct hmoe_err *err);
 void hmoe_cuda_host_free(void *p);
 /* Page-lock an existing host range (page-aligned start, whole pages); read_only for PROT_READ
  * mappings. Fails cleanly (HMOE_ERR_DEVICE) where the driver refuses; callers fall back. */
@@ -538,7 +540,8 @@ struct hmoe_cuda_mailbox {
     float wts[HMOE_CUDA_MAILBOX_MAX_K];      /* renormalised routing weights */
     uint64_t gpu_wait_ns;                    /* how long the GPU waited for the CPU (globaltimer) */
     uint32_t timed_out;                      /* the GPU gave up waiting (CPU side failed) */
-    uint32_t pad[13];
+    int32_t n_xfer;                          /* misses copied over PCIe and computed by the GPU (transfer) */
+    uint32_t pad[12];
 };
 
 /* For one token: gids[j] = slot_of[ids[j]] (-1 when the expert has no GPU slot), *d_nmiss = the
@@ -549,6 +552,75 @@ enum hmoe_status hmoe_cuda_hybrid_publish(const int32_t *d_ids, const float *d_w
                                           const int32_t *d_slot_of, int n_expert, const uint32_t *d_seq,
                                           int32_t *d_gids, int32_t *d_nmiss, struct hmoe_cuda_mailbox *mb,
                                           float *h_host, void *stream, struct hmoe_err *err);
+
+/* Options of a publish beyond the plain handoff (zero-initialised = the plain handoff).
+ * transfer: misses go to the GPU instead of the CPU: d_nmiss and mb->n_miss become 0 (the CPU
+ *   skips the layer, wait_add adds nothing), mb->n_xfer counts them, and xfer_gids[j] = j for a
+ *   missed selection j (its scratch slot, see hmoe_cuda_hybrid_xfer_copy), -1 for a hit.
+ * lock/closed: the layer's prefetch guard (hmoe_cuda_hybrid_prefetch_plan): the map is read
+ *   under the lock and closed = seq afterwards, so a late prefetch for this token gives up.
+ * h_snap: also copy d_h there (the prefetch of the next layer reads it from its own stream). */
+struct hmoe_cuda_publish_opts {
+    bool transfer;
+    int32_t *xfer_gids;
+    int32_t *lock, *closed;
+    float *h_snap;
+};
+enum hmoe_status hmoe_cuda_hybrid_publish_ex(const int32_t *d_ids, const float *d_wts, int k, const float *d_h,
+                                             int64_t n, const int32_t *d_slot_of, int n_expert, const uint32_t *d_seq,
+                                             int32_t *d_gids, int32_t *d_nmiss, struct hmoe_cuda_mailbox *mb,
+                                             float *h_host, const struct hmoe_cuda_publish_opts *o, void *stream,
+                                             struct hmoe_err *err);
+
+/* Where the three matrices of expert e of one layer are: base + e * stride for gate, up, down, in
+ * page-locked host memory that kernels can read (the pinned GGUF mapping, unified addressing). */
+struct hmoe_cuda_expert_src {
+    const uint8_t *base[3];
+    size_t bytes[3]; /* one expert's matrix = the stride */
+};
+
+/* Transfer of a decode step's misses: for each j < k with gids[j] < 0, expert ids[j] is copied
+ * from `src` (host, read by the kernel over PCIe) into slot j of the device stacks dst[3] (slot
+ * stride = src.bytes[p]). Many blocks; grid-stride 16-byte loads. */
+enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k, int n_expert,
+                                            const struct hmoe_cuda_expert_src *src, uint8_t *const dst[3], void *stream,
+                                            struct hmoe_err *err);
+
+/* Next-layer prefetch, run on a side stream forked from the step. From the router logits of the
+ * next layer (computed from this layer's hidden state) take the top k as the prediction; under the
+ * layer's lock, unless the layer was already published for this token (closed == seq), each
+ * predicted expert without a slot (map[e] < 0) takes the next candidate slot (cand_slot[i], whose
+ * expert cand_expert[i] is not predicted; at most max_fill): the victim leaves the map at once, the
+ * copy is queued. hmoe_cuda_hybrid_prefetch_copy then copies the queued experts and enters them in
+ * the map when complete. The record (mapped host memory) tells the host what happened. */
+#define HMOE_CUDA_PREFETCH_MAX 8
+struct hmoe_cuda_prefetch_rec {
+    uint32_t seq;
+    int32_t n_pred, n_fill;
+    int32_t pred[HMOE_CUDA_MAILBOX_MAX_K];
+    int32_t expert[HMOE_CUDA_PREFETCH_MAX], slot[HMOE_CUDA_PREFETCH_MAX], victim[HMOE_CUDA_PREFETCH_MAX];
+};
+struct hmoe_cuda_prefetch_args {
+    const float *logits;           /* [n_expert] router logits of the next layer */
+    int n_expert, k, max_fill;
+    int32_t *map;                  /* the next layer's slot map [n_expert] (device) */
+    const int32_t *cand_slot, *cand_expert; /* [n_cand] victims in eviction order (-1 expert: empty slot;
+                                                  -1 slot: end of the list, so the host can change it) */
+    int n_cand;
+    int32_t *lock, *closed;        /* that layer's guard words (device) */
+    const uint32_t *seq;
+    struct hmoe_cuda_prefetch_rec *rec; /* mapped host memory */
+    int32_t *d_queue;              /* device [1 + 2 * HMOE_CUDA_PREFETCH_MAX]: count, (expert, slot) pairs */
+};
+enum hmoe_status hmoe_cuda_hybrid_prefetch_plan(const struct hmoe_cuda_prefetch_args *a, void *stream,
+                                                struct hmoe_err *err);
+/* Copies the queued (expert, slot) pairs from src into dst[p] + slot * src.bytes[p], then map[e] =
+ * slot for each (after a fence). counter: one device word, 0 between launches. */
+enum hmoe_status hmoe_cuda_hybrid_prefetch_copy(const int32_t *d_queue, const struct hmoe_cuda_expert_src *src,
+                                                uint8_t *const dst[3], int32_t *map, unsigned int *counter,
+                                                void *stream, struct hmoe_err *err);
+/* Device pointer of page-locked host memory (registered or allocated); NULL when not addressable. */
+void *hmoe_cuda_host_device_ptr(void *p);
 
 /* When *d_nmiss > 0: wait until mb->cpu_seq == *d_seq, then d_x[i] += res_host[i] for i < n.
  * Gives up after timeout_ms (sets mb->timed_out, adds nothing) so a failed CPU side cannot hang

@@ -69,8 +69,8 @@ const int32_t *hmoe_sched_moe_last_selection(const struct hmoe_sched_moe *s);
 /* Who computes an expert that has no GPU copy during decode (--moe-miss). */
 enum hmoe_moe_miss {
     HMOE_MOE_MISS_CPU = 0,      /* CPU threads, at the same time as the GPU computes the hits */
-    HMOE_MOE_MISS_TRANSFER = 1, /* copy it to the GPU first (not implemented: refused at init) */
-    HMOE_MOE_MISS_AUTO = 2,     /* decided from the RAM and PCIe bandwidth measured at start */
+    HMOE_MOE_MISS_TRANSFER = 1, /* the GPU reads it over PCIe (pinned mapping) into scratch and computes it */
+    HMOE_MOE_MISS_AUTO = 2,     /* per layer, from the RAM and PCIe bandwidth measured at start */
 };
 bool hmoe_moe_miss_from_name(const char *name, enum hmoe_moe_miss *out);
 
@@ -94,6 +94,9 @@ struct hmoe_sched_gpu_params {
     const char *profile_dir;   /* NULL: $XDG_CACHE_HOME/hmoe, else ~/.cache/hmoe */
     int stream_min_tokens;     /* hybrid prefill streams expert weights to the GPU for micro-batches of at
                                   least this many tokens (below: CPU threads); 0 = default */
+    bool prefetch;             /* --prefetch on: predict layer L+1's experts from layer L's state and copy
+                                  the uncached ones into dynamic slots on a side stream during the token */
+    int prefetch_max;          /* copies per layer and token (0 = default 2) */
 };
 void hmoe_sched_gpu_params_default(struct hmoe_sched_gpu_params *p);
 
@@ -172,6 +175,13 @@ int hmoe_sched_cache_plan(struct hmoe_sched_cache *c, struct hmoe_sched_cache_fi
 void hmoe_sched_cache_commit(struct hmoe_sched_cache *c, const struct hmoe_sched_cache_fill *f);
 /* Valid slot of (layer, expert) or -1; the whole map of a layer ([n_expert]). */
 int hmoe_sched_cache_slot_of(const struct hmoe_sched_cache *c, int layer, int expert);
+/* The replaceable slots of a layer in the order the policy would give them up (empty ones first,
+ * then the weakest dynamic slot; static and pending slots never): slots[i] and the expert in it
+ * (-1 empty). Returns how many (at most max). */
+int hmoe_sched_cache_victims(const struct hmoe_sched_cache *c, int layer, int32_t *slots, int32_t *experts, int max);
+/* Someone else (the device-side prefetch) put `expert` into `slot` of `layer`: record it as valid
+ * (the slot's previous expert is gone). Ignored for static or pending slots and bad indices. */
+void hmoe_sched_cache_install(struct hmoe_sched_cache *c, int layer, int expert, int slot);
 const int32_t *hmoe_sched_cache_map(const struct hmoe_sched_cache *c, int layer);
 
 /* Routing profile (profile.c): counts[n_layer][n_expert] of expert selections for one model file,
@@ -199,6 +209,7 @@ struct hmoe_sched_hybrid_params {
     const void *file_base;              /* the GGUF mapping (pinning, profile hash) */
     uint64_t file_size;
     struct hmoe_sched_moe *cpu_moe;     /* CPU workspace for n_ub tokens */
+    const float *const *d_router;       /* [n_layer] each layer's router on the device (prefetch), or NULL */
 };
 struct hmoe_sched_hybrid;
 
@@ -257,6 +268,11 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefill_streamed_experts; /* expert copies made by streamed prefill since init / reset */
     uint64_t prefill_streamed_bytes;
     bool pinned;                     /* the expert ranges of the mapping are page-locked */
+    uint64_t xfer_experts;           /* decode misses read over PCIe and computed by the GPU (transfer) */
+    uint64_t prefetch_pred, prefetch_correct; /* next-layer predictions, and those the router then chose */
+    uint64_t prefetch_fills;         /* experts the prefetch copied into slots */
+    uint64_t prefetch_used;          /* of those, chosen by the router in the same token */
+    int n_transfer_layers;           /* RAM layers whose misses the GPU computes */
 };
 void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_sched_hybrid_stats *out);
 void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h);

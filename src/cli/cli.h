@@ -60,7 +60,7 @@ struct hmoe_cli_model_opts {
     bool quiet;       /* no progress bar, no notes (errors and warnings still print) */
     bool no_preload;  /* leave the weights to be paged in on first use */
     /* GPU backend and hybrid scheduler (HMOE_CLI_GPU_OPTS rows) */
-    const char *gpu, *moe_miss, *cache_policy;
+    const char *gpu, *moe_miss, *cache_policy, *prefetch;
     int64_t vram_budget_mib;
     bool cpu_moe, no_profile;
     int n_cpu_moe, cache_fills, stream_min;
@@ -78,8 +78,13 @@ struct hmoe_cli_model_opts {
      &(o).n_cpu_moe},                                                                                           \
     {"--override-tensor", "-ot", "REGEX=CPU|GPU", "place expert tensors whose name matches (repeatable)",       \
      HMOE_OPT_STRS, &(o).ot},                                                                                   \
-    {"--moe-miss", NULL, "POLICY", "experts missing from VRAM during decode: cpu or auto (default; = cpu)",    \
+    {"--moe-miss", NULL, "POLICY", "experts missing from VRAM during decode: cpu (CPU threads), auto "        \
+     "(default: per layer from the RAM and PCIe bandwidth measured at start; cpu unless experimental paths "    \
+     "are on) or transfer (read over PCIe, computed by the GPU; experimental: HMOE_EXPERIMENTAL=1)",            \
      HMOE_OPT_STR, &(o).moe_miss},                                                                              \
+    {"--prefetch", NULL, "on|off", "decode: predict the next layer's experts from this layer's state and copy " \
+     "uncached ones into the VRAM cache during the token (default off; experimental: HMOE_EXPERIMENTAL=1)",     \
+     HMOE_OPT_STR, &(o).prefetch},                                                                              \
     {"--cache-policy", NULL, "lfu|lru", "expert cache replacement (default lfu)", HMOE_OPT_STR,                \
      &(o).cache_policy},                                                                                        \
     {"--cache-fills", NULL, "N", "expert copies to VRAM started per decoded token (default auto; 0 = static "  \

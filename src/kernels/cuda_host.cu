@@ -33,12 +33,27 @@ extern "C" enum hmoe_status hmoe_cuda_host_alloc(size_t bytes, bool mapped, void
     return HMOE_OK;
 }
 
+extern "C" enum hmoe_status hmoe_cuda_host_alloc_uninit(size_t bytes, uint8_t **out, struct hmoe_err *err) {
+    *out = NULL;
+    void *p = NULL;
+    /* portable + mapped: kernels read it at the host address (transfer / prefetch copies) */
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable | cudaHostAllocMapped);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HMOE_RAISE(err, HMOE_ERR_DEVICE, "cannot allocate %zu MiB of page-locked host memory: %s", bytes >> 20,
+                          cudaGetErrorString(e));
+    }
+    *out = (uint8_t *)p;
+    return HMOE_OK;
+}
+
 extern "C" void hmoe_cuda_host_free(void *p) {
     if (p) cudaFreeHost(p);
 }
 
 extern "C" enum hmoe_status hmoe_cuda_host_register(void *p, size_t bytes, bool read_only, struct hmoe_err *err) {
-    unsigned flags = cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0);
+    /* mapped: kernels may read it (transfer / prefetch copies); read-only: the mapping is PROT_READ */
+    unsigned flags = cudaHostRegisterPortable | cudaHostRegisterMapped | (read_only ? cudaHostRegisterReadOnly : 0);
     cudaError_t e = cudaHostRegister(p, bytes, flags);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -46,6 +61,15 @@ extern "C" enum hmoe_status hmoe_cuda_host_register(void *p, size_t bytes, bool 
                           cudaGetErrorString(e));
     }
     return HMOE_OK;
+}
+
+extern "C" void *hmoe_cuda_host_device_ptr(void *p) {
+    void *dp = NULL;
+    if (!p || cudaHostGetDevicePointer(&dp, p, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return dp;
 }
 
 extern "C" void hmoe_cuda_host_unregister(void *p) {

@@ -18,6 +18,11 @@ enum hmoe_status hmoe_cuda_host_alloc(size_t bytes, bool mapped, void **out, str
     return HMOE_OK;
 }
 void hmoe_cuda_host_free(void *p) { free(p); }
+enum hmoe_status hmoe_cuda_host_alloc_uninit(size_t bytes, uint8_t **out, struct hmoe_err *err) {
+    *out = malloc(bytes ? bytes : 1);
+    if (!*out) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
+    return HMOE_OK;
+}
 enum hmoe_status hmoe_cuda_host_register(void *p, size_t bytes, bool read_only, struct hmoe_err *err) {
     (void)p, (void)bytes, (void)read_only;
     return NO_CUDA(err);
@@ -80,6 +85,36 @@ enum hmoe_status hmoe_cuda_moe_map_ids(const int32_t *d_ids, int64_t n, const in
                                        int32_t *d_out, void *stream, struct hmoe_err *err) {
     (void)d_ids, (void)n, (void)d_map, (void)n_expert, (void)d_out, (void)stream;
     return NO_CUDA(err);
+}
+enum hmoe_status hmoe_cuda_hybrid_publish_ex(const int32_t *d_ids, const float *d_wts, int k, const float *d_h,
+                                             int64_t n, const int32_t *d_slot_of, int n_expert, const uint32_t *d_seq,
+                                             int32_t *d_gids, int32_t *d_nmiss, struct hmoe_cuda_mailbox *mb,
+                                             float *h_host, const struct hmoe_cuda_publish_opts *o, void *stream,
+                                             struct hmoe_err *err) {
+    (void)o;
+    return hmoe_cuda_hybrid_publish(d_ids, d_wts, k, d_h, n, d_slot_of, n_expert, d_seq, d_gids, d_nmiss, mb, h_host,
+                                    stream, err);
+}
+enum hmoe_status hmoe_cuda_hybrid_xfer_copy(const int32_t *d_ids, const int32_t *d_gids, int k, int n_expert,
+                                            const struct hmoe_cuda_expert_src *src, uint8_t *const dst[3], void *stream,
+                                            struct hmoe_err *err) {
+    (void)d_ids, (void)d_gids, (void)k, (void)n_expert, (void)src, (void)dst, (void)stream;
+    return NO_CUDA(err);
+}
+enum hmoe_status hmoe_cuda_hybrid_prefetch_plan(const struct hmoe_cuda_prefetch_args *a, void *stream,
+                                                struct hmoe_err *err) {
+    (void)a, (void)stream;
+    return NO_CUDA(err);
+}
+enum hmoe_status hmoe_cuda_hybrid_prefetch_copy(const int32_t *d_queue, const struct hmoe_cuda_expert_src *src,
+                                                uint8_t *const dst[3], int32_t *map, unsigned int *counter,
+                                                void *stream, struct hmoe_err *err) {
+    (void)d_queue, (void)src, (void)dst, (void)map, (void)counter, (void)stream;
+    return NO_CUDA(err);
+}
+void *hmoe_cuda_host_device_ptr(void *p) {
+    (void)p;
+    return NULL;
 }
 #else
 typedef int hmoe_cuda_host_none_unused;

@@ -287,6 +287,10 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
         out->ram_experts = hs.ram_experts;
         out->cached_experts = hs.cached_experts;
         out->prefill_streamed_experts = hs.prefill_streamed_experts;
+        out->xfer_experts = hs.xfer_experts;
+        out->prefetch_pred = hs.prefetch_pred;
+        out->prefetch_correct = hs.prefetch_correct;
+        out->prefetch_fills = hs.prefetch_fills;
     }
 }
 

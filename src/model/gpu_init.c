@@ -381,11 +381,17 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         g->prof_on = !st;
     }
     if (!st && any_ram) {
+        /* the routers on the device, for the next-layer prefetch */
+        const float **routers = malloc((size_t)cfg->n_layer * sizeof *routers);
+        if (!routers) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        for (int il = 0; il < cfg->n_layer && !st; il++) routers[il] = g->L[il].router;
         struct hmoe_sched_hybrid_params hp = {.cu = g->cu, .moe = g->moe, .n_layer = cfg->n_layer,
                                               .n_embd = cfg->n_embd, .n_ub = g->n_ub, .n_threads = c->p.n_threads,
                                               .plan = &plan, .sched = &c->p.sched, .file_base = m->gguf->base,
-                                              .file_size = m->gguf->file_size, .cpu_moe = c->rs.moe};
-        st = hmoe_sched_hybrid_init(&hp, &g->hyb, err);
+                                              .file_size = m->gguf->file_size, .cpu_moe = c->rs.moe,
+                                              .d_router = routers};
+        if (!st) st = hmoe_sched_hybrid_init(&hp, &g->hyb, err);
+        free(routers);
     }
     if (!st && !any_ram) fused_decode_setup(c);
     if (!st) st = hmoe_cuda_sync(g->cu, err);

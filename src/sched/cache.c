@@ -209,4 +209,46 @@ int hmoe_sched_cache_slot_of(const struct hmoe_sched_cache *c, int layer, int ex
     return c->L[layer].slot_of[expert];
 }
 
+int hmoe_sched_cache_victims(const struct hmoe_sched_cache *c, int layer, int32_t *slots, int32_t *experts, int max) {
+    const struct cache_layer *L = &c->L[layer];
+    uint8_t taken[1024] = {0};
+    int n = 0;
+    while (n < max) {
+        /* victim() over the slots not yet listed: mark listed ones pending for the search */
+        int v = -1;
+        for (int s = L->n_static; s < L->n_slots && s < 1024; s++) {
+            if (L->pending[s] || taken[s]) continue;
+            const int e = L->expert_in[s];
+            if (e < 0) {
+                v = s;
+                break;
+            }
+            if (v < 0) {
+                v = s;
+                continue;
+            }
+            const int ev = L->expert_in[v];
+            if (c->policy == HMOE_CACHE_LRU ? L->last_use[e] < L->last_use[ev] : L->score[e] < L->score[ev]) v = s;
+        }
+        if (v < 0) break;
+        taken[v] = 1;
+        slots[n] = v;
+        experts[n] = L->expert_in[v];
+        n++;
+    }
+    return n;
+}
+
+void hmoe_sched_cache_install(struct hmoe_sched_cache *c, int layer, int expert, int slot) {
+    if (layer < 0 || layer >= c->n_layer || expert < 0 || expert >= c->n_expert) return;
+    struct cache_layer *L = &c->L[layer];
+    if (slot < L->n_static || slot >= L->n_slots || L->pending[slot]) return;
+    const int old = L->expert_in[slot];
+    if (old >= 0) L->slot_of[old] = -1;
+    const int prev = L->slot_of[expert]; /* (not expected: the prefetch only fills missing experts) */
+    if (prev >= 0 && prev != slot) L->expert_in[prev] = -1;
+    L->expert_in[slot] = expert;
+    L->slot_of[expert] = slot;
+}
+
 const int32_t *hmoe_sched_cache_map(const struct hmoe_sched_cache *c, int layer) { return c->L[layer].slot_of; }

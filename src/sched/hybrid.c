@@ -99,48 +99,6 @@ static enum hmoe_status seed(struct hmoe_sched_hybrid *h, const uint64_t *counts
     return st;
 }
 
-static void pin_ranges(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t file_size) {
-    const uintptr_t page = 4096, lo_file = (uintptr_t)file_base, hi_file = lo_file + file_size;
-    int ok = 0, tried = 0;
-    for (int l = 0; l < h->n_layer; l++) {
-        if (!h->L[l].ram) continue;
-        const struct hmoe_moe_weights *w = &h->moe[l];
-        const struct hmoe_mat *m[3] = {&w->gate, &w->up, &w->down};
-        uintptr_t lo = UINTPTR_MAX, hi = 0;
-        for (int i = 0; i < 3; i++) {
-            uintptr_t a = (uintptr_t)m[i]->data, b = a + m[i]->mat_bytes * (size_t)m[i]->n_mat;
-            lo = a < lo ? a : lo;
-            hi = b > hi ? b : hi;
-        }
-        lo = lo / page * page;
-        hi = (hi + page - 1) / page * page;
-        if (lo < lo_file / page * page || hi > (hi_file + page - 1) / page * page) continue;
-        tried++;
-        struct hmoe_err e = {0};
-        if (hmoe_cuda_host_register((void *)lo, hi - lo, true, &e) == HMOE_OK) {
-            h->L[l].pinned = true;
-            ok++;
-        } else if (tried == 1) {
-            snprintf(h->notes + strlen(h->notes), sizeof h->notes - strlen(h->notes),
-                     "page-locking the mapped experts failed (%s): copies from RAM go through the driver's staging; ",
-                     e.msg);
-        }
-    }
-    if (tried && ok < tried) HMOE_INFO("hybrid: page-locked the experts of %d of %d RAM layers", ok, tried);
-}
-
-static void unpin_ranges(struct hmoe_sched_hybrid *h) {
-    for (int l = 0; l < h->n_layer; l++) {
-        if (!h->L[l].pinned) continue;
-        const struct hmoe_moe_weights *w = &h->moe[l];
-        const struct hmoe_mat *m[3] = {&w->gate, &w->up, &w->down};
-        uintptr_t lo = UINTPTR_MAX;
-        for (int i = 0; i < 3; i++) lo = (uintptr_t)m[i]->data < lo ? (uintptr_t)m[i]->data : lo;
-        hmoe_cuda_host_unregister((void *)(lo / 4096 * 4096));
-        h->L[l].pinned = false;
-    }
-}
-
 /* Pinned host -> device bandwidth over one buffer we own anyway. */
 static void probe_h2d(struct hmoe_sched_hybrid *h, void *dst, size_t bytes) {
     void *src = NULL, *e0 = NULL, *e1 = NULL, *s = hmoe_cuda_ctx_stream(h->cu);
@@ -168,9 +126,8 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
                                         struct hmoe_err *err) {
     *out = NULL;
     const struct hmoe_moe_weights *w0 = &p->moe[0];
-    if (p->sched->moe_miss == HMOE_MOE_MISS_TRANSFER)
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                          "--moe-miss transfer is not implemented yet; use --moe-miss cpu (or auto)");
+    enum hmoe_status st0 = hmoe_hyb_xfer_check(p->sched, err);
+    if (st0) return st0;
     for (int l = 0; l < p->n_layer; l++) {
         const struct hmoe_moe_weights *w = &p->moe[l];
         if (!p->plan->where || p->plan->where[l] != HMOE_PLACE_RAM) continue;
@@ -197,6 +154,11 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     h->sp = *p->sched;
     h->cpu_moe = p->cpu_moe;
     h->moe = malloc((size_t)p->n_layer * sizeof *h->moe);
+    if (p->d_router) {
+        h->d_router = malloc((size_t)p->n_layer * sizeof *h->d_router);
+        if (!h->d_router) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        memcpy(h->d_router, p->d_router, (size_t)p->n_layer * sizeof *h->d_router);
+    }
     h->L = calloc((size_t)p->n_layer, sizeof *h->L);
     h->counts = calloc((size_t)p->n_layer * (size_t)h->E, sizeof *h->counts);
     h->profile = calloc((size_t)p->n_layer * (size_t)h->E, sizeof *h->profile);
@@ -297,12 +259,13 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     if (st) return st;
 
     /* Pin the expert ranges (copies become DMA), measure PCIe, pick the cache-copy rate. */
-    if (pool_total || h->stream) pin_ranges(h, p->file_base, p->file_size);
+    if (pool_total || h->stream || hmoe_hyb_xfer_possible(p->sched)) hmoe_hyb_pin(h, p->file_base, p->file_size);
     probe_h2d(h, h->stage[0].ptr ? h->stage[0].ptr : NULL, h->stage[0].ptr ? HMOE_MIN(h->chunk_bytes, (size_t)64 << 20) : 0);
     bool all_pinned = true;
     for (int l = 0; l < h->n_layer; l++) all_pinned &= !h->L[l].ram || h->L[l].pinned;
     h->fills_per_token = p->sched->cache_fills_per_token >= 0 ? p->sched->cache_fills_per_token : all_pinned ? 8 : 0;
     if (!pool_total) h->fills_per_token = 0;
+    if ((st = hmoe_hyb_xfer_init(h, err))) return st;
 
     /* Routing profile: seed the hot set before the first token. */
     h->profile_on = !p->sched->no_profile;
@@ -328,6 +291,8 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         h->load_seeded = hmoe_sched_cache_n_valid(h->cache);
         h->fill_bytes = 0; /* the statistics count copies made while running */
     }
+    if (!st) st = hmoe_hyb_prefetch_upload(h, hmoe_cuda_ctx_stream(h->cu), err);
+    if (!st) st = hmoe_cuda_sync(h->cu, err);
     return st;
 }
 
@@ -345,7 +310,8 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
                 HMOE_WARN("routing profile not saved: %s", e.msg);
         }
     }
-    if (h->L) unpin_ranges(h);
+    hmoe_hyb_xfer_free(h);
+    if (h->L) hmoe_hyb_unpin(h);
     for (int l = 0; h->L && l < h->n_layer; l++) hmoe_cuda_buf_free(h->cu, &h->L[l].pool);
     for (int i = 0; i < 2; i++) {
         hmoe_cuda_buf_free(h->cu, &h->stage[i]);
@@ -371,6 +337,7 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     free(h->counts);
     free(h->profile);
     free(h->moe);
+    free(h->d_router);
     free(h->L);
     free(h);
 }
@@ -383,10 +350,10 @@ enum hmoe_status hmoe_sched_hybrid_enqueue_decode(struct hmoe_sched_hybrid *h, i
     struct hyb_layer *L = &h->L[il];
     const int k = h->k;
     const int64_t d = h->d, F = h->moe[il].gate.n_out;
-    enum hmoe_status st = hmoe_cuda_hybrid_publish(d_ids, d_wts, k, d_h, d, h->d_slot_of + (size_t)il * h->E, h->E,
-                                                   d_seq, d_gids, d_nmiss, &h->mb[il], h->h_host + (size_t)il * h->d,
-                                                   stream, err);
+    enum hmoe_status st = hmoe_hyb_publish(h, il, d_ids, d_wts, d_h, d_gids, d_nmiss, d_seq, stream, err);
     if (st) return st;
+    /* the next layer's prediction runs beside this layer's experts and the next attention */
+    if ((st = hmoe_hyb_prefetch_fork(h, il, d_seq, stream, err))) return st;
     if (L->n_slots > 0) {
         if ((st = hmoe_cuda_moe_gate_up(&L->gate, &L->up, d_gids, k, k, d_hq, hq_stride, d_z, F, stream, err))) return st;
         if ((st = hmoe_cuda_quantize_q8_1(d_z, F, k, F, d_zq, stream, err))) return st;
@@ -394,8 +361,11 @@ enum hmoe_status hmoe_sched_hybrid_enqueue_decode(struct hmoe_sched_hybrid *h, i
                                      err)))
             return st;
     }
-    return hmoe_cuda_hybrid_wait_add(d_nmiss, d_seq, &h->mb[il], h->res_host + (size_t)il * h->d, d_x, d,
-                                     HYB_TIMEOUT_MS, stream, err);
+    if (L->transfer) st = hmoe_hyb_xfer_compute(h, il, d_ids, d_wts, d_gids, d_hq, hq_stride, d_z, d_zq, d_x, stream, err);
+    else st = hmoe_cuda_hybrid_wait_add(d_nmiss, d_seq, &h->mb[il], h->res_host + (size_t)il * h->d, d_x, d,
+                                        HYB_TIMEOUT_MS, stream, err);
+    if (!st && il == h->last_ram) st = hmoe_hyb_prefetch_join(h, stream, err);
+    return st;
 }
 
 enum hmoe_status hmoe_sched_hybrid_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err) {
@@ -407,6 +377,7 @@ enum hmoe_status hmoe_sched_hybrid_after_step(struct hmoe_sched_hybrid *h, void 
     if (!h->steps) h->t_first = now;
     h->t_last = now;
     h->steps++;
+    hmoe_hyb_prefetch_collect(h); /* before the routing is counted: prefetched experts are cached now */
     uint64_t seen = 0;
     for (int l = 0; l < h->n_layer; l++) {
         struct hyb_layer *L = &h->L[l];
@@ -419,7 +390,8 @@ enum hmoe_status hmoe_sched_hybrid_after_step(struct hmoe_sched_hybrid *h, void 
                               HYB_TIMEOUT_MS, l);
         }
         L->uses += (uint64_t)mb->k;
-        L->hits += (uint64_t)(mb->k - mb->n_miss);
+        L->hits += (uint64_t)(mb->k - mb->n_miss - mb->n_xfer);
+        L->xfers += (uint64_t)mb->n_xfer;
         if (mb->n_miss > 0) {
             L->gpu_wait_ns += mb->gpu_wait_ns;
             L->gpu_waits++;
@@ -432,7 +404,10 @@ enum hmoe_status hmoe_sched_hybrid_after_step(struct hmoe_sched_hybrid *h, void 
     if (h->L && h->n_ram && !h->seeded) {
         bool any_slots = false;
         for (int l = 0; l < h->n_layer; l++) any_slots |= h->L[l].n_slots > 0;
-        if (any_slots && h->steps >= SEED_TOKENS) return seed(h, h->counts, stream, err);
+        if (any_slots && h->steps >= SEED_TOKENS) {
+            enum hmoe_status st = seed(h, h->counts, stream, err);
+            return st ? st : hmoe_hyb_prefetch_upload(h, stream, err);
+        }
     }
     /* Copies that finished: the expert becomes visible to the next step. */
     bool changed[1024] = {0};
@@ -473,6 +448,7 @@ enum hmoe_status hmoe_sched_hybrid_after_step(struct hmoe_sched_hybrid *h, void 
         h->fills++;
     }
     (void)seen;
+    if (!st) st = hmoe_hyb_prefetch_upload(h, stream, err); /* last: victims without this step's pending slots */
     return st;
 }
 
@@ -502,16 +478,24 @@ void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_
     bool pinned = h->n_ram > 0;
     for (int l = 0; l < h->n_layer; l++) pinned &= !h->L[l].ram || h->L[l].pinned;
     o->pinned = pinned;
+    for (int l = 0; l < h->n_layer; l++) o->xfer_experts += h->L[l].xfers;
+    o->prefetch_pred = h->pf_pred;
+    o->prefetch_correct = h->pf_correct;
+    o->prefetch_fills = h->pf_fills;
+    o->prefetch_used = h->pf_used;
+    o->n_transfer_layers = h->n_transfer;
 }
 
 void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h) {
     for (int l = 0; l < h->n_layer; l++) {
         h->L[l].uses = h->L[l].hits = h->L[l].gpu_wait_ns = h->L[l].gpu_waits = h->L[l].cpu_wait_ns = 0;
+        h->L[l].xfers = 0;
     }
     h->steps = h->fills = h->fill_bytes = 0;
     h->stream_experts_total = h->stream_bytes_total = 0;
     h->cpu_ms = 0;
     h->t_first = h->t_last = 0;
+    h->pf_pred = h->pf_correct = h->pf_fills = h->pf_used = 0;
 }
 
 void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size_t cap) {
@@ -527,8 +511,13 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
         h->stream ? "streams experts (double-buffered chunks)" : "on CPU threads");
     if (h->stream) OUT("  prefill streaming: %d experts per chunk, 2 x %.1f MiB, micro-batches >= %d tokens\n",
                        h->chunk_experts, (double)h->chunk_bytes / 1048576.0, h->stream_min);
-    OUT("  misses computed by %d CPU threads (--moe-miss %s); pinned expert ranges: %s; host->device %.1f GB/s\n", h->nt,
-        h->sp.moe_miss == HMOE_MOE_MISS_AUTO ? "auto = cpu" : "cpu", s.pinned ? "yes" : "no", s.h2d_gbps_probe);
+    OUT("  misses: %d CPU threads, --moe-miss %s; pinned expert ranges: %s (%d of %d RAM layers, %.1f GB: read %.1f s, "
+        "locked %.1f s); host->device %.1f GB/s\n",
+        h->nt, h->miss_why, s.pinned ? "yes" : "no", h->pin_layers, h->pin_tried, (double)h->pin_bytes / 1e9, h->touch_s,
+        h->pin_s, s.h2d_gbps_probe);
+    if (h->prefetch)
+        OUT("  prefetch: next layer's router on this layer's state, up to %d copies per layer and token into dynamic slots\n",
+            h->pf_max);
     if (h->profile_on) OUT("  routing profile: %s (%s)\n", h->profile_path, h->profile_loaded ? "loaded" : "new");
     if (pool) OUT("  cache filled at load: %d experts (%s); now %llu of %llu RAM-layer experts in VRAM\n", h->load_seeded,
                   h->profile_loaded ? "profile's hot set" : "no profile: experts 0..slots-1 of each layer",
@@ -542,6 +531,16 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
             "CPU waits %.1f us per layer, cache copies %llu (%.2f GB/s)\n",
             (unsigned long long)s.steps, 100.0 * s.hit_rate, s.cpu_expert_ms_per_token, s.gpu_wait_us_per_layer,
             s.cpu_wait_us_per_layer, (unsigned long long)s.fills, s.pcie_gbps);
+        if (s.xfer_experts)
+            OUT("  transfer: %llu missed experts read over PCIe and computed by the GPU (%.2f per token)\n",
+                (unsigned long long)s.xfer_experts, (double)s.xfer_experts / (double)s.steps);
+        if (h->prefetch)
+            OUT("  prefetch: accuracy %.1f%% (%llu of %llu predicted experts chosen by the router), %llu copies (%.2f per "
+                "token), %.1f%% of them used in the same token\n",
+                s.prefetch_pred ? 100.0 * (double)s.prefetch_correct / (double)s.prefetch_pred : 0.0,
+                (unsigned long long)s.prefetch_correct, (unsigned long long)s.prefetch_pred,
+                (unsigned long long)s.prefetch_fills, (double)s.prefetch_fills / (double)s.steps,
+                s.prefetch_fills ? 100.0 * (double)s.prefetch_used / (double)s.prefetch_fills : 0.0);
         OUT("  hit rate per layer:");
         for (int l = 0; l < h->n_layer; l++)
             if (h->L[l].ram) OUT(" %d:%.0f%%", l, h->L[l].uses ? 100.0 * (double)h->L[l].hits / (double)h->L[l].uses : 0.0);

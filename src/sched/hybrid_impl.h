@@ -1,6 +1,8 @@
 /* hybrid_impl.h — private to src/sched: the state of the hybrid CPU+GPU scheduler shared by
  * hybrid.c (setup, decode enqueue, cache copies, statistics), hybrid_cpu.c (the CPU thread
- * team's half of a decode step) and hybrid_prefill.c (streamed or CPU prefill of RAM layers).
+ * team's half of a decode step), hybrid_prefill.c (streamed or CPU prefill of RAM layers),
+ * hybrid_pin.c (page-locking the mapping, bandwidth probes) and hybrid_xfer.c (--moe-miss
+ * transfer/auto and the next-layer prefetch).
  */
 #ifndef HMOE_SCHED_HYBRID_IMPL_H
 #define HMOE_SCHED_HYBRID_IMPL_H
@@ -20,6 +22,16 @@ struct hyb_layer {
     uint64_t uses, hits;               /* expert selections, and those served by VRAM */
     uint64_t gpu_wait_ns, gpu_waits;   /* GPU spinning for the CPU (steps with misses) */
     uint64_t cpu_wait_ns;              /* CPU spinning for the GPU's mailbox */
+    /* page-locked chunks of the mapping: pin_chunks of pin_chunk bytes from pin_lo (last one shorter) */
+    uint8_t *pin_lo;
+    size_t pin_chunk, pin_len;
+    int pin_chunks;
+    uint8_t *copy_buf;                 /* HMOE_PIN=copy: page-locked copy the views point into */
+    bool src_ok;                       /* pinned and readable by kernels at the host address */
+    struct hmoe_cuda_expert_src src;   /* gate, up, down of expert e at base + e * bytes */
+    bool transfer;                     /* decode misses: read over PCIe and computed by the GPU */
+    bool pf_target;                    /* filled by the prefetch from the previous layer's state */
+    uint64_t xfers;
 };
 
 struct hyb_pending {
@@ -77,8 +89,60 @@ struct hmoe_sched_hybrid {
     uint64_t steps, fills, fill_bytes, stream_bytes_total, stream_experts_total;
     int load_seeded;                   /* experts copied into the cache at init */
     double h2d_probe_gbps;
-    char notes[512];
+    char notes[1024];
+    /* pinning (hybrid_pin.c) */
+    double pin_s, touch_s, ram_probe_gbps;
+    uint64_t pin_bytes;
+    int pin_layers, pin_tried;
+    bool pin_stopped;
+    /* transfer (hybrid_xfer.c) */
+    int n_transfer;
+    struct hmoe_cuda_buf xfer_buf;     /* k scratch expert slots + k ids */
+    int32_t *d_xfer_gids;
+    char miss_why[256];
+    /* next-layer prefetch (hybrid_xfer.c) */
+    bool prefetch;
+    int pf_max, pf_cand, last_ram;
+    const float **d_router;            /* [n_layer] router of each layer (device) */
+    void *pf_stream, **ev_fork, *ev_join;
+    bool pf_forked;
+    struct hmoe_cuda_buf pref_buf;
+    int32_t *d_lock, *d_closed, *d_queue, *d_cand;
+    float *d_snap, *d_pf_logits;
+    unsigned int *d_pf_counter;
+    int32_t *cand_host;                /* page-locked [n_layer][2][pf_cand]: slots, experts */
+    struct hmoe_cuda_prefetch_rec *pf_rec; /* mapped [n_layer] */
+    uint64_t pf_pred, pf_correct, pf_fills, pf_used;
 };
+
+/* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */
+void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t file_size);
+void hmoe_hyb_unpin(struct hmoe_sched_hybrid *h);
+/* RAM read bandwidth of the CPU team over one pinned (resident) expert range, GB/s (0: none). */
+double hmoe_hyb_probe_ram(struct hmoe_sched_hybrid *h);
+
+/* hybrid_xfer.c */
+/* Whether these settings can put a layer on the transfer path (which needs the pinned mapping). */
+bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp);
+/* Refuses the experimental paths unless HMOE_EXPERIMENTAL=1 (before anything is set up). */
+enum hmoe_status hmoe_hyb_xfer_check(const struct hmoe_sched_gpu_params *sp, struct hmoe_err *err);
+enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err);
+void hmoe_hyb_xfer_free(struct hmoe_sched_hybrid *h);
+/* Publish of a decode step's layer with the transfer / prefetch options, the GPU's share of a
+ * transfer layer's misses, and the fork of the next layer's prefetch. */
+enum hmoe_status hmoe_hyb_publish(struct hmoe_sched_hybrid *h, int il, const int32_t *d_ids, const float *d_wts,
+                                  const float *d_h, int32_t *d_gids, int32_t *d_nmiss, const uint32_t *d_seq,
+                                  void *stream, struct hmoe_err *err);
+enum hmoe_status hmoe_hyb_xfer_compute(struct hmoe_sched_hybrid *h, int il, const int32_t *d_ids, const float *d_wts,
+                                       const int32_t *d_gids, const void *d_hq, size_t hq_stride, float *d_z,
+                                       void *d_zq, float *d_x, void *stream, struct hmoe_err *err);
+enum hmoe_status hmoe_hyb_prefetch_fork(struct hmoe_sched_hybrid *h, int il, const uint32_t *d_seq, void *stream,
+                                        struct hmoe_err *err);
+enum hmoe_status hmoe_hyb_prefetch_join(struct hmoe_sched_hybrid *h, void *stream, struct hmoe_err *err);
+/* After a step: the prefetch's copies into the cache bookkeeping and its accuracy (before the
+ * routing of the step is counted); then, last, the victim lists for the next step. */
+void hmoe_hyb_prefetch_collect(struct hmoe_sched_hybrid *h);
+enum hmoe_status hmoe_hyb_prefetch_upload(struct hmoe_sched_hybrid *h, void *stream, struct hmoe_err *err);
 
 /* hybrid_cpu.c */
 enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err);

@@ -1,0 +1,203 @@
+/* hybrid_pin.c — page-locking the GGUF mapping's expert ranges of the RAM layers for the hybrid
+ * scheduler (sched.h, issue #6 "Pinned memory"), and the CPU team's RAM read probe. Each layer's
+ * range is first read into the page cache (MADV_WILLNEED + one touch per page, timed apart from
+ * the pinning, so a slow disk and a slow pin can be told apart in -v), then registered with the
+ * driver as one range per layer (a copy is DMA only when its source lies inside one registration,
+ * and the three tensors share pages at their borders, so a layer is not split at tensor edges).
+ * The pass is time-bounded between layers (HMOE_PIN_BUDGET_S, default 30 s): when the kernel
+ * crawls (e.g. migrating pages for a long-term pin under page-cache pressure) pinning stops after
+ * the layer in progress, the layers left unpinned copy through the driver's staging, and the note
+ * says so. HMOE_PIN=0 skips pinning. HMOE_PIN=copy never pins file pages: each RAM layer's experts
+ * are copied into page-locked anonymous memory (cudaHostAlloc) and the scheduler's weight views
+ * point there (CPU threads and copies read the copy; the file's page cache becomes reclaimable):
+ * the way out when long-term pinning of a file mapping misbehaves in the kernel.
+ */
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "sched/hybrid_impl.h"
+
+#define PIN_BUDGET_S 30.0
+#define PIN_LOG_S 5.0 /* progress line at most this often (-v) */
+
+static void add_note(struct hmoe_sched_hybrid *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_note(struct hmoe_sched_hybrid *h, const char *fmt, ...) {
+    const size_t len = strlen(h->notes);
+    if (len + 1 >= sizeof h->notes) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(h->notes + len, sizeof h->notes - len, fmt, ap);
+    va_end(ap);
+}
+
+static volatile uint8_t touch_sink;
+
+/* The page-aligned span of layer l's three expert tensors inside the file, or false. */
+static bool layer_span(const struct hmoe_sched_hybrid *h, int l, uintptr_t lo_file, uintptr_t hi_file, uintptr_t *lo,
+                       uintptr_t *hi) {
+    const uintptr_t page = 4096;
+    const struct hmoe_moe_weights *w = &h->moe[l];
+    const struct hmoe_mat *m[3] = {&w->gate, &w->up, &w->down};
+    uintptr_t a_lo = UINTPTR_MAX, a_hi = 0;
+    for (int i = 0; i < 3; i++) {
+        const uintptr_t a = (uintptr_t)m[i]->data, b = a + m[i]->mat_bytes * (size_t)m[i]->n_mat;
+        a_lo = a < a_lo ? a : a_lo;
+        a_hi = b > a_hi ? b : a_hi;
+    }
+    *lo = a_lo / page * page;
+    *hi = (a_hi + page - 1) / page * page;
+    return *lo >= lo_file / page * page && *hi <= (hi_file + page - 1) / page * page;
+}
+
+void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t file_size) {
+    const char *env = getenv("HMOE_PIN");
+    if (env && !strcmp(env, "0")) {
+        add_note(h, "pinning off (HMOE_PIN=0): copies from RAM go through the driver's staging; ");
+        return;
+    }
+    const bool copy = env && !strcmp(env, "copy");
+    const char *be = getenv("HMOE_PIN_BUDGET_S");
+    const double budget = be && atof(be) > 0 ? atof(be) : PIN_BUDGET_S;
+    const uintptr_t lo_file = (uintptr_t)file_base, hi_file = lo_file + file_size;
+    const double t0 = hmoe_time_s();
+    double last_log = t0;
+    bool failed_noted = false;
+    for (int l = 0; l < h->n_layer && !h->pin_stopped; l++) {
+        struct hyb_layer *L = &h->L[l];
+        uintptr_t lo, hi;
+        if (!L->ram || !layer_span(h, l, lo_file, hi_file, &lo, &hi)) continue;
+        h->pin_tried++;
+        const size_t len = hi - lo;
+        /* into the page cache first: the pin then only locks resident pages */
+        const double ta = hmoe_time_s();
+        madvise((void *)lo, len, MADV_WILLNEED);
+        uint8_t acc = 0;
+        for (size_t off = 0; off < len; off += 4096) acc ^= ((const volatile uint8_t *)lo)[off];
+        touch_sink = acc;
+        const double tb = hmoe_time_s();
+        h->touch_s += tb - ta;
+        if (copy) {
+            const double t1 = hmoe_time_s();
+            struct hmoe_err e = {0};
+            uint8_t *buf = NULL;
+            if (hmoe_cuda_host_alloc_uninit(len, &buf, &e) != HMOE_OK) {
+                add_note(h, "HMOE_PIN=copy: %s; the remaining layers stay unpinned; ", e.msg);
+                h->pin_stopped = true;
+                break;
+            }
+#pragma omp parallel for num_threads(h->nt) schedule(static)
+            for (size_t off = 0; off < len; off += (size_t)4 << 20)
+                memcpy(buf + off, (const uint8_t *)lo + off, HMOE_MIN((size_t)4 << 20, len - off));
+            madvise((void *)lo, len, MADV_DONTNEED); /* our view of the file pages: no longer needed */
+            struct hmoe_moe_weights *w = &h->moe[l];
+            struct hmoe_mat *m[3] = {&w->gate, &w->up, &w->down};
+            for (int i = 0; i < 3; i++) m[i]->data = buf + ((uintptr_t)m[i]->data - lo);
+            L->copy_buf = buf;
+            L->pinned = true;
+            L->pin_len = len;
+            L->pin_lo = buf;
+            h->pin_layers++;
+            h->pin_bytes += len;
+            h->pin_s += hmoe_time_s() - t1;
+            L->src = (struct hmoe_cuda_expert_src){.base = {w->gate.data, w->up.data, w->down.data},
+                                                   .bytes = {w->gate.mat_bytes, w->up.mat_bytes, w->down.mat_bytes}};
+            L->src_ok = hmoe_cuda_host_device_ptr(buf) == buf;
+            continue;
+        }
+        L->pin_lo = (uint8_t *)lo;
+        L->pin_chunk = len; /* one registration per layer (see above) */
+        L->pin_len = len;
+        bool ok = true;
+        for (size_t off = 0; off < len && ok; off += L->pin_chunk) {
+            struct hmoe_err e = {0};
+            const size_t n = HMOE_MIN(L->pin_chunk, len - off);
+            if (hmoe_cuda_host_register((void *)(lo + off), n, true, &e) != HMOE_OK) {
+                ok = false;
+                if (!failed_noted)
+                    add_note(h, "page-locking the mapped experts failed (%s): copies from RAM go through the driver's "
+                                "staging; ", e.msg);
+                failed_noted = true;
+                break;
+            }
+            L->pin_chunks++;
+            h->pin_bytes += n;
+            const double now = hmoe_time_s();
+            if (now - t0 > budget && off + n < len) { /* stop within a layer too: a crawling kernel */
+                ok = false;
+                h->pin_stopped = true;
+            }
+        }
+        const double tc = hmoe_time_s();
+        h->pin_s += tc - tb;
+        if (tc - tb > 2.0)
+            HMOE_INFO("hybrid: layer %d: %.0f MiB read in %.2f s, page-locked in %.2f s (slow pin)", l,
+                      (double)len / 1048576.0, tb - ta, tc - tb);
+        if (ok) {
+            L->pinned = true;
+            h->pin_layers++;
+            /* kernels read the pinned mapping at its host address (unified addressing) */
+            bool same = true;
+            for (int c = 0; c < L->pin_chunks && same; c++)
+                same = hmoe_cuda_host_device_ptr(L->pin_lo + (size_t)c * L->pin_chunk) == L->pin_lo + (size_t)c * L->pin_chunk;
+            const struct hmoe_moe_weights *w = &h->moe[l];
+            L->src = (struct hmoe_cuda_expert_src){.base = {w->gate.data, w->up.data, w->down.data},
+                                                   .bytes = {w->gate.mat_bytes, w->up.mat_bytes, w->down.mat_bytes}};
+            L->src_ok = same;
+        }
+        if (tc - t0 > budget) h->pin_stopped = true;
+        if (tc - last_log > PIN_LOG_S) {
+            HMOE_INFO("hybrid: page-locking experts: %d layers, %.1f GB in %.1f s", h->pin_layers,
+                      (double)h->pin_bytes / 1e9, tc - t0);
+            last_log = tc;
+        }
+    }
+    if (copy && h->pin_layers)
+        add_note(h, "HMOE_PIN=copy: %d RAM layers' experts (%.1f GB) copied into page-locked memory in %.1f s; ",
+                 h->pin_layers, (double)h->pin_bytes / 1e9, h->pin_s);
+    else if (h->pin_stopped)
+        add_note(h, "page-locking stopped by its %.0f s budget (HMOE_PIN_BUDGET_S) after %d of %d RAM layers (%.1f GB "
+                    "at %.2f GB/s; reading them took %.1f s): the others copy through the driver's staging; ",
+                 budget, h->pin_layers, h->pin_tried, (double)h->pin_bytes / 1e9,
+                 h->pin_s > 0 ? (double)h->pin_bytes / h->pin_s / 1e9 : 0.0, h->touch_s);
+    if (h->pin_tried && h->pin_layers < h->pin_tried)
+        HMOE_INFO("hybrid: page-locked the experts of %d of %d RAM layers", h->pin_layers, h->pin_tried);
+}
+
+void hmoe_hyb_unpin(struct hmoe_sched_hybrid *h) {
+    for (int l = 0; l < h->n_layer; l++) {
+        struct hyb_layer *L = &h->L[l];
+        for (int c = 0; c < L->pin_chunks; c++) hmoe_cuda_host_unregister(L->pin_lo + (size_t)c * L->pin_chunk);
+        hmoe_cuda_host_free(L->copy_buf); /* (the views into it die with the scheduler) */
+        L->copy_buf = NULL;
+        L->pin_chunks = 0;
+        L->pinned = L->src_ok = false;
+    }
+}
+
+double hmoe_hyb_probe_ram(struct hmoe_sched_hybrid *h) {
+    /* the largest resident range we have: pinned layers are in RAM for sure */
+    const uint8_t *p = NULL;
+    size_t len = 0;
+    for (int l = 0; l < h->n_layer; l++)
+        if (h->L[l].pinned && h->L[l].pin_len > len) p = h->L[l].pin_lo, len = h->L[l].pin_len;
+    if (!p || len < ((size_t)64 << 20)) return 0.0;
+    len = HMOE_MIN(len, (size_t)512 << 20) / 64 * 64;
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        uint64_t sum = 0;
+        const double t0 = hmoe_time_s();
+#pragma omp parallel for num_threads(h->nt) reduction(^ : sum) schedule(static)
+        for (size_t i = 0; i < len / 8; i += 8) {
+            const uint64_t *q = (const uint64_t *)p + i;
+            sum ^= q[0] ^ q[1] ^ q[2] ^ q[3] ^ q[4] ^ q[5] ^ q[6] ^ q[7];
+        }
+        const double dt = hmoe_time_s() - t0;
+        touch_sink = (uint8_t)sum;
+        if (dt > 0) best = HMOE_MAX(best, (double)len / dt / 1e9);
+    }
+    return best;
+}

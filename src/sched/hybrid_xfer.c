@@ -1,0 +1,278 @@
+/* hybrid_xfer.c — the two decode-time paths that move expert weights over PCIe during a token
+ * (sched.h, issue #6), both reading the page-locked GGUF mapping from kernels (cuda.h):
+ *  --moe-miss transfer|auto: a layer's missed experts are copied into k scratch slots and computed
+ *    by the GPU (no CPU handoff); auto decides per layer from the bandwidths measured at start:
+ *    the CPU team's RAM read rate (times the efficiency its expert phase reaches) against pinned
+ *    host->device. The CPU computes concurrently with the GPU's hits, a transfer is serial, so
+ *    auto only transfers when PCIe is faster than what the CPU would read.
+ *  Both are experimental (HMOE_EXPERIMENTAL=1, else refused; auto then stays on the CPU): their
+ *  first H200 run read an invalid address in the transfer copy kernel (bench/gpu_results.md).
+ *  --prefetch on: after layer L's publish, a side stream forked from the step's graph applies
+ *    layer L+1's router to L's normalised state, and copies up to prefetch_max predicted but
+ *    uncached experts into L+1's dynamic slots (victims from the host's policy). A per-layer lock
+ *    and "closed" word make the device-side map change atomic with respect to L+1's publish: a
+ *    prediction that comes too late does nothing. The branch joins the step after the last RAM
+ *    layer, so every copy is complete when the token ends; the host then records the copies in the
+ *    cache bookkeeping and counts how many predictions the router confirmed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/hybrid_impl.h"
+
+#define CPU_EXPERT_EFF 0.75 /* CPU expert phase / RAM read probe, measured on the H200 host (73 %) */
+#define PF_MAX_DEFAULT 2
+
+static size_t al256(size_t n) { return (n + 255) / 256 * 256; }
+
+static uint64_t expert_bytes(const struct hmoe_moe_weights *w) {
+    return (uint64_t)w->gate.mat_bytes + w->up.mat_bytes + w->down.mat_bytes;
+}
+
+/* The three stacks of n slots at base, laid out like a cache pool (gate | up | down). */
+static void stacks(const struct hmoe_moe_weights *w, uint8_t *base, int n, struct hmoe_cuda_experts *g,
+                   struct hmoe_cuda_experts *u, struct hmoe_cuda_experts *dn) {
+    const size_t gb = al256(w->gate.mat_bytes * (size_t)n), ub = al256(w->up.mat_bytes * (size_t)n);
+    *g = (struct hmoe_cuda_experts){.type = w->gate.type, .w = base, .row_bytes = w->gate.row_bytes,
+                                    .expert_stride_bytes = w->gate.mat_bytes, .nrows = w->gate.n_out,
+                                    .ncols = w->gate.n_in, .n_expert = n};
+    *u = *g;
+    u->type = w->up.type;
+    u->w = base + gb;
+    *dn = (struct hmoe_cuda_experts){.type = w->down.type, .w = base + gb + ub, .row_bytes = w->down.row_bytes,
+                                     .expert_stride_bytes = w->down.mat_bytes, .nrows = w->down.n_out,
+                                     .ncols = w->down.n_in, .n_expert = n};
+}
+
+static bool quantized(const struct hmoe_moe_weights *w) {
+    return hmoe_type_info[w->gate.type].is_quantized && hmoe_type_info[w->down.type].is_quantized;
+}
+
+static bool experimental_on(void) {
+    const char *xe = getenv("HMOE_EXPERIMENTAL");
+    return xe && !strcmp(xe, "1");
+}
+
+bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp) {
+    return experimental_on() && (sp->moe_miss != HMOE_MOE_MISS_CPU || sp->prefetch);
+}
+
+enum hmoe_status hmoe_hyb_xfer_check(const struct hmoe_sched_gpu_params *sp, struct hmoe_err *err) {
+    if ((sp->moe_miss == HMOE_MOE_MISS_TRANSFER || sp->prefetch) && !experimental_on())
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "%s is experimental: on the H200 its copy kernel read an invalid address "
+                          "(bench/gpu_results.md, hybrid round 3); use %s, or set HMOE_EXPERIMENTAL=1 to try it",
+                          sp->moe_miss == HMOE_MOE_MISS_TRANSFER ? "--moe-miss transfer" : "--prefetch on",
+                          sp->moe_miss == HMOE_MOE_MISS_TRANSFER ? "--moe-miss cpu (or auto)" : "--prefetch off");
+    return HMOE_OK;
+}
+
+enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
+    const enum hmoe_moe_miss mode = h->sp.moe_miss;
+    enum hmoe_status st = HMOE_OK;
+    /* --- per-layer miss policy ------------------------------------------------------------- */
+    const bool experimental = experimental_on();
+    if (mode != HMOE_MOE_MISS_CPU) {
+        if (mode == HMOE_MOE_MISS_AUTO) h->ram_probe_gbps = hmoe_hyb_probe_ram(h);
+        const double cpu_gbps = h->ram_probe_gbps * CPU_EXPERT_EFF;
+        /* auto transfers only where the transfer path is enabled (experimental, see above) */
+        const bool pcie_wins = experimental && h->h2d_probe_gbps > 0 && h->h2d_probe_gbps > cpu_gbps;
+        int unable = 0;
+        for (int l = 0; l < h->n_layer; l++) {
+            struct hyb_layer *L = &h->L[l];
+            if (!L->ram) continue;
+            const bool can = L->src_ok && quantized(&h->moe[l]);
+            unable += !can;
+            L->transfer = can && (mode == HMOE_MOE_MISS_TRANSFER || pcie_wins);
+            h->n_transfer += L->transfer;
+        }
+        if (mode == HMOE_MOE_MISS_AUTO)
+            snprintf(h->miss_why, sizeof h->miss_why,
+                     "auto = %s for %d of %d RAM layers: CPU reads %.1f GB/s x %.2f (its expert-phase efficiency) = "
+                     "%.1f GB/s vs pinned host->device %.1f GB/s%s",
+                     h->n_transfer ? "transfer" : "cpu", h->n_transfer ? h->n_transfer : h->n_ram - h->n_transfer,
+                     h->n_ram, h->ram_probe_gbps, CPU_EXPERT_EFF, cpu_gbps, h->h2d_probe_gbps,
+                     h->n_transfer ? ""
+                     : experimental || h->h2d_probe_gbps <= cpu_gbps
+                         ? "; the CPU also overlaps the GPU's hits, a transfer does not"
+                         : "; transfer would win on bandwidth but is experimental (HMOE_EXPERIMENTAL=1)");
+        else
+            snprintf(h->miss_why, sizeof h->miss_why, "transfer for %d of %d RAM layers%s", h->n_transfer, h->n_ram,
+                     unable ? " (the others are not page-locked or not quantized: CPU)" : "");
+    } else {
+        snprintf(h->miss_why, sizeof h->miss_why, "cpu");
+    }
+    if (h->n_transfer) {
+        uint64_t mx = 0;
+        for (int l = 0; l < h->n_layer; l++)
+            if (h->L[l].transfer) mx = HMOE_MAX(mx, expert_bytes(&h->moe[l]));
+        st = hmoe_cuda_buf_alloc(h->cu, al256((size_t)mx * (size_t)h->k + 3 * 256) + 256, &h->xfer_buf, err);
+        if (st) return st;
+        h->d_xfer_gids = (int32_t *)((uint8_t *)h->xfer_buf.ptr + h->xfer_buf.bytes - 256);
+    }
+
+    /* --- next-layer prefetch --------------------------------------------------------------- */
+    h->last_ram = -1;
+    for (int l = 0; l < h->n_layer; l++)
+        if (h->L[l].ram) h->last_ram = l;
+    if (!h->sp.prefetch) return HMOE_OK;
+    const char *why = NULL;
+    int n_targets = 0;
+    for (int l = 1; l < h->n_layer; l++) {
+        struct hyb_layer *L = &h->L[l];
+        L->pf_target = L->ram && h->L[l - 1].ram && L->n_slots > 0 && L->src_ok && h->d_router && h->d_router[l];
+        n_targets += L->pf_target;
+    }
+    if (!h->d_router) why = "no router pointers";
+    else if (!n_targets) why = "no RAM layer with dynamic cache slots, page-locked experts and a RAM layer before it";
+    if (why) {
+        snprintf(h->notes + strlen(h->notes), sizeof h->notes - strlen(h->notes), "prefetch off: %s; ", why);
+        return HMOE_OK;
+    }
+    h->prefetch = true;
+    h->pf_max = h->sp.prefetch_max > 0 ? HMOE_MIN(h->sp.prefetch_max, HMOE_CUDA_PREFETCH_MAX) : PF_MAX_DEFAULT;
+    h->pf_cand = h->pf_max + h->k;
+    const size_t L = (size_t)h->n_layer, d = (size_t)h->d, E = (size_t)h->E, C = (size_t)h->pf_cand;
+    const size_t o_lock = 0, o_closed = al256(L * 4), o_snap = o_closed + al256(L * 4), o_log = o_snap + al256(L * d * 4),
+                 o_queue = o_log + al256(E * 4), o_cnt = o_queue + al256((1 + 2 * HMOE_CUDA_PREFETCH_MAX) * 4),
+                 o_cand = o_cnt + 256, total = o_cand + al256(L * 2 * C * 4);
+    st = hmoe_cuda_buf_alloc(h->cu, total, &h->pref_buf, err);
+    if (!st) st = hmoe_cuda_memset(h->cu, h->pref_buf.ptr, 0, total, err);
+    if (st) return st;
+    uint8_t *b = h->pref_buf.ptr;
+    h->d_lock = (int32_t *)(b + o_lock);
+    h->d_closed = (int32_t *)(b + o_closed);
+    h->d_snap = (float *)(b + o_snap);
+    h->d_pf_logits = (float *)(b + o_log);
+    h->d_queue = (int32_t *)(b + o_queue);
+    h->d_pf_counter = (unsigned int *)(b + o_cnt);
+    h->d_cand = (int32_t *)(b + o_cand);
+    st = hmoe_cuda_host_alloc(L * 2 * C * 4, false, (void **)&h->cand_host, err);
+    if (!st) st = hmoe_cuda_host_alloc(L * sizeof *h->pf_rec, true, (void **)&h->pf_rec, err);
+    if (!st) st = hmoe_cuda_stream_create(&h->pf_stream, err);
+    if (!st) st = hmoe_cuda_event_create(&h->ev_join, err);
+    if (!st && !(h->ev_fork = calloc(L, sizeof *h->ev_fork))) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < h->n_layer && !st; l++)
+        if (h->L[l].pf_target) st = hmoe_cuda_event_create(&h->ev_fork[l], err);
+    if (!st) {
+        for (size_t i = 0; i < L * 2 * C; i++) h->cand_host[i] = -1; /* empty lists until the first upload */
+        st = hmoe_cuda_upload(h->cu, h->d_cand, h->cand_host, L * 2 * C * 4, err);
+    }
+    return st;
+}
+
+void hmoe_hyb_xfer_free(struct hmoe_sched_hybrid *h) {
+    if (h->pf_stream) hmoe_cuda_stream_sync(h->pf_stream, NULL);
+    for (int l = 0; h->ev_fork && l < h->n_layer; l++) hmoe_cuda_event_destroy(h->ev_fork[l]);
+    free(h->ev_fork);
+    hmoe_cuda_event_destroy(h->ev_join);
+    hmoe_cuda_stream_destroy(h->pf_stream);
+    hmoe_cuda_host_free(h->cand_host);
+    hmoe_cuda_host_free(h->pf_rec);
+    hmoe_cuda_buf_free(h->cu, &h->pref_buf);
+    hmoe_cuda_buf_free(h->cu, &h->xfer_buf);
+}
+
+enum hmoe_status hmoe_hyb_publish(struct hmoe_sched_hybrid *h, int il, const int32_t *d_ids, const float *d_wts,
+                                  const float *d_h, int32_t *d_gids, int32_t *d_nmiss, const uint32_t *d_seq,
+                                  void *stream, struct hmoe_err *err) {
+    struct hmoe_cuda_publish_opts o = {0};
+    const struct hyb_layer *L = &h->L[il];
+    if (L->transfer) {
+        o.transfer = true;
+        o.xfer_gids = h->d_xfer_gids;
+    }
+    if (h->prefetch && L->pf_target) {
+        o.lock = h->d_lock + il;
+        o.closed = h->d_closed + il;
+    }
+    if (h->prefetch && il + 1 < h->n_layer && h->L[il + 1].pf_target) o.h_snap = h->d_snap + (size_t)il * h->d;
+    return hmoe_cuda_hybrid_publish_ex(d_ids, d_wts, h->k, d_h, h->d, h->d_slot_of + (size_t)il * h->E, h->E, d_seq,
+                                       d_gids, d_nmiss, &h->mb[il], h->h_host + (size_t)il * h->d, &o, stream, err);
+}
+
+enum hmoe_status hmoe_hyb_xfer_compute(struct hmoe_sched_hybrid *h, int il, const int32_t *d_ids, const float *d_wts,
+                                       const int32_t *d_gids, const void *d_hq, size_t hq_stride, float *d_z,
+                                       void *d_zq, float *d_x, void *stream, struct hmoe_err *err) {
+    const struct hmoe_moe_weights *w = &h->moe[il];
+    const int k = h->k;
+    const int64_t d = h->d, F = w->gate.n_out;
+    struct hmoe_cuda_experts g, u, dn;
+    stacks(w, h->xfer_buf.ptr, k, &g, &u, &dn);
+    uint8_t *const dst[3] = {(uint8_t *)g.w, (uint8_t *)u.w, (uint8_t *)dn.w};
+    enum hmoe_status st = hmoe_cuda_hybrid_xfer_copy(d_ids, d_gids, k, h->E, &h->L[il].src, dst, stream, err);
+    if (!st) st = hmoe_cuda_moe_gate_up(&g, &u, h->d_xfer_gids, k, k, d_hq, hq_stride, d_z, F, stream, err);
+    if (!st) st = hmoe_cuda_quantize_q8_1(d_z, F, k, F, d_zq, stream, err);
+    if (!st)
+        st = hmoe_cuda_moe_down(&dn, h->d_xfer_gids, d_wts, 1, k, d_zq, hmoe_cuda_q8_1_row_bytes(F), d_x, d, stream, err);
+    return st;
+}
+
+enum hmoe_status hmoe_hyb_prefetch_fork(struct hmoe_sched_hybrid *h, int il, const uint32_t *d_seq, void *stream,
+                                        struct hmoe_err *err) {
+    const int t = il + 1;
+    if (!h->prefetch || t >= h->n_layer || !h->L[t].pf_target) return HMOE_OK;
+    struct hyb_layer *T = &h->L[t];
+    void *ps = h->pf_stream;
+    enum hmoe_status st = hmoe_cuda_event_record(h->ev_fork[t], stream, err);
+    if (!st) st = hmoe_cuda_stream_wait_event(ps, h->ev_fork[t], err);
+    const struct hmoe_cuda_mmv_args r = {.type = HMOE_TYPE_F32, .w = h->d_router[t], .row_bytes = (size_t)h->d * 4,
+                                         .nrows = h->E, .ncols = h->d, .x = h->d_snap + (size_t)il * h->d,
+                                         .x_stride_bytes = (size_t)h->d * 4, .ntok = 1, .y = h->d_pf_logits,
+                                         .y_stride = h->E};
+    if (!st) st = hmoe_cuda_mmv(&r, ps, err);
+    const size_t C = (size_t)h->pf_cand;
+    const struct hmoe_cuda_prefetch_args a = {.logits = h->d_pf_logits, .n_expert = h->E, .k = h->k,
+                                              .max_fill = h->pf_max, .map = h->d_slot_of + (size_t)t * h->E,
+                                              .cand_slot = h->d_cand + (size_t)t * 2 * C,
+                                              .cand_expert = h->d_cand + (size_t)t * 2 * C + C, .n_cand = (int)C,
+                                              .lock = h->d_lock + t, .closed = h->d_closed + t, .seq = d_seq,
+                                              .rec = &h->pf_rec[t], .d_queue = h->d_queue};
+    if (!st) st = hmoe_cuda_hybrid_prefetch_plan(&a, ps, err);
+    uint8_t *const dst[3] = {(uint8_t *)T->gate.w, (uint8_t *)T->up.w, (uint8_t *)T->down.w};
+    if (!st)
+        st = hmoe_cuda_hybrid_prefetch_copy(h->d_queue, &T->src, dst, h->d_slot_of + (size_t)t * h->E, h->d_pf_counter,
+                                            ps, err);
+    if (!st) h->pf_forked = true;
+    return st;
+}
+
+enum hmoe_status hmoe_hyb_prefetch_join(struct hmoe_sched_hybrid *h, void *stream, struct hmoe_err *err) {
+    if (!h->pf_forked) return HMOE_OK;
+    h->pf_forked = false;
+    enum hmoe_status st = hmoe_cuda_event_record(h->ev_join, h->pf_stream, err);
+    if (!st) st = hmoe_cuda_stream_wait_event(stream, h->ev_join, err);
+    return st;
+}
+
+void hmoe_hyb_prefetch_collect(struct hmoe_sched_hybrid *h) {
+    if (!h->prefetch) return;
+    for (int t = 0; t < h->n_layer; t++) {
+        if (!h->L[t].pf_target) continue;
+        const struct hmoe_cuda_prefetch_rec *r = &h->pf_rec[t];
+        const struct hmoe_cuda_mailbox *mb = &h->mb[t];
+        if (__atomic_load_n(&r->seq, __ATOMIC_ACQUIRE) != mb->gpu_seq || mb->gpu_seq == 0) continue; /* none this step */
+        for (int i = 0; i < r->n_fill && i < HMOE_CUDA_PREFETCH_MAX; i++) {
+            hmoe_sched_cache_install(h->cache, t, r->expert[i], r->slot[i]);
+            h->pf_fills++;
+            for (int j = 0; j < mb->k; j++) h->pf_used += mb->ids[j] == r->expert[i];
+        }
+        for (int i = 0; i < r->n_pred && i < HMOE_CUDA_MAILBOX_MAX_K; i++) {
+            h->pf_pred++;
+            for (int j = 0; j < mb->k; j++) h->pf_correct += mb->ids[j] == r->pred[i];
+        }
+    }
+}
+
+enum hmoe_status hmoe_hyb_prefetch_upload(struct hmoe_sched_hybrid *h, void *stream, struct hmoe_err *err) {
+    if (!h->prefetch) return HMOE_OK;
+    const size_t C = (size_t)h->pf_cand;
+    for (int t = 0; t < h->n_layer; t++) {
+        if (!h->L[t].pf_target) continue;
+        int32_t *slots = h->cand_host + (size_t)t * 2 * C, *experts = slots + C;
+        const int n = hmoe_sched_cache_victims(h->cache, t, slots, experts, (int)C);
+        for (size_t i = (size_t)n; i < C; i++) slots[i] = experts[i] = -1;
+    }
+    return hmoe_cuda_memcpy_async(h->d_cand, h->cand_host, (size_t)h->n_layer * 2 * C * 4, stream, err);
+}
