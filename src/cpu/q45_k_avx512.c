@@ -109,8 +109,9 @@ static inline __m512i ld2x32(const int8_t *lo, const int8_t *hi) {
 }
 
 static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_t rb, int64_t nb, const char *x,
-                                                            float *out, const size_t block_bytes, const size_t qs_off,
-                                                            const int has_qh, const size_t qh_off) {
+                                                            size_t pf, float *out, const size_t block_bytes,
+                                                            const size_t qs_off, const int has_qh,
+                                                            const size_t qh_off) {
     __m512d acc = _mm512_setzero_pd();
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     /* scale words: L0 = sub-blocks (0, 2), H0 = (1, 3), L1 = (4, 6), H1 = (5, 7) */
@@ -133,7 +134,7 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *b = (const uint8_t *)w + (size_t)r * rb + (size_t)i * block_bytes;
-            hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, 4), block_bytes);
+            hmoe_prefetch_block((const char *)b + pf, block_bytes);
             const __m256i scmn16 = k45_scales_mins(b);
             const __m512i scmn = _mm512_castsi256_si512(scmn16);
             const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);
@@ -174,7 +175,7 @@ static inline __attribute__((always_inline)) void k45_body(const char *w, size_t
                                                            const size_t block_bytes, const size_t qs_off,
                                                            const int has_qh, const size_t qh_off) {
     if (R == 4 && T == 1)
-        k45_gemv4(w, rb, nb, x, out, block_bytes, qs_off, has_qh, qh_off);
+        k45_gemv4(w, rb, nb, x, hmoe_prefetch_distance(rb, 4), out, block_bytes, qs_off, has_qh, qh_off);
     else
         k45_tile(w, rb, nb, x, xs, out, R, T, block_bytes, qs_off, has_qh, qh_off);
 }
@@ -272,11 +273,20 @@ static inline __attribute__((always_inline)) void k45_gemm_tile(const char *w, i
     k45_body(w, rb, nb, x, xs, out, R, T, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,     \
              offsetof(struct hmoe_block_q5_k, qh))
 
+/* The decode tiles with the look-ahead chosen by the caller (HMOE_DEFINE_GEMV_STREAM). */
+static void q4k512_stream4(const char *w, size_t rb, int64_t nb, const char *x, size_t pf, float *out) {
+    k45_gemv4(w, rb, nb, x, pf, out, sizeof(struct hmoe_block_q4_k), offsetof(struct hmoe_block_q4_k, qs), 0, 0);
+}
+static void q5k512_stream4(const char *w, size_t rb, int64_t nb, const char *x, size_t pf, float *out) {
+    k45_gemv4(w, rb, nb, x, pf, out, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,
+              offsetof(struct hmoe_block_q5_k, qh));
+}
+
 HMOE_GEMV_TILE_INSTANCES(q4k512, Q4K_TILE)
-HMOE_DEFINE_GEMV(q4_k_avx512, q4k512, 256)
+HMOE_DEFINE_GEMV_STREAM(q4_k_avx512, q4k512, q4k512_stream4, 256)
 HMOE_GEMM_TILE_INSTANCES(q4k512g, Q4K_GEMM_TILE)
 HMOE_DEFINE_GEMM_PREP(q4_k_avx512, q4k512g, 256, q8k_prep_k45, sizeof(struct hmoe_block_q8_k))
 HMOE_GEMV_TILE_INSTANCES(q5k512, Q5K_TILE)
-HMOE_DEFINE_GEMV(q5_k_avx512, q5k512, 256)
+HMOE_DEFINE_GEMV_STREAM(q5_k_avx512, q5k512, q5k512_stream4, 256)
 HMOE_GEMM_TILE_INSTANCES(q5k512g, Q5K_GEMM_TILE)
 HMOE_DEFINE_GEMM_PREP(q5_k_avx512, q5k512g, 256, q8k_prep_k45, sizeof(struct hmoe_block_q8_k))
