@@ -1,8 +1,9 @@
 /* float_avx512.c — F32 × F32, F16 × F16 and BF16 × BF16 dot products with AVX-512
  * (quants.md §2, §8.4). 16 elements at a time: both operands widened to binary32 (exact:
- * vcvtph2ps, or a 16-bit shift for bf16), then to double, so every product is exact and
- * the sum is kept in double like the references (src/kernels/vecdot_float.c). A tail of
- * ncols % 16 elements goes through the reference dot product.
+ * vcvtph2ps, or a 16-bit shift for bf16) and multiplied-added in binary32 (FMA), the way
+ * llama.cpp accumulates these types, with the partial sums folded into double every 512
+ * elements so long rows stay as accurate as the double reference. A tail of
+ * ncols % 16 elements goes through the reference dot product (src/kernels/vecdot_float.c).
  */
 #include <immintrin.h>
 
@@ -16,32 +17,57 @@ static inline __m512 ld_bf16(const char *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
 
-/* out[t] = dot(w, x_t) over n elements of `esize` bytes; LD widens 16 of them. */
-/* out[r*T + t] = dot(row r at w + r*rb, x_t) over n elements of `esize` bytes; LD widens 16. */
+/* out[r*T + t] = dot(row r at w + r*rb, x_t) over n elements of `esize` bytes; LD widens 16.
+ * Multiply-added in binary32 (FMA: the product is exact inside it; fp16/bf16 products are
+ * exact in binary32 anyway), 16 products per instruction instead of 8 in double plus the
+ * conversions. Two accumulator sets (even / odd 16-element steps) keep two FMA chains per
+ * output in flight. binary32 sums over a whole 59392-element row drift ~1e-4 relative after
+ * cancellation (the kernel test's random rows show it), so every FLOAT_FOLD elements the
+ * binary32 partials are folded into a double accumulator: each chain is at most 16 FMAs
+ * long, which keeps the result within ~1e-7 of the double reference. */
+#define FLOAT_FOLD 512
+
+#define FLOAT_STEP(LD, esize, acc, e)                                                                                  \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                              \
+        if (T == 1 && ((e) * (esize)) % 64 == 0) /* one line per 64 bytes, next row tile */                            \
+            __builtin_prefetch(w + (size_t)(r + R) * rb + (size_t)(e) * (esize), 0, 3);                                \
+        const __m512 wv = LD(w + (size_t)r * rb + (size_t)(e) * (esize));                                              \
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[r * T + t] =                                           \
+            _mm512_fmadd_ps(wv, LD(x + (size_t)t * xs + (size_t)(e) * (esize)), acc[r * T + t]);                       \
+    }
+
+/* dacc[k] += a0[k] + a1[k] widened to double; a0, a1 restart from zero. */
+#define FLOAT_FOLD_INTO(dacc, a0, a1)                                                                                  \
+    for (int k = 0; k < R * T; k++) {                                                                                  \
+        const __m512 v = _mm512_add_ps(a0[k], a1[k]);                                                                  \
+        dacc[k] = _mm512_add_pd(dacc[k], _mm512_cvtps_pd(_mm512_castps512_ps256(v)));                                  \
+        dacc[k] = _mm512_add_pd(dacc[k],                                                                               \
+                                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));    \
+        a0[k] = a1[k] = _mm512_setzero_ps();                                                                           \
+    }
+
 #define FLOAT_TILE_BODY(LD, esize, type)                                                                               \
     do {                                                                                                               \
-        __m512d lo[HMOE_TILE_MAX_TOK], hi[HMOE_TILE_MAX_TOK];                                                          \
-        for (int k = 0; k < R * T; k++) lo[k] = hi[k] = _mm512_setzero_pd();                                           \
+        __m512 a0[HMOE_TILE_MAX_TOK], a1[HMOE_TILE_MAX_TOK];                                                           \
+        __m512d dacc[HMOE_TILE_MAX_TOK];                                                                               \
+        for (int k = 0; k < R * T; k++) a0[k] = a1[k] = _mm512_setzero_ps(), dacc[k] = _mm512_setzero_pd();           \
         int64_t e = 0;                                                                                                 \
-        for (; e + 16 <= n; e += 16) {                                                                                 \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                      \
-                if (T == 1 && (e * (esize)) % 64 == 0) /* one line per 64 bytes, next row tile */                      \
-                    __builtin_prefetch(w + (size_t)(r + R) * rb + (size_t)e * (esize), 0, 3);                          \
-                const __m512 wv = LD(w + (size_t)r * rb + (size_t)e * (esize));                                        \
-                const __m512d w0 = _mm512_cvtps_pd(_mm512_castps512_ps256(wv));                                        \
-                const __m512d w1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wv), 1))); \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                                  \
-                    const __m512 xv = LD(x + (size_t)t * xs + (size_t)e * (esize));                                    \
-                    lo[r * T + t] = _mm512_fmadd_pd(w0, _mm512_cvtps_pd(_mm512_castps512_ps256(xv)), lo[r * T + t]);   \
-                    hi[r * T + t] = _mm512_fmadd_pd(                                                                   \
-                        w1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1))),        \
-                        hi[r * T + t]);                                                                                \
-                }                                                                                                      \
+        while (e + 32 <= n) {                                                                                          \
+            const int64_t end = n - e < FLOAT_FOLD ? e + (n - e) / 32 * 32 : e + FLOAT_FOLD;                           \
+            for (; e < end; e += 32) {                                                                                 \
+                FLOAT_STEP(LD, esize, a0, e)                                                                           \
+                FLOAT_STEP(LD, esize, a1, e + 16)                                                                      \
             }                                                                                                          \
+            FLOAT_FOLD_INTO(dacc, a0, a1)                                                                              \
+        }                                                                                                              \
+        if (e + 16 <= n) {                                                                                             \
+            FLOAT_STEP(LD, esize, a0, e)                                                                               \
+            e += 16;                                                                                                   \
+            FLOAT_FOLD_INTO(dacc, a0, a1)                                                                              \
         }                                                                                                              \
         for (int r = 0; r < R; r++)                                                                                    \
             for (int t = 0; t < T; t++) {                                                                              \
-                double s = _mm512_reduce_add_pd(_mm512_add_pd(lo[r * T + t], hi[r * T + t]));                          \
+                double s = _mm512_reduce_add_pd(dacc[r * T + t]);                                                      \
                 if (e < n)                                                                                             \
                     s += hmoe_type_info[type].vec_dot_ref(n - e, w + (size_t)r * rb + (size_t)e * (esize),             \
                                                           x + (size_t)t * xs + (size_t)e * (esize));                   \

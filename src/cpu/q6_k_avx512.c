@@ -71,7 +71,7 @@ static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t
  * together (vphaddd tree) and scaled by [d0..d3]·da with one double FMA per block, fewer
  * instructions per block so decode keeps up with RAM (see k45_gemv4 in q45_k_avx512.c). */
 static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_t rb, int64_t nb, const char *x,
-                                                            float *out) {
+                                                            size_t pf, float *out) {
     __m256d acc = _mm256_setzero_pd();
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const struct hmoe_block_q6_k *b = (const struct hmoe_block_q6_k *)(w + (size_t)r * rb) + i;
-            hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, 4), sizeof *b);
+            hmoe_prefetch_block((const char *)b + pf, sizeof *b);
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
             const __m512i sc = _mm512_castsi256_si512(sc16);
             __m512i q[4];
@@ -127,10 +127,16 @@ static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_
 static inline __attribute__((always_inline)) void q6k_body(const char *w, size_t rb, int64_t nb, const char *x,
                                                            size_t xs, float *out, const int R, const int T) {
     if (R == 4 && T == 1)
-        q6k_gemv4(w, rb, nb, x, out);
+        q6k_gemv4(w, rb, nb, x, hmoe_prefetch_distance(rb, 4), out);
     else
         q6k_tile(w, rb, nb, x, xs, out, R, T);
 }
 
+/* The decode tile with the look-ahead chosen by the caller (HMOE_DEFINE_GEMV_STREAM). */
+static void q6k512_stream4(const char *w, size_t rb, int64_t nb, const char *x, size_t pf, float *out) {
+    q6k_gemv4(w, rb, nb, x, pf, out);
+}
+
 HMOE_TILE_INSTANCES(q6k512, q6k_body)
-HMOE_DEFINE_GEMV_GEMM(q6_k_avx512, q6k512, 256)
+HMOE_DEFINE_GEMV_STREAM(q6_k_avx512, q6k512, q6k512_stream4, 256)
+HMOE_DEFINE_GEMM(q6_k_avx512, q6k512, 256)

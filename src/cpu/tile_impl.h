@@ -74,6 +74,31 @@ typedef void (*hmoe_tile_fn)(const char *w, size_t rb, int64_t nb, const char *x
                                         y + r);                                                                        \
     }
 
+/* gemv for types with a dedicated 4-row decode body GEMV4(w, rb, nb, x, pf, out) that
+ * prefetches each block `pf` bytes ahead. Two things the plain loop above leaves to the
+ * hardware prefetcher, which matter for the small matrices of decode (an expert is 0.3-1 MB,
+ * a work item a few hundred rows): the first look-ahead distance of the range is requested
+ * in one burst before the first tile (else the first ~32 KiB of every item streams at
+ * demand-miss latency), and the look-ahead is clamped to the range, so an item never pulls
+ * in up to 32 KiB past its end (the next expert's matrix, which this token may not use). */
+#define HMOE_DEFINE_GEMV_STREAM(SUFFIX, NAME, GEMV4, BLCK)                                                             \
+    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                float *y) {                                                                            \
+        const int64_t nb = ncols / (BLCK);                                                                             \
+        const size_t pf = hmoe_prefetch_distance(row_bytes, HMOE_TILE_GEMV_ROWS);                                      \
+        const size_t all = (size_t)nrows * row_bytes;                                                                  \
+        hmoe_prefetch_block((const char *)w, pf < all ? pf : all);                                                     \
+        int64_t r = 0;                                                                                                 \
+        for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS) {                                           \
+            const size_t left = (size_t)(nrows - r - HMOE_TILE_GEMV_ROWS) * row_bytes; /* after this tile */           \
+            GEMV4((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, pf < left ? pf : left,     \
+                  y + r);                                                                                              \
+        }                                                                                                              \
+        if (r < nrows)                                                                                                 \
+            NAME##_row_tiles[nrows - r]((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0,   \
+                                        y + r);                                                                        \
+    }
+
 #define HMOE_DEFINE_GEMM(SUFFIX, NAME, BLCK)                                                                           \
     void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
