@@ -334,5 +334,48 @@ final)
     timeout 80 ./hmoe bench -m /tmp/iq2.gguf -p 512 -n 128 -r 2 --vram-budget 2048 --no-profile -v > "$D/iq2_h.log" 2>&1
     grep -E "^\| qwen|RAM read|decode:|hybrid:|error" "$D/iq2_h.log" | head -10 | tee -a "$OUT/summary.txt"
     ;;
+final2)
+    # the lead's validation of merged main: every GPU test while the synthetic files are written, then
+    # all-GPU (Q4_K_M, IQ2_XXS), hybrid uniform vs Zipf (pinned copies for the Zipf file, see HMOE_PIN), IQ2_XS/IQ2_M
+    log "all gpu tests || synth q4 iq2 zipf"
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout 240 ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    ( [ -f /tmp/iq2.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $V -q -o /tmp/iq2.gguf ) &
+    ( [ -f /tmp/zipf.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o /tmp/zipf.gguf ) &
+    wait; sync
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -30 | tee -a "$OUT/summary.txt"
+    log "all-GPU Q4_K_M"
+    timeout 90 ./hmoe bench -m $Q4 -p 512,4096 -n 128 -r 2 -ub 4096 --gpu on -v > "$D/gpu_q4.log" 2>&1
+    grep -E "^\| qwen|decode:|peak|error" "$D/gpu_q4.log" | head -8 | tee -a "$OUT/summary.txt"
+    log "all-GPU IQ2_XXS"
+    timeout 60 ./hmoe bench -m /tmp/iq2.gguf -p 512,4096 -n 128 -r 2 -ub 4096 --gpu on > "$D/iq2_gpu.log" 2>&1
+    grep -E "^\| qwen|error" "$D/iq2_gpu.log" | tee -a "$OUT/summary.txt"
+    for f in $Q4 /tmp/zipf.gguf; do for b in 2048 10240 14336; do
+        log "hybrid $f --vram-budget $b --no-profile (HMOE_PIN=${FINAL_PIN:-copy} for zipf)"
+        pin=; [ $f = /tmp/zipf.gguf ] && pin=${FINAL_PIN:-copy}
+        HMOE_PIN=$pin timeout 70 ./hmoe bench -m $f -p 512 -n 128 -r 2 --vram-budget $b --no-profile -v > "$D/h_$b.log" 2>&1
+        echo "rc=$?" >> "$D/h_$b.log"
+        grep -E "^\| qwen|RAM read|decode:|hybrid:|cache filled|streamed|pin|error|rc=" "$D/h_$b.log" | head -14 | tee -a "$OUT/summary.txt"
+    done; done
+    log "hybrid pp4096 -ub 4096 at 2 GiB"
+    timeout 60 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v > "$D/h_pp4096.log" 2>&1
+    grep -E "^\| qwen|streamed|error" "$D/h_pp4096.log" | head -6 | tee -a "$OUT/summary.txt"
+    log "IQ2_XXS --vram-budget 2048"
+    timeout 60 ./hmoe bench -m /tmp/iq2.gguf -p 512 -n 128 -r 2 --vram-budget 2048 --no-profile -v > "$D/iq2_h.log" 2>&1
+    grep -E "^\| qwen|RAM read|decode:|hybrid:|error" "$D/iq2_h.log" | head -10 | tee -a "$OUT/summary.txt"
+    [ "${FINAL_XS:-0}" = 1 ] || continue
+    rm -f /tmp/zipf.gguf
+    log "IQ2_XS and IQ2_M mixes: all-GPU and --vram-budget 2048"
+    ( ./hmoe synth --preset qwen3-30b-a3b --mix iq2_xs --vocab $V -q -o /tmp/iq2xs.gguf ) &
+    ( ./hmoe synth --preset qwen3-30b-a3b --mix iq2_m --vocab $V -q -o /tmp/iq2m.gguf ) &
+    wait; sync; ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
+    for f in /tmp/iq2xs.gguf /tmp/iq2m.gguf; do
+        timeout 50 ./hmoe bench -m $f -p 512 -n 128 -r 2 --gpu on > "$D/x.log" 2>&1
+        grep -E "^\| qwen|error" "$D/x.log" | sed "s|^|$f all-GPU: |" | tee -a "$OUT/summary.txt"
+        timeout 60 ./hmoe bench -m $f -p 512 -n 128 -r 2 --vram-budget 2048 --no-profile -v > "$D/x.log" 2>&1
+        grep -E "^\| qwen|RAM read|decode:|error" "$D/x.log" | sed "s|^|$f 2GiB: |" | head -6 | tee -a "$OUT/summary.txt"
+    done
+    ;;
 esac
 done
