@@ -358,6 +358,12 @@ final2)
         echo "rc=$?" >> "$D/h_$b.log"
         grep -E "^\| qwen|RAM read|decode:|hybrid:|cache filled|streamed|pin|error|rc=" "$D/h_$b.log" | head -14 | tee -a "$OUT/summary.txt"
     done; done
+    for b in 10240 14336; do
+        log "hybrid /tmp/zipf.gguf --vram-budget $b with the routing profile (a first run writes it, the second is measured)"
+        HMOE_PIN=${FINAL_PIN:-copy} timeout 60 ./hmoe bench -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget $b > "$D/hz1_$b.log" 2>&1
+        HMOE_PIN=${FINAL_PIN:-copy} timeout 70 ./hmoe bench -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget $b -v > "$D/hz2_$b.log" 2>&1
+        grep -E "^\| qwen|profile|hot set|decode:|hybrid:|cache filled|error" "$D/hz2_$b.log" | head -12 | tee -a "$OUT/summary.txt"
+    done
     log "hybrid pp4096 -ub 4096 at 2 GiB"
     timeout 60 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v > "$D/h_pp4096.log" 2>&1
     grep -E "^\| qwen|streamed|error" "$D/h_pp4096.log" | head -6 | tee -a "$OUT/summary.txt"

@@ -385,6 +385,13 @@ static void run_kind(const struct kind *k) {
         if (!hyb_only) {
             run_mode(k, &gd, m, &cpumoe, true);
             run_mode(k, &gd, m, &ncmoe, true);
+            /* the tiny models have 16 experts: 4-expert chunks make a layer stream in four steps, the
+             * shape a small --vram-budget with a large -ub gets (gpu_init.c halves the chunk to fit) */
+            setenv("HMOE_STREAM_CHUNK", "4", 1);
+            const struct mode ncmoe4 = {"hybrid --n-cpu-moe 2, streamed prefill in 4-expert chunks", HMOE_GPU_ON, 512,
+                                        false, 2, 0, 1, "cuda+cpu", NULL, false};
+            run_mode(k, &gd, m, &ncmoe4, true);
+            unsetenv("HMOE_STREAM_CHUNK");
         }
         const int64_t b = hybrid_budget(m);
         char label[128];

@@ -224,6 +224,9 @@ int main(void) {
     if (!gpu_open_or_skip("gpu_test_norm_rope")) return t_summary();
     rng_seed(31337);
     test_rmsnorm(3, 2048, 1);
+    test_rmsnorm(1, 2048, 0); /* one row, no add: the split decode kernel (v3) */
+    test_rmsnorm(1, 4096, 0);
+    test_rmsnorm(1, 2048, 1); /* one row with an add: v2 */
     test_rmsnorm(5, 4096, 0);
     test_rmsnorm(2, 100, 1); /* not a multiple of 32: no q8_1 */
     test_qk_rope(8, 2, 64, 64, HMOE_TYPE_F16, 0, 1);

@@ -210,11 +210,14 @@ struct hmoe_sched_hybrid_params {
     uint64_t file_size;
     struct hmoe_sched_moe *cpu_moe;     /* CPU workspace for n_ub tokens */
     const float *const *d_router;       /* [n_layer] each layer's router on the device (prefetch), or NULL */
+    int stream_chunk_experts;           /* experts per streamed prefill chunk (0: the default, 32) */
 };
 struct hmoe_sched_hybrid;
 
-/* VRAM the streaming prefill wants (two chunks of experts of the largest layer). */
-uint64_t hmoe_sched_hybrid_stream_bytes(const struct hmoe_moe_weights *moe, int n_layer, int n_ub);
+/* Experts per streamed prefill chunk unless the budget asks for fewer. */
+#define HMOE_SCHED_STREAM_CHUNK_EXPERTS 32
+/* VRAM the streaming prefill wants (two chunks of chunk_experts experts of the largest layer). */
+uint64_t hmoe_sched_hybrid_stream_bytes(const struct hmoe_moe_weights *moe, int n_layer, int n_ub, int chunk_experts);
 enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p, struct hmoe_sched_hybrid **out,
                                         struct hmoe_err *err);
 /* Saves the routing profile (unless disabled) and frees everything. */

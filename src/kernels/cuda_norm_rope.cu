@@ -10,6 +10,8 @@
  * double reduced mod 2 pi before sincosf (v1 called double pow and sincos per pair).
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda_rope_impl.cuh"
 
@@ -103,6 +105,49 @@ __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_
     }
 }
 
+/* Version 3, one row without a residual add (the decode step's attention-input norm): the row is
+ * split over n/128 blocks of 4 warps. Every block sums the squares of the whole row (8 KB from L2
+ * for n = 2048) and normalises and quantizes only its own 128 values, so the q8_1 blocks are made
+ * in parallel instead of 8 in series per warp (v2's single block: 6-7 us under ncu on the H200).
+ * An add is not taken: blocks would race on the x they write and the others read. */
+#define NORM1_WARPS 4
+__global__ void __launch_bounds__(NORM1_WARPS * 32) rmsnorm1_kernel(struct hmoe_cuda_rmsnorm_args a) {
+    __shared__ float red[NORM1_WARPS];
+    hmoe_cu_pdl_wait();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float4 *x4 = (const float4 *)a.x;
+    float ss = 0.0f;
+    for (int64_t i = tid; i < a.n / 4; i += NORM1_WARPS * 32) {
+        const float4 v = x4[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = hmoe_warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    ss = 0.0f;
+    for (int i = 0; i < NORM1_WARPS; i++) ss += red[i];
+    const float r = 1.0f / sqrtf(ss / (float)a.n + a.eps);
+    const int64_t b = (int64_t)blockIdx.x * NORM1_WARPS + warp; /* this warp's 32-value q8_1 block */
+    const int64_t i = 32 * b + lane;
+    const float h = (a.x[i] * r) * a.w[i];
+    if (a.out_f32) a.out_f32[i] = h;
+    if (a.out_f16) ((__half *)a.out_f16)[i] = __float2half_rn(h);
+    if (a.out_q8_1) {
+        uint8_t *q = (uint8_t *)a.out_q8_1;
+        hmoe_cu_q8_1_warp(h, (int8_t *)q + 32 * b, (float2 *)(q + a.n) + b);
+    }
+}
+
+/* HMOE_NORM=old keeps v2 for single rows too (comparisons). */
+static bool norm1_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HMOE_NORM");
+        on = !(e && !strcmp(e, "old"));
+    }
+    return on;
+}
+
 extern "C" enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_args *a, void *stream,
                                               struct hmoe_err *err) {
     HMOE_CUDA_REQUIRE(err, a->n > 0 && a->nrows >= 0 && a->x_stride >= a->n && a->w,
@@ -113,6 +158,12 @@ extern "C" enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_arg
                       "rmsnorm: q8_1 output needs n %% 32 == 0 and a 16-byte aligned buffer");
     HMOE_CUDA_REQUIRE(err, a->nrows <= 0x7fffffff, "rmsnorm: too many rows");
     if (a->nrows == 0) return HMOE_OK;
+    if (a->nrows == 1 && !a->add && a->n % (32 * NORM1_WARPS) == 0 && hmoe_cu_aligned(a->x, 16) && norm1_enabled()) {
+        hmoe_cu_launch(rmsnorm1_kernel, dim3((unsigned)(a->n / (32 * NORM1_WARPS))), dim3(32 * NORM1_WARPS), 0,
+                       hmoe_cu_stream(stream), *a);
+        HMOE_CUDA_LAUNCH_CHECK(err, "rmsnorm");
+        return HMOE_OK;
+    }
     hmoe_cu_launch(rmsnorm_kernel, dim3((unsigned)a->nrows), dim3(NORM_THREADS), 0, hmoe_cu_stream(stream), *a);
     HMOE_CUDA_LAUNCH_CHECK(err, "rmsnorm");
     return HMOE_OK;

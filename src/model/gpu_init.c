@@ -328,14 +328,26 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         for (int i = 0; i < n_ot && !st; i++) st = hmoe_sched_override_parse(c->p.sched.override_tensor[i], &ot[i], err);
     }
     struct hmoe_sched_plan plan = {0};
-    if (!st) {
+    /* A large ubatch at a small budget may leave no room for two 32-expert staging chunks: rather than
+     * giving up streaming (prefill of RAM layers on CPU threads, ~20x slower on the H200), halve the
+     * chunk down to 4 experts (more, smaller copy/compute steps of the same bytes). */
+    const char *chunk_env = getenv("HMOE_STREAM_CHUNK"); /* tests: several chunks per layer on tiny models */
+    int chunk = chunk_env && atoi(chunk_env) > 0 ? atoi(chunk_env) : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
+    while (!st) {
         struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
                                            .fixed_bytes = attn + head + kv + act,
                                            .stream_bytes = cfg->n_ff_exp % 32 ? 0 /* not GEMM-able: prefill on CPU threads */
-                                                           : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub),
+                                                           : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub, chunk),
                                            .budget_bytes = g->budget_bytes, .cpu_moe = c->p.sched.cpu_moe,
                                            .n_cpu_moe = c->p.sched.n_cpu_moe, .ot = ot, .n_ot = n_ot};
         st = hmoe_sched_place(&req, &plan, err);
+        if (st || plan.stream || req.stream_bytes == 0 || chunk <= 4) break;
+        bool ram = false;
+        for (int il = 0; il < cfg->n_layer; il++) ram |= plan.where[il] == HMOE_PLACE_RAM;
+        if (!ram) break;
+        hmoe_sched_plan_free(&plan);
+        plan = (struct hmoe_sched_plan){0};
+        chunk /= 2;
     }
     for (int i = 0; i < n_ot; i++) hmoe_sched_override_free(&ot[i]);
     free(ot);
@@ -389,7 +401,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
                                               .n_embd = cfg->n_embd, .n_ub = g->n_ub, .n_threads = c->p.n_threads,
                                               .plan = &plan, .sched = &c->p.sched, .file_base = m->gguf->base,
                                               .file_size = m->gguf->file_size, .cpu_moe = c->rs.moe,
-                                              .d_router = routers};
+                                              .d_router = routers, .stream_chunk_experts = chunk};
         if (!st) st = hmoe_sched_hybrid_init(&hp, &g->hyb, err);
         free(routers);
     }

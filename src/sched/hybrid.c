@@ -12,7 +12,7 @@
 #include "hmoe/cpu.h"
 #include "sched/hybrid_impl.h"
 
-#define CHUNK_EXPERTS 32    /* experts per streamed prefill chunk */
+#define CHUNK_EXPERTS HMOE_SCHED_STREAM_CHUNK_EXPERTS /* experts per streamed prefill chunk */
 #define SEED_TOKENS 4       /* without a profile: seed the cache after this many decoded tokens */
 #define STATIC_FRAC 0.75    /* share of each layer's slots that is the static hot set */
 
@@ -29,11 +29,11 @@ static uint64_t expert_bytes(const struct hmoe_moe_weights *w) {
     return (uint64_t)w->gate.mat_bytes + w->up.mat_bytes + w->down.mat_bytes;
 }
 
-uint64_t hmoe_sched_hybrid_stream_bytes(const struct hmoe_moe_weights *moe, int n_layer, int n_ub) {
+uint64_t hmoe_sched_hybrid_stream_bytes(const struct hmoe_moe_weights *moe, int n_layer, int n_ub, int chunk_experts) {
     if (n_ub <= 8 || n_layer <= 0) return 0; /* only decode-sized batches: nothing to stream */
     uint64_t mx = 0;
     for (int l = 0; l < n_layer; l++) mx = HMOE_MAX(mx, expert_bytes(&moe[l]));
-    const int E = (int)moe[0].gate.n_mat, c = HMOE_MIN(E, CHUNK_EXPERTS);
+    const int E = (int)moe[0].gate.n_mat, c = HMOE_MIN(E, chunk_experts > 0 ? chunk_experts : CHUNK_EXPERTS);
     return 2 * ((uint64_t)c * mx + 3 * 256);
 }
 
@@ -199,7 +199,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         pool_total += Ly->pool.bytes;
     }
     /* Slot maps (all -1) and the streamed-chunk maps. */
-    h->chunk_experts = HMOE_MIN(h->E, CHUNK_EXPERTS);
+    h->chunk_experts = HMOE_MIN(h->E, p->stream_chunk_experts > 0 ? p->stream_chunk_experts : CHUNK_EXPERTS);
     h->n_chunks = (h->E + h->chunk_experts - 1) / h->chunk_experts;
     const size_t cm_bytes = al256(L * (size_t)h->n_chunks * E * 4);
     if (!st) st = hmoe_cuda_buf_alloc(h->cu, al256(L * E * 4) + cm_bytes, &h->dev, err);
