@@ -383,5 +383,25 @@ final2)
         grep -E "^\| qwen|RAM read|decode:|error" "$D/x.log" | sed "s|^|$f 2GiB: |" | head -6 | tee -a "$OUT/summary.txt"
     done
     ;;
+quick3)
+    # lead's check of the decode RMSNorm split and the adaptive streamed-prefill chunk
+    log "all gpu tests || synth q4"
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout 240 ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$?" >> "$D/test_all.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    wait; sync
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -30 | tee -a "$OUT/summary.txt"
+    for e in HMOE_NORM=new HMOE_NORM=old HMOE_NORM=new; do
+        log "all-GPU tg128 $e"
+        env $e timeout 40 ./hmoe bench -m $Q4 -p 0 -n 128 -r 3 --gpu on -v > "$D/tg_$e.log" 2>&1
+        grep -E "^\| qwen|decode:|error" "$D/tg_$e.log" | head -4 | tee -a "$OUT/summary.txt"
+    done
+    log "hybrid pp4096 -ub 4096 at 2 GiB (adaptive chunk)"
+    timeout 60 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 2 -ub 4096 --vram-budget 2048 --no-profile -v > "$D/h_pp4096.log" 2>&1
+    grep -E "^\| qwen|streamed|stream|note|error" "$D/h_pp4096.log" | head -8 | tee -a "$OUT/summary.txt"
+    log "hybrid pp4096 -ub 4096 at 10 GiB"
+    timeout 60 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 2 -ub 4096 --vram-budget 10240 --no-profile -v > "$D/h_pp4096b.log" 2>&1
+    grep -E "^\| qwen|streamed|stream|note|error" "$D/h_pp4096b.log" | head -8 | tee -a "$OUT/summary.txt"
+    ;;
 esac
 done
