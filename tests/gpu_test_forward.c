@@ -282,9 +282,17 @@ static void check_preseeded(const struct kind *k, struct golden *gd, const struc
     t_check(s0.ram_experts > 0 && s0.cached_experts > 0 && s0.cached_experts < s0.ram_experts, name,
             "%llu of %llu RAM-layer experts cached before the first token", (unsigned long long)s0.cached_experts,
             (unsigned long long)s0.ram_experts);
-    const struct hmoe_json *pr = gd->prompts->items[0];
+    /* the longest prompt: a 1-token prompt is a decode step, which never streams */
+    size_t best = 0;
+    int best_n = 0;
+    for (size_t pi = 0; pi < gd->prompts->n; pi++) {
+        int n;
+        int32_t *pids = mc_ids(hmoe_json_get(gd->prompts->items[pi], "ids"), &n);
+        if (n > best_n) best_n = n, best = pi;
+        free(pids);
+    }
     int n_pos;
-    int32_t *ids = mc_ids(hmoe_json_get(pr, "ids"), &n_pos);
+    int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n_pos);
     const bool streams = strstr(hmoe_ctx_report(c), "prefill streams experts") != NULL;
     hmoe_ctx_reset_stats(c);
     enum hmoe_status st = ids ? hmoe_ctx_decode(c, ids, n_pos, 0, HMOE_LOGITS_NONE, NULL, &err) : HMOE_ERR_FORMAT;
