@@ -4,7 +4,8 @@
  * Decode: a stack of Qwen3-30B-A3B expert matrices (2048 columns × 768 rows each, default
  * 2 GiB in total: the dev VM reports a 512 MiB L3) multiplied by one activation row, rows split over
  * T threads in contiguous ranges as the expert path does; reports weight GB/s and % of
- * the read bandwidth of T threads. Prefill: one expert matrix × ntok = 8..512 activation
+ * the read bandwidth of T threads; then the same stack in 384-row work items at random
+ * experts (the MoE's gate/up items: many short streams). Prefill: one expert matrix × ntok = 8..512 activation
  * rows (hmoe_cpu_gemm, rows split over threads); reports GFLOP/s (2·rows·cols·ntok / s).
  * Every kernel is first checked against the type table's vec_dot_ref on sample outputs.
  *
@@ -157,6 +158,32 @@ int main(int argc, char **argv) {
                 printf("  gemv %d thr: best %6.2f GB/s (%6.2f Gweights/s), roofline best %6.2f GB/s = %5.1f%%; median "
                        "paired ratio %5.1f%%\n",
                        nt, gbs, gws, roof, 100 * gbs / roof, 100 * med);
+        }
+        /* Decode as the MoE runs it: work items of half an expert (384 rows, one item of the
+         * gate/up job) at random experts of the stack, so every item starts a new stream and
+         * ends where the next expert begins (what the look-ahead of tile_impl.h's
+         * HMOE_DEFINE_GEMV_STREAM is clamped for). Same probe pairing as above. */
+        for (int nt = 1; nt <= max_threads && nexp >= 8; nt++) {
+            const int64_t item_rows = nrows_expert / 2, n_items = nrows / item_rows;
+            double best = 1e30, roof = 0;
+            for (int r = 0; r < reps; r++) {
+                roof = HMOE_MAX(roof, bench_read_gbs(w, wbytes, nt, 1));
+                double t0 = hmoe_time_s();
+#pragma omp parallel for num_threads(nt) schedule(static)
+                for (int64_t it = 0; it < n_items; it++) {
+                    uint64_t h = (uint64_t)it * 0x9e3779b97f4a7c15ull; /* a fixed shuffle of the items */
+                    h ^= h >> 29;
+                    const int64_t e = (int64_t)(h % (uint64_t)nexp), half = (int64_t)((h >> 40) & 1);
+                    const uint8_t *we = w + (size_t)e * expert_bytes;
+                    hmoe_cpu_gemv(t, ncols, we, row_bytes, half * item_rows, (half + 1) * item_rows, xq,
+                                  y + (size_t)omp_get_thread_num() * (size_t)nrows_expert + (size_t)(half * item_rows));
+                }
+                best = HMOE_MIN(best, hmoe_time_s() - t0);
+            }
+            const double gbs = (double)(n_items * item_rows) * (double)row_bytes / best / 1e9;
+            if (!json)
+                printf("  gemv %d thr, %lld-row items at random experts: best %6.2f GB/s = %5.1f%% of roofline %6.2f\n",
+                       nt, (long long)item_rows, gbs, 100 * gbs / roof, roof);
         }
         /* Compute capacity, independent of RAM and of other processes: one thread over 64 rows
          * (L2-resident), timed with the thread's CPU clock. Decode keeps up with RAM while this
