@@ -13,44 +13,7 @@
 #include "harness.h"
 #include "gpu_util.h"
 
-struct cache {
-    int Hkv, D;
-    int64_t n_ctx;
-    enum hmoe_type type;
-    float *kd, *vd; /* decoded values [h][pos][D] */
-    struct hmoe_cuda_kv kv;
-};
-
-static size_t row_bytes(enum hmoe_type t, int D) { return t == HMOE_TYPE_Q8_0 ? (size_t)D / 32 * 34 : (size_t)D * 2; }
-
-static void cache_init(struct cache *c, int Hkv, int D, int64_t n_ctx, enum hmoe_type t) {
-    c->Hkv = Hkv, c->D = D, c->n_ctx = n_ctx, c->type = t;
-    const size_t rb = row_bytes(t, D), nrow = (size_t)Hkv * (size_t)n_ctx;
-    uint8_t *kr = malloc(rb * nrow), *vr = malloc(rb * nrow);
-    float *tmp = malloc((size_t)D * 4);
-    c->kd = malloc(nrow * (size_t)D * 4);
-    c->vd = malloc(nrow * (size_t)D * 4);
-    const struct hmoe_type_info *ti = &hmoe_type_info[t];
-    for (size_t r = 0; r < nrow; r++) {
-        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
-        ti->quantize_ref(tmp, kr + r * rb, D);
-        ti->dequant_ref(kr + r * rb, c->kd + r * D, D);
-        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
-        ti->quantize_ref(tmp, vr + r * rb, D);
-        ti->dequant_ref(vr + r * rb, c->vd + r * D, D);
-    }
-    c->kv = (struct hmoe_cuda_kv){.type = t, .k = dup_dev(kr, rb * nrow), .v = dup_dev(vr, rb * nrow), .n_ctx = n_ctx,
-                                  .n_head_kv = Hkv, .head_dim = D};
-    free(kr), free(vr), free(tmp);
-}
-
-static void cache_free(struct cache *c) {
-    free(c->kd), free(c->vd);
-    gpu_free_all();
-}
-
-/* out[D] = attention of one query row (head h) at position pos. */
-static void ref_attn(const struct cache *c, const float *q, int h, int G, int pos, float scale, double *out) {
+static void ref_attn(const struct gpu_kv_cache *c, const float *q, int h, int G, int pos, float scale, double *out) {
     const int D = c->D, hk = h / G;
     double *s = malloc(sizeof(double) * (size_t)(pos + 1)), m = -INFINITY, sum = 0;
     for (int t = 0; t <= pos; t++) {
@@ -84,10 +47,10 @@ static int compare(const float *got, const double *ref, int D, char *why, size_t
  * sequence through the same counters (each call must leave them at zero for the next). */
 static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul,
                              int fused) {
-    struct cache c;
+    struct gpu_kv_cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
-    cache_init(&c, Hkv, D, maxl + 3, t);
+    gpu_kv_cache_init(&c, Hkv, D, maxl + 3, t, INT64_MAX);
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
     float *q = malloc((size_t)H * D * 4), *out = malloc((size_t)H * D * 4);
@@ -132,7 +95,7 @@ static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int 
         t_check(ok, name, "%s", why);
     }
     free(q), free(out), free(ref), free(outq), free(wantq);
-    cache_free(&c);
+    gpu_kv_cache_free(&c);
 }
 
 static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
@@ -163,13 +126,13 @@ static void ref_norm_rope(const float *src, int D, const float *nw, int pos, dou
  * with the float64 normalised, rotated q. The lengths run in sequence over the same cache and
  * counters. */
 static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split) {
-    struct cache c;
+    struct gpu_kv_cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
-    cache_init(&c, Hkv, D, maxl + 3, t);
+    gpu_kv_cache_init(&c, Hkv, D, maxl + 3, t, INT64_MAX);
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
-    const size_t rb = row_bytes(t, D), qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
+    const size_t rb = gpu_kv_row_bytes(t, D), qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
     float *q = malloc((size_t)H * D * 4), *k = malloc((size_t)Hkv * D * 4), *v = malloc((size_t)Hkv * D * 4);
     float *qn = malloc((size_t)D * 4), *kn = malloc((size_t)D * 4), *out = malloc((size_t)H * D * 4), *qf = malloc((size_t)D * 4);
     double *ref = malloc((size_t)D * 8);
@@ -237,15 +200,15 @@ static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *
     }
     free(q), free(k), free(v), free(qn), free(kn), free(out), free(qf), free(ref);
     free(krow), free(vrow), free(vwant), free(outq), free(wantq);
-    cache_free(&c);
+    gpu_kv_cache_free(&c);
 }
 
 static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out) {
     char name[200], why[200] = "";
     snprintf(name, sizeof name, "attn prefill (CUDA cores) H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s", H, Hkv, D, hmoe_type_name(t), T,
              p0, f16_out ? ", f32 + f16 out" : "");
-    struct cache c;
-    cache_init(&c, Hkv, D, p0 + T + 5, t);
+    struct gpu_kv_cache c;
+    gpu_kv_cache_init(&c, Hkv, D, p0 + T + 5, t, INT64_MAX);
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
     const int64_t qs = (int64_t)H * D + 8, os = (int64_t)H * D + 16; /* padded strides */
@@ -277,7 +240,7 @@ static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T,
         t_check(ok, name, "%s", why);
     }
     free(q), free(out), free(out16), free(pos), free(ref);
-    cache_free(&c);
+    gpu_kv_cache_free(&c);
 }
 
 static void test_bad_args(void) {

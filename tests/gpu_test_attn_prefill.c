@@ -15,49 +15,7 @@
 #include "harness.h"
 #include "gpu_util.h"
 
-struct pcache {
-    int Hkv, D;
-    int64_t n_ctx;
-    enum hmoe_type type;
-    float *kd, *vd; /* decoded values [h][pos][D] */
-    struct hmoe_cuda_kv kv;
-};
-
-static size_t prow_bytes(enum hmoe_type t, int D) { return t == HMOE_TYPE_Q8_0 ? (size_t)D / 32 * 34 : (size_t)D * 2; }
-
-/* Random rows for positions < nan_from, all-ones bytes (NaN in f16 and as a q8_0 scale) after. */
-static void pcache_init(struct pcache *c, int Hkv, int D, int64_t n_ctx, enum hmoe_type t, int64_t nan_from) {
-    c->Hkv = Hkv, c->D = D, c->n_ctx = n_ctx, c->type = t;
-    const size_t rb = prow_bytes(t, D), nrow = (size_t)Hkv * (size_t)n_ctx;
-    uint8_t *kr = malloc(rb * nrow), *vr = malloc(rb * nrow);
-    float *tmp = malloc((size_t)D * 4);
-    c->kd = malloc(nrow * (size_t)D * 4);
-    c->vd = malloc(nrow * (size_t)D * 4);
-    const struct hmoe_type_info *ti = &hmoe_type_info[t];
-    for (size_t r = 0; r < nrow; r++) {
-        if ((int64_t)(r % (size_t)n_ctx) >= nan_from) {
-            memset(kr + r * rb, 0xff, rb), memset(vr + r * rb, 0xff, rb);
-            continue;
-        }
-        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
-        ti->quantize_ref(tmp, kr + r * rb, D);
-        ti->dequant_ref(kr + r * rb, c->kd + r * D, D);
-        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
-        ti->quantize_ref(tmp, vr + r * rb, D);
-        ti->dequant_ref(vr + r * rb, c->vd + r * D, D);
-    }
-    c->kv = (struct hmoe_cuda_kv){.type = t, .k = dup_dev(kr, rb * nrow), .v = dup_dev(vr, rb * nrow), .n_ctx = n_ctx,
-                                  .n_head_kv = Hkv, .head_dim = D};
-    free(kr), free(vr), free(tmp);
-}
-
-static void pcache_free(struct pcache *c) {
-    free(c->kd), free(c->vd);
-    gpu_free_all();
-}
-
-/* out[D] = attention of one query row (head h) at position pos; tol[D] the bound above. */
-static void ref_attn_tol(const struct pcache *c, const float *q, int h, int G, int pos, float scale, double *out,
+static void ref_attn_tol(const struct gpu_kv_cache *c, const float *q, int h, int G, int pos, float scale, double *out,
                          double *tol) {
     const int D = c->D, hk = h / G;
     const double u = ldexp(1.0, -11), uk = c->type == HMOE_TYPE_Q8_0 ? u : 0.0;
@@ -93,8 +51,8 @@ static void run_case(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int
     char name[240], why[240] = "";
     snprintf(name, sizeof name, "attn prefill %s H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s (warps %d, heads/block %d)",
              kind ? "auto" : "mma", H, Hkv, D, hmoe_type_name(t), T, p0, f16_out ? ", f32 + f16 out" : "", warps, hb);
-    struct pcache c;
-    pcache_init(&c, Hkv, D, p0 + T + 70, t, p0 + T);
+    struct gpu_kv_cache c;
+    gpu_kv_cache_init(&c, Hkv, D, p0 + T + 70, t, p0 + T);
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
     const int64_t qs = (int64_t)H * D + 8, os = (int64_t)H * D + 16; /* padded strides */
@@ -142,7 +100,7 @@ static void run_case(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int
         if (ok) printf("#   worst error / tolerance %.3f\n", worst);
     }
     free(q), free(out), free(out16), free(pos), free(ref), free(tol);
-    pcache_free(&c);
+    gpu_kv_cache_free(&c);
 }
 
 static void test_mma(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out, int warps, int hb) {

@@ -172,6 +172,19 @@ static void run_mode(const struct kind *k, struct golden *gd, const struct hmoe_
 
 /* GPU vs CPU on the longest prompt (both F16 KV), and prefill of n-1 tokens then one decode
  * against the full prefill's last row (both must match the golden at that position). */
+/* Index of the golden prompt with the most tokens. */
+static size_t longest_prompt(const struct golden *gd) {
+    size_t best = 0;
+    int best_n = 0;
+    for (size_t pi = 0; pi < gd->prompts->n; pi++) {
+        int n;
+        int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[pi], "ids"), &n);
+        if (n > best_n) best_n = n, best = pi;
+        free(ids);
+    }
+    return best;
+}
+
 static void run_cross(const struct kind *k, struct golden *gd, const struct hmoe_model *m) {
     char name[512], why[512];
     struct hmoe_err err = {0};
@@ -186,14 +199,7 @@ static void run_cross(const struct kind *k, struct golden *gd, const struct hmoe
         return;
     }
     const int V = m->cfg.n_vocab;
-    size_t best = 0;
-    int best_n = 0;
-    for (size_t pi = 0; pi < gd->prompts->n; pi++) {
-        int n;
-        int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[pi], "ids"), &n);
-        if (n > best_n) best_n = n, best = pi;
-        free(ids);
-    }
+    const size_t best = longest_prompt(gd);
     int n;
     int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n);
     float *a = malloc((size_t)n * V * 4), *b = malloc((size_t)n * V * 4), *last = malloc((size_t)V * 4);
@@ -282,15 +288,7 @@ static void check_preseeded(const struct kind *k, struct golden *gd, const struc
     t_check(s0.ram_experts > 0 && s0.cached_experts > 0 && s0.cached_experts < s0.ram_experts, name,
             "%llu of %llu RAM-layer experts cached before the first token", (unsigned long long)s0.cached_experts,
             (unsigned long long)s0.ram_experts);
-    /* the longest prompt: a 1-token prompt is a decode step, which never streams */
-    size_t best = 0;
-    int best_n = 0;
-    for (size_t pi = 0; pi < gd->prompts->n; pi++) {
-        int n;
-        int32_t *pids = mc_ids(hmoe_json_get(gd->prompts->items[pi], "ids"), &n);
-        if (n > best_n) best_n = n, best = pi;
-        free(pids);
-    }
+    const size_t best = longest_prompt(gd); /* a 1-token prompt is a decode step, which never streams */
     int n_pos;
     int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n_pos);
     const bool streams = strstr(hmoe_ctx_report(c), "prefill streams experts") != NULL;
@@ -324,14 +322,7 @@ static void check_decode_paths(const struct kind *k, struct golden *gd, const st
         t_check(0, name, "%s", err.msg);
         return;
     }
-    size_t best = 0;
-    int best_n = 0;
-    for (size_t pi = 0; pi < gd->prompts->n; pi++) {
-        int n;
-        int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[pi], "ids"), &n);
-        if (n > best_n) best_n = n, best = pi;
-        free(ids);
-    }
+    const size_t best = longest_prompt(gd);
     int n;
     int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n);
     float *lg = malloc((size_t)m->cfg.n_vocab * sizeof *lg);

@@ -21,45 +21,13 @@
 
 static double silu(double g) { return g / (1.0 + exp(-g)); }
 
-struct wmat {
-    enum hmoe_type t;
-    int64_t E, nrows, ncols;
-    size_t rb;
-    uint8_t *raw;
-    float *w; /* dequantized [E][nrows][ncols] */
-    struct hmoe_cuda_experts dev;
-};
-
-static void wmat_make(struct wmat *x, enum hmoe_type t, int64_t E, int64_t nrows, int64_t ncols) {
-    x->t = t, x->E = E, x->nrows = nrows, x->ncols = ncols;
-    x->rb = hmoe_row_bytes(t, ncols);
-    const size_t total = x->rb * (size_t)(nrows * E);
-    x->raw = malloc(total);
-    rand_blocks(t, x->raw, ncols * nrows * E);
-    x->w = malloc((size_t)(E * nrows * ncols) * 4);
-    for (int64_t r = 0; r < E * nrows; r++) hmoe_type_info[t].dequant_ref(x->raw + r * x->rb, x->w + r * ncols, ncols);
-    x->dev = (struct hmoe_cuda_experts){.type = t, .w = dup_dev(x->raw, total), .row_bytes = x->rb,
-                                        .expert_stride_bytes = x->rb * (size_t)nrows, .nrows = nrows, .ncols = ncols, .n_expert = E};
-}
-static void wmat_free(struct wmat *x) { free(x->raw), free(x->w); }
-static const float *wrow(const struct wmat *x, int e, int64_t r) { return x->w + ((size_t)e * x->nrows + r) * x->ncols; }
-
-static void dot_q(const float *w, const uint8_t *q, int64_t n, double *s, double *mag) {
-    *s = 0, *mag = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double p = (double)w[i] * ref_q8_1_value(q, n, i);
-        *s += p;
-        *mag += fabs(p);
-    }
-}
-
 /* Dense int8 GEMM: y = W · x for rows of `ncols` whose starts fall on many addresses mod 16. */
 static void test_dense(enum hmoe_type t, int64_t ntok, int64_t nrows, int64_t ncols) {
     char name[200], why[200] = "";
     snprintf(name, sizeof name, "int8 staged GEMM %s %lld x %lld, %lld tokens (row bytes %zu)", hmoe_type_name(t), (long long)nrows,
              (long long)ncols, (long long)ntok, hmoe_row_bytes(t, ncols));
-    struct wmat w;
-    wmat_make(&w, t, 1, nrows, ncols);
+    struct gpu_experts w;
+    gpu_experts_make(&w, t, 1, nrows, ncols);
     const size_t qs = hmoe_cuda_q8_1_row_bytes(ncols);
     float *x = malloc((size_t)(ntok * ncols) * 4), *y = malloc((size_t)(ntok * nrows) * 4);
     uint8_t *xq = malloc(qs * (size_t)ntok);
@@ -76,7 +44,7 @@ static void test_dense(enum hmoe_type t, int64_t ntok, int64_t nrows, int64_t nc
     for (int64_t tk = 0; tk < ntok && ok; tk++)
         for (int64_t r = 0; r < nrows && ok; r++) {
             double s, m;
-            dot_q(wrow(&w, 0, r), xq + tk * qs, ncols, &s, &m);
+            ref_dot_q8_1(gpu_experts_row(&w, 0, r), xq + tk * qs, ncols, &s, &m);
             if (!(fabs(y[tk * nrows + r] - s) <= 1e-5 * m + 1e-30)) {
                 snprintf(why, sizeof why, "token %lld row %lld: %.9g, want %.9g", (long long)tk, (long long)r, y[tk * nrows + r], s);
                 ok = 0;
@@ -84,7 +52,7 @@ static void test_dense(enum hmoe_type t, int64_t ntok, int64_t nrows, int64_t nc
         }
     t_check(ok, name, "%s", why);
 out:
-    wmat_free(&w);
+    gpu_experts_free(&w);
     free(x), free(y), free(xq);
     gpu_free_all();
 }
@@ -93,10 +61,10 @@ out:
 static void test_moe_q8out(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int E, int k, int64_t d, int64_t F) {
     char name[220], why[256] = "";
     const int64_t nrows = (int64_t)ntok * k;
-    struct wmat gate, up, down;
-    wmat_make(&gate, tgu, E, F, d);
-    wmat_make(&up, tgu, E, F, d);
-    wmat_make(&down, tdn, E, d, F);
+    struct gpu_experts gate, up, down;
+    gpu_experts_make(&gate, tgu, E, F, d);
+    gpu_experts_make(&up, tgu, E, F, d);
+    gpu_experts_make(&down, tdn, E, d, F);
     const size_t xs = hmoe_cuda_q8_1_row_bytes(d), zs = hmoe_cuda_q8_1_row_bytes(F) + 16; /* a wider stride than needed */
     float *lg = malloc((size_t)ntok * E * 4), *x = malloc((size_t)(ntok * d) * 4), *ye = malloc((size_t)(nrows * d) * 4);
     uint8_t *xq = malloc(xs * (size_t)ntok), *zq = malloc(zs * (size_t)nrows);
@@ -129,8 +97,8 @@ static void test_moe_q8out(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int
         const uint8_t *zr = zq + (size_t)r * zs;
         for (int64_t f = 0; f < F; f++) {
             double g, gm, u, um;
-            dot_q(wrow(&gate, e, f), xq + (size_t)(slot / k) * xs, d, &g, &gm);
-            dot_q(wrow(&up, e, f), xq + (size_t)(slot / k) * xs, d, &u, &um);
+            ref_dot_q8_1(gpu_experts_row(&gate, e, f), xq + (size_t)(slot / k) * xs, d, &g, &gm);
+            ref_dot_q8_1(gpu_experts_row(&up, e, f), xq + (size_t)(slot / k) * xs, d, &u, &um);
             zref[f] = silu(g) * u;
             /* error bound of the f32 product before quantizing (as gpu_test_moe's int8 gate/up) */
             ztol[f] = 1.2 * fabs(u) * 1e-5 * gm + fabs(silu(g)) * 1e-5 * um + 1e-6 * fabs(zref[f]) + 1e-30;
@@ -169,7 +137,7 @@ static void test_moe_q8out(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int
         const int e = ids[rows[r]];
         for (int64_t c = 0; c < d && ok; c++) {
             double s, m;
-            dot_q(wrow(&down, e, c), zq + (size_t)r * zs, F, &s, &m);
+            ref_dot_q8_1(gpu_experts_row(&down, e, c), zq + (size_t)r * zs, F, &s, &m);
             if (!(fabs(ye[r * d + c] - s) <= 1e-5 * m + 1e-30)) {
                 snprintf(why, sizeof why, "plan row %lld col %lld: %.9g, want %.9g", (long long)r, (long long)c, ye[r * d + c], s);
                 ok = 0;
@@ -178,7 +146,7 @@ static void test_moe_q8out(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int
     }
     t_check(ok, name, "%s", why);
 out:
-    wmat_free(&gate), wmat_free(&up), wmat_free(&down);
+    gpu_experts_free(&gate), gpu_experts_free(&up), gpu_experts_free(&down);
     free(lg), free(x), free(ye), free(xq), free(zq), free(ids), free(plan), free(zref), free(ztol);
     gpu_free_all();
 }

@@ -109,38 +109,6 @@ out:
 
 /* ------------------------------------------------ experts ------------------------------------------------ */
 
-struct experts_h {
-    enum hmoe_type t;
-    int64_t E, nrows, ncols;
-    size_t rb;
-    uint8_t *raw;
-    float *w; /* dequantized [E][nrows][ncols] */
-    struct hmoe_cuda_experts dev;
-};
-
-static void experts_make(struct experts_h *x, enum hmoe_type t, int64_t E, int64_t nrows, int64_t ncols) {
-    x->t = t, x->E = E, x->nrows = nrows, x->ncols = ncols;
-    x->rb = hmoe_row_bytes(t, ncols);
-    const size_t total = x->rb * (size_t)(nrows * E);
-    x->raw = malloc(total);
-    rand_blocks(t, x->raw, ncols * nrows * E);
-    x->w = malloc((size_t)(E * nrows * ncols) * 4);
-    for (int64_t r = 0; r < E * nrows; r++) hmoe_type_info[t].dequant_ref(x->raw + r * x->rb, x->w + r * ncols, ncols);
-    x->dev = (struct hmoe_cuda_experts){.type = t, .w = dup_dev(x->raw, total), .row_bytes = x->rb,
-                                        .expert_stride_bytes = x->rb * (size_t)nrows, .nrows = nrows, .ncols = ncols, .n_expert = E};
-}
-static void experts_free(struct experts_h *x) { free(x->raw), free(x->w); }
-static const float *erow(const struct experts_h *x, int e, int64_t r) { return x->w + ((size_t)e * x->nrows + r) * x->ncols; }
-
-/* sum and sum of |products| of a weight row with a q8_1 row */
-static void dot_q(const float *w, const uint8_t *q, int64_t n, double *s, double *mag) {
-    *s = 0, *mag = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double p = (double)w[i] * ref_q8_1_value(q, n, i);
-        *s += p;
-        *mag += fabs(p);
-    }
-}
 
 /* fused: hmoe_cuda_moe_gate_up_q8 (z checked as below, its q8_1 rows against the reference
  * quantizer of that z; run twice with the q8_1 output wiped in between, so the per-slot counters
@@ -150,10 +118,10 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
     char name[200], why[256] = "";
     const int E = 16, k = 4;
     const int64_t F = 256;
-    struct experts_h gate, up, down;
-    experts_make(&gate, tgu, E, F, d);
-    experts_make(&up, tgu, E, F, d);
-    experts_make(&down, tdn, E, d, F);
+    struct gpu_experts gate, up, down;
+    gpu_experts_make(&gate, tgu, E, F, d);
+    gpu_experts_make(&up, tgu, E, F, d);
+    gpu_experts_make(&down, tdn, E, d, F);
     int32_t *ids = malloc((size_t)ntok * k * 4);
     float *wts = malloc((size_t)ntok * k * 4), *x = malloc((size_t)(ntok * d) * 4), *y0 = malloc((size_t)(ntok * d) * 4);
     for (int t = 0; t < ntok; t++) {
@@ -197,8 +165,8 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
     for (int s = 0; s < nslot && ok; s++)
         for (int64_t f = 0; f < F && ok; f++) {
             double g, gm, u, um;
-            dot_q(erow(&gate, ids[s], f), xq + (size_t)(s / k) * xs, d, &g, &gm);
-            dot_q(erow(&up, ids[s], f), xq + (size_t)(s / k) * xs, d, &u, &um);
+            ref_dot_q8_1(gpu_experts_row(&gate, ids[s], f), xq + (size_t)(s / k) * xs, d, &g, &gm);
+            ref_dot_q8_1(gpu_experts_row(&up, ids[s], f), xq + (size_t)(s / k) * xs, d, &u, &um);
             const double ref = silu(g) * u, tol = 1.2 * fabs(u) * 1e-5 * gm + fabs(silu(g)) * 1e-5 * um + 1e-6 * fabs(ref) + 1e-30;
             if (!(fabs(z[s * F + f] - ref) <= tol)) {
                 snprintf(why, sizeof why, "slot %d row %lld: %.9g, want %.9g (tol %.3g)", s, (long long)f, z[s * F + f], ref, tol);
@@ -230,7 +198,7 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
             double ref = y0[t * d + r], tol = 1e-6 * fabs(y0[t * d + r]) + 1e-30;
             for (int j = 0; j < k; j++) {
                 double s, m;
-                dot_q(erow(&down, ids[t * k + j], r), zq + (size_t)(t * k + j) * zs, F, &s, &m);
+                ref_dot_q8_1(gpu_experts_row(&down, ids[t * k + j], r), zq + (size_t)(t * k + j) * zs, F, &s, &m);
                 ref += wts[t * k + j] * s;
                 tol += 1e-5 * wts[t * k + j] * m;
             }
@@ -254,7 +222,7 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
     }
     t_check(ok, name, "%s", why);
 out:
-    experts_free(&gate), experts_free(&up), experts_free(&down);
+    gpu_experts_free(&gate), gpu_experts_free(&up), gpu_experts_free(&down);
     free(ids), free(wts), free(x), free(y0), free(xq), free(zq), free(z), free(y);
     free(nw), free(hf), free(hq), free(wantq);
     gpu_free_all();
@@ -333,8 +301,8 @@ static void test_gemm_dense(enum hmoe_type t, int64_t ntok, int64_t nrows, int64
     static const char *mn[] = {"f32 out", "f32 out + residual", "f16 out", "cuBLAS path"};
     snprintf(name, sizeof name, "gemm %s %lld x %lld x %lld tokens, %s", hmoe_type_name(t), (long long)nrows, (long long)ncols,
              (long long)ntok, mn[mode]);
-    struct experts_h w;
-    experts_make(&w, t, 1, nrows, ncols);
+    struct gpu_experts w;
+    gpu_experts_make(&w, t, 1, nrows, ncols);
     const int64_t xs = ncols + 8, ys = nrows + 2;
     float *x = malloc((size_t)(ntok * xs) * 4), *add = malloc((size_t)(ntok * ys) * 4), *y = malloc((size_t)(ntok * ys) * 4);
     uint16_t *x16 = malloc((size_t)(ntok * xs) * 2), *y16 = malloc((size_t)(ntok * ys) * 2);
@@ -359,7 +327,7 @@ static void test_gemm_dense(enum hmoe_type t, int64_t ntok, int64_t nrows, int64
     for (int64_t tk = 0; tk < ntok && ok; tk++)
         for (int64_t r = 0; r < nrows && ok; r++) {
             double s = 0, m = 0;
-            const float *wr = erow(&w, 0, r);
+            const float *wr = gpu_experts_row(&w, 0, r);
             for (int64_t c = 0; c < ncols; c++) {
                 const double p = (double)f16r(wr[c]) * x[tk * xs + c];
                 s += p;
@@ -375,7 +343,7 @@ static void test_gemm_dense(enum hmoe_type t, int64_t ntok, int64_t nrows, int64
         }
     t_check(ok, name, "%s", why);
 out:
-    experts_free(&w);
+    gpu_experts_free(&w);
     free(x), free(add), free(y), free(x16), free(y16);
     gpu_free_all();
 }
@@ -386,8 +354,8 @@ static void test_gemm_int8(enum hmoe_type t, int64_t ntok, int64_t nrows, int64_
     char name[200], why[200] = "";
     snprintf(name, sizeof name, "gemm int8 %s %lld x %lld x %lld tokens%s", hmoe_type_name(t), (long long)nrows, (long long)ncols,
              (long long)ntok, add_mode ? ", + residual" : "");
-    struct experts_h w;
-    experts_make(&w, t, 1, nrows, ncols);
+    struct gpu_experts w;
+    gpu_experts_make(&w, t, 1, nrows, ncols);
     const size_t qs = hmoe_cuda_q8_1_row_bytes(ncols);
     const int64_t ys = nrows + 2;
     float *x = malloc((size_t)(ntok * ncols) * 4), *add = malloc((size_t)(ntok * ys) * 4), *y = malloc((size_t)(ntok * ys) * 4);
@@ -407,7 +375,7 @@ static void test_gemm_int8(enum hmoe_type t, int64_t ntok, int64_t nrows, int64_
     for (int64_t tk = 0; tk < ntok && ok; tk++)
         for (int64_t r = 0; r < nrows && ok; r++) {
             double sd, m;
-            dot_q(erow(&w, 0, r), xq + tk * qs, ncols, &sd, &m);
+            ref_dot_q8_1(gpu_experts_row(&w, 0, r), xq + tk * qs, ncols, &sd, &m);
             const double base = add_mode ? add[tk * ys + r] : 0.0;
             if (!(fabs(y[tk * ys + r] - (sd + base)) <= 1e-5 * m + 1e-6 * fabs(base) + 1e-30)) {
                 snprintf(why, sizeof why, "token %lld row %lld: %.9g, want %.9g", (long long)tk, (long long)r, y[tk * ys + r], sd + base);
@@ -416,7 +384,7 @@ static void test_gemm_int8(enum hmoe_type t, int64_t ntok, int64_t nrows, int64_
         }
     t_check(ok, name, "%s", why);
 out:
-    experts_free(&w);
+    gpu_experts_free(&w);
     free(x), free(add), free(y), free(xq);
     gpu_free_all();
 }
@@ -425,10 +393,10 @@ out:
 static void test_prefill_moe_int8(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int E, int k) {
     char name[200], why[256] = "";
     const int64_t d = 512, F = 256, nrows = (int64_t)ntok * k;
-    struct experts_h gate, up, down;
-    experts_make(&gate, tgu, E, F, d);
-    experts_make(&up, tgu, E, F, d);
-    experts_make(&down, tdn, E, d, F);
+    struct gpu_experts gate, up, down;
+    gpu_experts_make(&gate, tgu, E, F, d);
+    gpu_experts_make(&up, tgu, E, F, d);
+    gpu_experts_make(&down, tdn, E, d, F);
     const size_t xs = hmoe_cuda_q8_1_row_bytes(d), zs = hmoe_cuda_q8_1_row_bytes(F);
     float *lg = malloc((size_t)ntok * E * 4), *x = malloc((size_t)(ntok * d) * 4), *z = malloc((size_t)(nrows * F) * 4);
     float *ye = malloc((size_t)(nrows * d) * 4);
@@ -459,8 +427,8 @@ static void test_prefill_moe_int8(enum hmoe_type tgu, enum hmoe_type tdn, int nt
         const int slot = rows[r], e = ids[slot];
         for (int64_t f = 0; f < F && ok; f++) {
             double g, gm, u, um;
-            dot_q(erow(&gate, e, f), xq + (size_t)(slot / k) * xs, d, &g, &gm);
-            dot_q(erow(&up, e, f), xq + (size_t)(slot / k) * xs, d, &u, &um);
+            ref_dot_q8_1(gpu_experts_row(&gate, e, f), xq + (size_t)(slot / k) * xs, d, &g, &gm);
+            ref_dot_q8_1(gpu_experts_row(&up, e, f), xq + (size_t)(slot / k) * xs, d, &u, &um);
             const double ref = silu(g) * u, tol = 1.2 * fabs(u) * 1e-5 * gm + fabs(silu(g)) * 1e-5 * um + 1e-6 * fabs(ref) + 1e-30;
             if (!(fabs(z[r * F + f] - ref) <= tol)) {
                 snprintf(why, sizeof why, "plan row %lld (slot %d, expert %d) col %lld: %.9g, want %.9g (tol %.3g)", (long long)r, slot, e,
@@ -482,7 +450,7 @@ static void test_prefill_moe_int8(enum hmoe_type tgu, enum hmoe_type tdn, int nt
         const int e = ids[rows[r]];
         for (int64_t c = 0; c < d && ok; c++) {
             double sd, m;
-            dot_q(erow(&down, e, c), zq + (size_t)r * zs, F, &sd, &m);
+            ref_dot_q8_1(gpu_experts_row(&down, e, c), zq + (size_t)r * zs, F, &sd, &m);
             if (!(fabs(ye[r * d + c] - sd) <= 1e-5 * m + 1e-30)) {
                 snprintf(why, sizeof why, "plan row %lld col %lld: %.9g, want %.9g", (long long)r, (long long)c, ye[r * d + c], sd);
                 ok = 0;
@@ -491,7 +459,7 @@ static void test_prefill_moe_int8(enum hmoe_type tgu, enum hmoe_type tdn, int nt
     }
     t_check(ok, name, "%s", why);
 out:
-    experts_free(&gate), experts_free(&up), experts_free(&down);
+    gpu_experts_free(&gate), gpu_experts_free(&up), gpu_experts_free(&down);
     free(lg), free(x), free(z), free(ye), free(xq), free(zq), free(ids), free(plan);
     gpu_free_all();
 }
@@ -499,10 +467,10 @@ out:
 static void test_prefill_moe(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int E, int k) {
     char name[200], why[256] = "";
     const int64_t d = 512, F = 256, nrows = (int64_t)ntok * k;
-    struct experts_h gate, up, down;
-    experts_make(&gate, tgu, E, F, d);
-    experts_make(&up, tgu, E, F, d);
-    experts_make(&down, tdn, E, d, F);
+    struct gpu_experts gate, up, down;
+    gpu_experts_make(&gate, tgu, E, F, d);
+    gpu_experts_make(&up, tgu, E, F, d);
+    gpu_experts_make(&down, tdn, E, d, F);
     float *lg = malloc((size_t)ntok * E * 4), *x = malloc((size_t)(ntok * d) * 4), *y0 = malloc((size_t)(ntok * d) * 4);
     uint16_t *x16 = malloc((size_t)(ntok * d) * 2), *z16 = malloc((size_t)(nrows * F) * 2);
     float *ye = malloc((size_t)(nrows * d) * 4), *wts = malloc((size_t)nrows * 4), *y = malloc((size_t)(ntok * d) * 4);
@@ -568,7 +536,7 @@ static void test_prefill_moe(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, i
         const float *xt = x + (size_t)(slot / k) * d;
         for (int64_t f = 0; f < F && ok; f++) {
             double g = 0, gm = 0, u = 0, um = 0;
-            const float *gw = erow(&gate, e, f), *uw = erow(&up, e, f);
+            const float *gw = gpu_experts_row(&gate, e, f), *uw = gpu_experts_row(&up, e, f);
             for (int64_t c = 0; c < d; c++) {
                 const double pg = (double)f16r(gw[c]) * xt[c], pu = (double)f16r(uw[c]) * xt[c];
                 g += pg, gm += fabs(pg), u += pu, um += fabs(pu);
@@ -594,7 +562,7 @@ static void test_prefill_moe(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, i
         const int e = ids[rows[r]];
         for (int64_t c = 0; c < d && ok; c++) {
             double s = 0, m = 0;
-            const float *dw = erow(&down, e, c);
+            const float *dw = gpu_experts_row(&down, e, c);
             for (int64_t f = 0; f < F; f++) {
                 const double p = (double)f16r(dw[f]) * hmoe_fp16_to_f32(z16[r * F + f]);
                 s += p, m += fabs(p);
@@ -626,7 +594,7 @@ static void test_prefill_moe(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, i
         }
     t_check(ok, name, "%s", why);
 out:
-    experts_free(&gate), experts_free(&up), experts_free(&down);
+    gpu_experts_free(&gate), gpu_experts_free(&up), gpu_experts_free(&down);
     free(lg), free(x), free(y0), free(x16), free(z16), free(ye), free(wts), free(y), free(ids), free(plan);
     gpu_free_all();
 }

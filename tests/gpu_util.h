@@ -189,6 +189,83 @@ static inline int launched(enum hmoe_status st, const struct hmoe_err *err, cons
     if (st != HMOE_OK) t_check(0, name, "launch refused: %s", err->msg);
     return st == HMOE_OK;
 }
+
+/* Quantized expert weights on the device with their dequantized values (row-major
+ * [E][nrows][ncols]) for the expert and GEMM tests. */
+struct gpu_experts {
+    enum hmoe_type t;
+    int64_t E, nrows, ncols;
+    size_t rb;
+    uint8_t *raw;
+    float *w;
+    struct hmoe_cuda_experts dev;
+};
+static inline void gpu_experts_make(struct gpu_experts *x, enum hmoe_type t, int64_t E, int64_t nrows, int64_t ncols) {
+    x->t = t, x->E = E, x->nrows = nrows, x->ncols = ncols;
+    x->rb = hmoe_row_bytes(t, ncols);
+    const size_t total = x->rb * (size_t)(nrows * E);
+    x->raw = malloc(total);
+    rand_blocks(t, x->raw, ncols * nrows * E);
+    x->w = malloc((size_t)(E * nrows * ncols) * 4);
+    for (int64_t r = 0; r < E * nrows; r++) hmoe_type_info[t].dequant_ref(x->raw + r * x->rb, x->w + r * ncols, ncols);
+    x->dev = (struct hmoe_cuda_experts){.type = t, .w = dup_dev(x->raw, total), .row_bytes = x->rb,
+                                        .expert_stride_bytes = x->rb * (size_t)nrows, .nrows = nrows, .ncols = ncols, .n_expert = E};
+}
+static inline void gpu_experts_free(struct gpu_experts *x) { free(x->raw), free(x->w); }
+static inline const float *gpu_experts_row(const struct gpu_experts *x, int e, int64_t r) {
+    return x->w + ((size_t)e * x->nrows + r) * x->ncols;
+}
+/* Sum and sum of |products| of a weight row with a q8_1 row (the tolerance scales with the latter). */
+static inline void ref_dot_q8_1(const float *w, const uint8_t *q, int64_t n, double *s, double *mag) {
+    *s = 0, *mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double p = (double)w[i] * ref_q8_1_value(q, n, i);
+        *s += p;
+        *mag += fabs(p);
+    }
+}
+
+/* A KV cache in VRAM (f16 or q8_0 rows, [h][pos]) with random rows for positions < nan_from and
+ * all-ones bytes after (NaN as f16 and as a q8_0 scale), and its decoded values. */
+struct gpu_kv_cache {
+    int Hkv, D;
+    int64_t n_ctx;
+    enum hmoe_type type;
+    float *kd, *vd; /* decoded values [h][pos][D] */
+    struct hmoe_cuda_kv kv;
+};
+static inline size_t gpu_kv_row_bytes(enum hmoe_type t, int D) {
+    return t == HMOE_TYPE_Q8_0 ? (size_t)D / 32 * 34 : (size_t)D * 2;
+}
+static inline void gpu_kv_cache_init(struct gpu_kv_cache *c, int Hkv, int D, int64_t n_ctx, enum hmoe_type t,
+                                     int64_t nan_from) {
+    c->Hkv = Hkv, c->D = D, c->n_ctx = n_ctx, c->type = t;
+    const size_t rb = gpu_kv_row_bytes(t, D), nrow = (size_t)Hkv * (size_t)n_ctx;
+    uint8_t *kr = malloc(rb * nrow), *vr = malloc(rb * nrow);
+    float *tmp = malloc((size_t)D * 4);
+    c->kd = malloc(nrow * (size_t)D * 4);
+    c->vd = malloc(nrow * (size_t)D * 4);
+    const struct hmoe_type_info *ti = &hmoe_type_info[t];
+    for (size_t r = 0; r < nrow; r++) {
+        if ((int64_t)(r % (size_t)n_ctx) >= nan_from) {
+            memset(kr + r * rb, 0xff, rb), memset(vr + r * rb, 0xff, rb);
+            continue;
+        }
+        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
+        ti->quantize_ref(tmp, kr + r * rb, D);
+        ti->dequant_ref(kr + r * rb, c->kd + r * D, D);
+        for (int i = 0; i < D; i++) tmp[i] = rng_normal();
+        ti->quantize_ref(tmp, vr + r * rb, D);
+        ti->dequant_ref(vr + r * rb, c->vd + r * D, D);
+    }
+    c->kv = (struct hmoe_cuda_kv){.type = t, .k = dup_dev(kr, rb * nrow), .v = dup_dev(vr, rb * nrow), .n_ctx = n_ctx,
+                                  .n_head_kv = Hkv, .head_dim = D};
+    free(kr), free(vr), free(tmp);
+}
+static inline void gpu_kv_cache_free(struct gpu_kv_cache *c) {
+    free(c->kd), free(c->vd);
+    gpu_free_all();
+}
 #endif
 
 #endif
