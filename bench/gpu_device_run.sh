@@ -403,5 +403,20 @@ quick3)
     timeout 60 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 2 -ub 4096 --vram-budget 10240 --no-profile -v > "$D/h_pp4096b.log" 2>&1
     grep -E "^\| qwen|streamed|stream|note|error" "$D/h_pp4096b.log" | head -8 | tee -a "$OUT/summary.txt"
     ;;
+quick4)
+    # lead: threads per row of the LM head mat-vec (HMOE_MMV_BIG_TPR), tg128 and logits agreement
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) &
+    ( [ -f /tmp/iq2.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --mix synth-iq2_xxs --vocab $V -q -o /tmp/iq2.gguf ) &
+    HMOE_SHARED=$SHARED timeout 60 $B/tests/gpu_test_mmv > "$D/mmv.log" 2>&1; grep -E "FAIL|passed" "$D/mmv.log" | tail -3 | tee -a "$OUT/summary.txt"
+    wait
+    for f in $Q4 /tmp/iq2.gguf; do for e in HMOE_MMV_BIG_TPR=0 HMOE_MMV_BIG_TPR=32 HMOE_MMV_BIG_TPR=64 HMOE_MMV_BIG_TPR=0 HMOE_MMV_BIG_TPR=32; do
+        env $e timeout 40 ./hmoe bench -m $f -p 0 -n 128 -r 3 --gpu on -v > "$D/t.log" 2>&1
+        grep -E "^\| qwen|decode:|error" "$D/t.log" | sed "s|^|$(basename $f) $e: |" | head -2 | tee -a "$OUT/summary.txt"
+    done; done
+    for e in HMOE_MMV_BIG_TPR=0 HMOE_MMV_BIG_TPR=32; do
+        env $e timeout 40 ./hmoe logits -m $Q4 --ids 9707,11,1879,13,576 --gpu on --top 3 2>/dev/null | tail -4 | sed "s|^|logits $e: |" | tee -a "$OUT/summary.txt"
+    done
+    ;;
 esac
 done

@@ -11,6 +11,8 @@
  * Version 1 (one warp per 4 rows, lanes over slices) measured 9% of the copy roofline on
  * attn_q (4096 x 2048 Q4_K, 12.3 us): one memory latency per loop trip.
  */
+#include <stdlib.h>
+
 #include "kernels/cuda_mmv_impl.cuh"
 #include "kernels/cuda_types.cuh"
 
@@ -115,6 +117,22 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_f_kernel(const uint8_t *
     }
 }
 
+/* Matrices with at least this many rows (the LM head: 151936) take TPR 32 for one token: fewer,
+ * longer row groups, each thread with more loads in flight and warp-only sums. H200, tg128 of the
+ * synthetic 30B files: Q4_K_M 453.6 / 454.2 vs 451.4 / 449.8 with the slice-count rule (TPR 128
+ * for the Q6_K head), IQ2_XXS 439.4 / 439.8 vs 438.2 / 437.6, same logits. HMOE_MMV_BIG_TPR=0
+ * restores the rule, =64|128 forces another width. */
+#define MMV_BIG_ROWS 32768
+static int mmv_big_tpr(void) {
+    static int tpr = -1;
+    if (tpr < 0) {
+        const char *e = getenv("HMOE_MMV_BIG_TPR");
+        const int v = e ? atoi(e) : 32;
+        tpr = v == 32 || v == 64 || v == 128 ? v : 0;
+    }
+    return tpr;
+}
+
 /* Launch the right (NT, TPR) instance: one token -> TPR from the row's slice count; several
  * tokens -> NT = 8 with TPR = 64. */
 template <class TR, bool F>
@@ -135,11 +153,12 @@ static void mmv_launch(const struct hmoe_cuda_mmv_args *a, int units, cudaStream
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
                            a->add_stride);                                                                          \
     } while (0)
+    const int tpr = a->nrows >= MMV_BIG_ROWS && mmv_big_tpr() ? mmv_big_tpr() : hmoe_mmv_tpr(units);
     if (a->ntok > 1)
         MMV_GO(8, 64);
-    else if (hmoe_mmv_tpr(units) == 128)
+    else if (tpr == 128)
         MMV_GO(1, 128);
-    else if (hmoe_mmv_tpr(units) == 64)
+    else if (tpr == 64)
         MMV_GO(1, 64);
     else
         MMV_GO(1, 32);
