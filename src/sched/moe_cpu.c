@@ -3,7 +3,8 @@
  * weights stream from memory once for all tokens routed to it, then run the experts as
  * jobs of the cpu.h thread team: router, gate/up by (expert, row chunk) with SwiGLU and the
  * down-activation quantization fused in, down by output-row chunk over all experts with the
- * weighted sum fused in — three jobs for a decoded token. Activations are quantized once per
+ * weighted sum fused in (a decoded token: down by (expert, row chunk), the sum after the
+ * job) — three jobs for a decoded token. Activations are quantized once per
  * token per weight type (cpu.h); the k partial results of a token are summed in selection
  * order, as llama.cpp's graph does. All buffers come from init.
  */
@@ -243,23 +244,22 @@ static void task_z_quantize(void *arg, int64_t slot, int tid) {
     z_quantize(m, (int)slot, 0, m->F);
 }
 
-/* Output rows [r0, r1) of every active expert's down matrix for its tokens, then the weighted
- * sum of the token's k results on those rows in selection order: out = w0*y0 + w1*y1 + ...
- * (llama.cpp adds the weighted expert outputs one after another in this order). Every item
- * does the same share of every expert, so the items are even however the tokens are routed. */
-static void task_down(void *arg, int64_t it, int tid) {
-    (void)tid;
-    const struct moe_call *m = arg;
-    struct hmoe_sched_moe *s = m->s;
+/* Rows [r0, r1) of expert e's down matrix for its tokens, into their y slots. */
+static void down_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
+    const struct hmoe_sched_moe *s = m->s;
     const struct hmoe_moe_weights *w = m->w;
-    const int64_t d = m->d, r0 = it * m->chunk_d, r1 = HMOE_MIN(r0 + m->chunk_d, d);
-    for (int a = 0; a < m->n_active; a++) {
-        const int e = s->active[a];
-        const int32_t off = s->offset[e], cnt = s->count[e];
-        const uint8_t *wd = (const uint8_t *)w->down.data + (size_t)e * w->down.mat_bytes;
-        mm_rows(w->down.type, m->F, wd, w->down.row_bytes, r0, r1, s->zq + (size_t)off * m->ad, m->ad, cnt,
-                s->y + (size_t)off * d + r0, (size_t)d);
-    }
+    const int32_t off = s->offset[e], cnt = s->count[e];
+    const uint8_t *wd = (const uint8_t *)w->down.data + (size_t)e * w->down.mat_bytes;
+    mm_rows(w->down.type, m->F, wd, w->down.row_bytes, r0, r1, s->zq + (size_t)off * m->ad, m->ad, cnt,
+            s->y + (size_t)off * (size_t)m->d + r0, (size_t)m->d);
+}
+
+/* Rows [r0, r1) of out: the weighted sum of each token's k expert results in selection order,
+ * out = w0*y0 + w1*y1 + ... (llama.cpp adds the weighted expert outputs one after another in
+ * this order). */
+static void down_sum(const struct moe_call *m, int64_t r0, int64_t r1) {
+    const struct hmoe_sched_moe *s = m->s;
+    const int64_t d = m->d;
     for (int t = 0; t < m->n_tok; t++) {
         float *o = m->out + (size_t)t * d;
         const float *wt = s->wsel + (size_t)t * m->k;
@@ -271,6 +271,29 @@ static void task_down(void *arg, int64_t it, int tid) {
             for (int64_t j = r0; j < r1; j++) o[j] += wt[i] * yi[j];
         }
     }
+}
+
+/* Batch: output rows [r0, r1) of every active expert, then their weighted sum. Every item
+ * does the same share of every expert, so the items are even however the tokens are routed. */
+static void task_down(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    const int64_t r0 = it * m->chunk_d, r1 = HMOE_MIN(r0 + m->chunk_d, m->d);
+    for (int a = 0; a < m->n_active; a++) down_rows(m, m->s->active[a], r0, r1);
+    down_sum(m, r0, r1);
+}
+
+/* Decode: one item = rows [r0, r0 + chunk_d) of one active expert, so an item streams one
+ * long contiguous run of its down matrix. Split by output rows over all experts (task_down),
+ * an item streamed 8 runs of 80 KB (d = 2048, Q6_K), each starting cold; down took 1.8-2.1 ms
+ * of a 12.5 ms token against 1.4 ms now (bench/cpu_results.md, cpuperf4). The weighted sum
+ * follows the job on the caller (d x k multiply-adds; the same values in the same order). */
+static void task_down_expert(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    const int64_t per = (m->d + m->chunk_d - 1) / m->chunk_d;
+    const int64_t r0 = (it % per) * m->chunk_d, r1 = HMOE_MIN(r0 + m->chunk_d, m->d);
+    down_rows(m, m->s->active[it / per], r0, r1);
 }
 
 /* Serial step between routing and the experts (cheap next to them): group the (token, rank)
@@ -320,17 +343,28 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
     group_by_expert(&m);
     /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
      *    Items: (expert, row chunk); a chunk is rounded to whole activation blocks of the
-     *    down matrix when that keeps enough items, else z is quantized in a job of its own. */
+     *    down matrix when that keeps enough items, else z is quantized in a job of its own.
+     *    A decoded token takes ~4 items per thread up to whole experts (8 experts, 2 threads:
+     *    one 0.9 MB gate run and one up run per item instead of three 0.3 MB runs of each,
+     *    each run starting cold; tg64 +2-3 % on top of the down split, cpu_results.md). */
     const int64_t qb = hmoe_type_info[hmoe_type_info[w->down.type].vec_dot_type].blck;
-    m.chunk_f = chunk_rows(F, m.n_active, nt, 8, 256);
+    m.chunk_f = n_tok == 1 ? chunk_rows(F, m.n_active, nt, 4, F) : chunk_rows(F, m.n_active, nt, 8, 256);
     const int64_t chunk_q = (m.chunk_f + qb - 1) / qb * qb;
     m.quant_in_item = F % qb == 0 && chunk_q <= 2 * m.chunk_f;
     if (m.quant_in_item) m.chunk_f = HMOE_MIN(chunk_q, F);
     m.items_per_expert = (F + m.chunk_f - 1) / m.chunk_f;
     hmoe_cpu_parallel(nt, (int64_t)m.n_active * m.items_per_expert, task_gate_up, &m);
     if (!m.quant_in_item) hmoe_cpu_parallel(n_tok * k >= 4 ? nt : 1, (int64_t)n_tok * k, task_z_quantize, &m);
-    /* 5. Down rows of every active expert by output row chunks, and the weighted sum. */
-    m.chunk_d = chunk_rows(d, 1, nt, n_tok == 1 ? 8 : 4, 256);
+    /* 5. Down rows of every active expert and the weighted sum: a decoded token by (expert,
+     *    row chunk) items, ~4 per thread, whole experts when that many items remain (8
+     *    experts, 2 threads); a batch by output row chunks over all experts. */
+    if (n_tok == 1) {
+        m.chunk_d = chunk_rows(d, m.n_active, nt, 4, d);
+        hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
+        down_sum(&m, 0, d);
+        return HMOE_OK;
+    }
+    m.chunk_d = chunk_rows(d, 1, nt, 4, 256);
     hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
     return HMOE_OK;
 }
