@@ -445,18 +445,7 @@ static void test_prefill_moe_int8(enum hmoe_type tgu, enum hmoe_type tdn, int nt
         !launched(hmoe_cuda_gemm(&da, g_stream, &err), &err, name) || !from_dev(zq, d_zq, zs * (size_t)nrows, name) ||
         !from_dev(ye, d_ye, (size_t)(nrows * d) * 4, name))
         goto out;
-    ok = 1;
-    for (int64_t r = 0; r < nrows && ok; r++) {
-        const int e = ids[rows[r]];
-        for (int64_t c = 0; c < d && ok; c++) {
-            double sd, m;
-            ref_dot_q8_1(gpu_experts_row(&down, e, c), zq + (size_t)r * zs, F, &sd, &m);
-            if (!(fabs(ye[r * d + c] - sd) <= 1e-5 * m + 1e-30)) {
-                snprintf(why, sizeof why, "plan row %lld col %lld: %.9g, want %.9g", (long long)r, (long long)c, ye[r * d + c], sd);
-                ok = 0;
-            }
-        }
-    }
+    ok = check_plan_down(&down, ids, rows, nrows, d, F, zq, zs, ye, why, sizeof why);
     t_check(ok, name, "%s", why);
 out:
     gpu_experts_free(&gate), gpu_experts_free(&up), gpu_experts_free(&down);

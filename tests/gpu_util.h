@@ -225,6 +225,25 @@ static inline void ref_dot_q8_1(const float *w, const uint8_t *q, int64_t n, dou
     }
 }
 
+/* The down GEMM of an expert plan: ye[r][c] (plan row r, output c) against the q8_1 reference dot of
+ * row c of expert ids[rows[r]] with q8_1 row r of zq (zs bytes apart). 1 when all agree, else 0 and why. */
+static inline int check_plan_down(const struct gpu_experts *down, const int32_t *ids, const int32_t *rows, int64_t nrows,
+                                  int64_t d, int64_t F, const uint8_t *zq, size_t zs, const float *ye, char *why,
+                                  size_t why_len) {
+    for (int64_t r = 0; r < nrows; r++) {
+        const int e = ids[rows[r]];
+        for (int64_t c = 0; c < d; c++) {
+            double s, m;
+            ref_dot_q8_1(gpu_experts_row(down, e, c), zq + (size_t)r * zs, F, &s, &m);
+            if (!(fabs(ye[r * d + c] - s) <= 1e-5 * m + 1e-30)) {
+                snprintf(why, why_len, "plan row %lld col %lld: %.9g, want %.9g", (long long)r, (long long)c, ye[r * d + c], s);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* A KV cache in VRAM (f16 or q8_0 rows, [h][pos]) with random rows for positions < nan_from and
  * all-ones bytes after (NaN as f16 and as a q8_0 scale), and its decoded values. */
 struct gpu_kv_cache {
