@@ -1,10 +1,12 @@
 /* cpu_dispatch.c — the entry points of cpu.h: detect the CPU once (cpuid + XGETBV),
  * pick a path (scalar / AVX2 / AVX-512+VNNI, HMOE_CPU overrides downwards), fill the
  * per-type kernel table from the type table's scalar references and then from the
- * SIMD rows of cpu_kernel_table.c. Every call goes through that table: no switch on
- * the type anywhere. Kernels are single-threaded; only hmoe_cpu_matmul() opens a
- * parallel region.
+ * SIMD rows of cpu_kernel_table.c; on the AVX-512 path, when AMX passed its run-time
+ * check (amx_detect.c) and HMOE_AMX allows it, batched gemm calls of the AMX types go to
+ * the AMX kernels. Every call goes through that table: no switch on the type anywhere.
+ * Kernels are single-threaded; only hmoe_cpu_matmul() opens a parallel region.
  */
+#include "amx_impl.h"
 #include "cpu_impl.h"
 
 #include <cpuid.h>
@@ -24,6 +26,17 @@ static enum hmoe_cpu_path cpu_best = HMOE_CPU_SCALAR;    /* what the hardware + 
 static enum hmoe_cpu_path cpu_path = HMOE_CPU_SCALAR;    /* what we run */
 static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id */
 
+/* AMX: the check runs once (amx_checked); the mode in effect and the token threshold are
+ * set with the path. Off by default until validated on hardware: HMOE_AMX=1 turns it on. */
+#ifndef HMOE_AMX_DEFAULT
+#define HMOE_AMX_DEFAULT HMOE_CPU_AMX_OFF
+#endif
+#define HMOE_AMX_MIN_TOK_DEFAULT 16
+static bool amx_checked, amx_ok;
+static const char *amx_why = "not checked";
+static enum hmoe_cpu_amx_mode amx_mode = HMOE_CPU_AMX_OFF;
+static int amx_min_tok = HMOE_AMX_MIN_TOK_DEFAULT;
+
 static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -34,7 +47,7 @@ static uint64_t read_xcr0(void) {
  * use vpdpwssd/vpdpbusd), VBMI and BITALG (the I-quant kernels use vpermb/vpermi2b/
  * vpmultishiftqb/vpshufbitqmb; the *_avx512.c files are built with those flags, Ice Lake /
  * Zen 4 and later have them) plus ZMM state saved by the OS (XCR0 bits 5-7); without
- * them we fall back to AVX2. AMX is never used: it faults in the VMs this runs in. */
+ * them we fall back to AVX2. AMX is an extra on top of this path (set_amx_locked). */
 static enum hmoe_cpu_path detect_path(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return HMOE_CPU_SCALAR;
@@ -81,23 +94,97 @@ static enum hmoe_cpu_path path_from_env(enum hmoe_cpu_path best) {
     return want < best ? want : best;
 }
 
-static void set_path_locked(enum hmoe_cpu_path p) {
+/* The AMX mode to use given the wish (HMOE_AMX or a test hook) and what the CPU passed.
+ * The hardware check runs on the first wish for real AMX, never on an AMX-less path. */
+static enum hmoe_cpu_amx_mode amx_resolve_locked(enum hmoe_cpu_amx_mode want, enum hmoe_cpu_path p) {
+    if (p != HMOE_CPU_AVX512 || want == HMOE_CPU_AMX_OFF) return HMOE_CPU_AMX_OFF;
+    if (want == HMOE_CPU_AMX_EMULATED) return want;
+    if (!amx_checked) {
+        amx_ok = hmoe_cpu_amx_detect(&amx_why);
+        amx_checked = true;
+    }
+    return amx_ok ? HMOE_CPU_AMX_ON : HMOE_CPU_AMX_OFF;
+}
+
+static enum hmoe_cpu_amx_mode amx_from_env(void) {
+    const char *e = getenv("HMOE_AMX");
+    const char *t = getenv("HMOE_AMX_MIN_TOK");
+    if (t && *t) {
+        int v = atoi(t);
+        if (v >= 1) amx_min_tok = v;
+        else HMOE_WARN("HMOE_AMX_MIN_TOK=%s is not a positive token count; using %d\n", t, amx_min_tok);
+    }
+    if (!e || !*e) return HMOE_AMX_DEFAULT;
+    if (!strcmp(e, "0") || !strcasecmp(e, "off")) return HMOE_CPU_AMX_OFF;
+    if (!strcmp(e, "1") || !strcasecmp(e, "on")) return HMOE_CPU_AMX_ON;
+    if (!strcasecmp(e, "emu")) return HMOE_CPU_AMX_EMULATED;
+    HMOE_WARN("HMOE_AMX=%s is not one of 0, 1, emu; AMX stays %s\n", e, HMOE_AMX_DEFAULT ? "on" : "off");
+    return HMOE_AMX_DEFAULT;
+}
+
+static void set_amx_locked(enum hmoe_cpu_amx_mode mode) {
+    amx_mode = mode;
+    for (int t = 0; t < HMOE_TYPE_COUNT; t++) kernels[t].gemm_amx = NULL;
+    if (mode == HMOE_CPU_AMX_OFF) return;
+    for (int i = 0; i < hmoe_cpu_amx_row_count; i++) {
+        const struct hmoe_cpu_amx_row *row = &hmoe_cpu_amx_rows[i];
+        kernels[row->type].gemm_amx = mode == HMOE_CPU_AMX_ON ? row->amx : row->emulated;
+    }
+}
+
+static void set_path_locked(enum hmoe_cpu_path p, enum hmoe_cpu_amx_mode want_amx) {
     cpu_path = p;
     fill_table(p);
+    set_amx_locked(amx_resolve_locked(want_amx, p));
     atomic_store_explicit(&init_done, 1, memory_order_release);
 }
 
 void hmoe_cpu_init(void) {
     pthread_mutex_lock(&init_lock);
     cpu_best = detect_path();
-    set_path_locked(path_from_env(cpu_best));
+    enum hmoe_cpu_path p = path_from_env(cpu_best);
+    set_path_locked(p, amx_from_env());
     pthread_mutex_unlock(&init_lock);
+}
+
+enum hmoe_cpu_amx_mode hmoe_cpu_force_amx(enum hmoe_cpu_amx_mode want, int min_tok) {
+    if (!atomic_load_explicit(&init_done, memory_order_acquire)) hmoe_cpu_init();
+    pthread_mutex_lock(&init_lock);
+    if (min_tok > 0) amx_min_tok = min_tok;
+    set_amx_locked(amx_resolve_locked(want, cpu_path));
+    enum hmoe_cpu_amx_mode got = amx_mode;
+    pthread_mutex_unlock(&init_lock);
+    return got;
+}
+
+bool hmoe_cpu_amx(void) {
+    if (!atomic_load_explicit(&init_done, memory_order_acquire)) hmoe_cpu_init();
+    return amx_mode == HMOE_CPU_AMX_ON;
+}
+
+const char *hmoe_cpu_amx_status(void) {
+    if (!atomic_load_explicit(&init_done, memory_order_acquire)) hmoe_cpu_init();
+    pthread_mutex_lock(&init_lock);
+    /* say what the hardware can do even when the mode is off, if it was checked */
+    static char buf[160];
+    if (amx_mode == HMOE_CPU_AMX_ON)
+        snprintf(buf, sizeof buf, "amx int8 (Q4_K, Q6_K gemm from %d tokens)", amx_min_tok);
+    else if (amx_mode == HMOE_CPU_AMX_EMULATED)
+        snprintf(buf, sizeof buf, "amx emulated (tests only, from %d tokens)", amx_min_tok);
+    else if (amx_checked && amx_ok)
+        snprintf(buf, sizeof buf, "amx off (usable; HMOE_AMX=1 turns it on)");
+    else if (amx_checked)
+        snprintf(buf, sizeof buf, "amx off (%s)", amx_why);
+    else
+        snprintf(buf, sizeof buf, "amx off");
+    pthread_mutex_unlock(&init_lock);
+    return buf;
 }
 
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want) {
     pthread_mutex_lock(&init_lock);
     cpu_best = detect_path();
-    set_path_locked(want < cpu_best ? want : cpu_best);
+    set_path_locked(want < cpu_best ? want : cpu_best, amx_mode);
     pthread_mutex_unlock(&init_lock);
     return cpu_path;
 }
@@ -177,6 +264,10 @@ void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t ro
     ensure_init();
     if (r1 <= r0 || ntok <= 0) return;
     const char *w0 = (const char *)w + (size_t)r0 * row_bytes;
+    if (kernels[wtype].gemm_amx && ntok >= amx_min_tok) {
+        kernels[wtype].gemm_amx(ncols, w0, row_bytes, r1 - r0, xq, xq_stride_bytes, ntok, y, y_stride);
+        return;
+    }
     if (kernels[wtype].gemm) {
         kernels[wtype].gemm(ncols, w0, row_bytes, r1 - r0, xq, xq_stride_bytes, ntok, y, y_stride);
         return;

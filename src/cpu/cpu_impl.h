@@ -24,6 +24,7 @@ struct hmoe_cpu_kernels {
     hmoe_quant_row_fn quantize;
     hmoe_cpu_gemv_fn gemv;
     hmoe_cpu_gemm_fn gemm;
+    hmoe_cpu_gemm_fn gemm_amx; /* batched gemm from AMX_MIN_TOK tokens on (NULL: none / AMX off) */
 };
 
 /* One row of the registration table: the kernels of `type` that need at least `path`. */
@@ -39,10 +40,30 @@ extern const int hmoe_cpu_kernel_row_count;
  * returns the path now in effect. Not for engine code — use HMOE_CPU instead. */
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want);
 
+/* Batched (prefill) kernels that take a type's gemm calls of at least `min_tok` tokens
+ * when AMX is in use (amx_impl.h): the real one and its tile-emulator twin (tests). */
+struct hmoe_cpu_amx_row {
+    enum hmoe_type type;
+    hmoe_cpu_gemm_fn amx, emulated;
+};
+extern const struct hmoe_cpu_amx_row hmoe_cpu_amx_rows[];
+extern const int hmoe_cpu_amx_row_count;
+
+/* Test / bench hook (declared again there): AMX kernels off, on (real, only if the CPU
+ * passed the run-time check) or emulated (scalar tile emulator, any AVX-512 CPU; for
+ * tests), with the AVX-512 gemm below `min_tok` tokens (<= 0: keep the current
+ * threshold). Returns the mode now in effect. Not for engine code — use HMOE_AMX. */
+enum hmoe_cpu_amx_mode { HMOE_CPU_AMX_OFF = 0, HMOE_CPU_AMX_ON = 1, HMOE_CPU_AMX_EMULATED = 2 };
+enum hmoe_cpu_amx_mode hmoe_cpu_force_amx(enum hmoe_cpu_amx_mode want, int min_tok);
+
 /* ---- SIMD kernels (defined in the *_avx2.c / *_avx512.c files) ---- */
 #define HMOE_CPU_DECLARE_WEIGHT(name)                                                                                  \
     void hmoe_cpu_gemv_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
                               float *y);                                                                               \
+    void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
+                              size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
+
+#define HMOE_CPU_DECLARE_WEIGHT_GEMM(name)                                                                             \
     void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
                               size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
 

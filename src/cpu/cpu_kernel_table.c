@@ -3,6 +3,7 @@
  * every path up to the one it picked, so a later (wider) row overrides an earlier one.
  * Adding a type = its kernel files + one row per path here (cpu_impl.h).
  */
+#include "amx_impl.h"
 #include "cpu_impl.h"
 
 #define ACT(type, path, name)                                                                                          \
@@ -61,3 +62,10 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX512, iq4_nl_avx512),
 };
 const int hmoe_cpu_kernel_row_count = (int)(sizeof hmoe_cpu_kernel_rows / sizeof hmoe_cpu_kernel_rows[0]);
+
+/* AMX int8 (AMX-TILE + AMX-INT8, on top of the AVX-512 path): the Q4_K_M expert types. */
+const struct hmoe_cpu_amx_row hmoe_cpu_amx_rows[] = {
+    {HMOE_TYPE_Q4_K, hmoe_cpu_gemm_q4_k_amx, hmoe_cpu_gemm_q4_k_amxemu},
+    {HMOE_TYPE_Q6_K, hmoe_cpu_gemm_q6_k_amx, hmoe_cpu_gemm_q6_k_amxemu},
+};
+const int hmoe_cpu_amx_row_count = (int)(sizeof hmoe_cpu_amx_rows / sizeof hmoe_cpu_amx_rows[0]);
