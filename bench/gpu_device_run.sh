@@ -11,6 +11,7 @@
 #   iq2 testsynth hybrid3 hybrid h3r final (h3r: hybrid round 3, Zipf load diagnosis + matrix)
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT, Q4 / ZIPF (file paths),
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds).
+# amx (CPU AMX GEMM): AMX_END, AMX_GPU_T, AMX_BENCH_T, AMX_BENCH_S, AMX_PP_T, AMX_PP (extra pp512 variants).
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -307,6 +308,43 @@ h3r)
     export HMOE_PIN=copy; hb z10240_pf $Z 10240 --prefetch on; unset HMOE_PIN HMOE_EXPERIMENTAL
     wait $SP; grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/sanitize.log" | head -12 | sed 's/^/sanitizer: /' | tee -a "$OUT/summary.txt"
     log "end at $(el) s"
+    ;;
+amx)
+    # branch amx (AMX int8 expert GEMM on the CPU), one call: link in parallel; then, while the Q4_K_M file
+    # is written and the GPU tests run, the CPU tests on real AMX (HMOE_EXPECT_AMX=1: no AMX is a failure),
+    # and the llama.cpp golden-logit tests of the tiny models with every batched Q4_K/Q6_K gemm on AMX
+    # (HMOE_AMX=1 HMOE_AMX_MIN_TOK=2); with the CPU to itself: bench_cpu_gemm_amx (AMX vs VNNI, 1 and 16
+    # threads, read probe) and CPU-only pp512 of the 30B file for each ';'-separated env set of AMX_PP
+    # (default "HMOE_AMX=0;HMOE_AMX=1"). Nothing is started after AMX_END seconds.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    log "amx: host $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), flags: $(grep -m1 -oE 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    cc $CF -o hmoe src/cli/*.c $LIB $LD > "$D/link.log" 2>&1 &
+    for t in tests/test_cpu_amx.c tests/test_cpu_kernels.c tests/test_model_golden.c tests/test_moe_tiny.c tests/gpu_test_*.c \
+             bench/bench_cpu_gemm_amx.c; do n=$(basename $t .c); o=$B/tests/$n; case $n in bench_*) o=$B/bench/$n;; esac
+        cc $CF -o $o $t $LIB $LD >> "$D/link.log" 2>&1 & done
+    wait; grep -E "error|undefined" "$D/link.log" | head -5 | tee -a "$OUT/summary.txt"; log "linked at $(el) s"
+    ( [ -f $Q4 ] || timeout 150 ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    SP=$!
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${AMX_GPU_T:-60} ./tests/run_gpu.sh > "$D/test_gpu.log" 2>&1; echo "rc=$?" >> "$D/test_gpu.log" ) &
+    GP=$!
+    HMOE_EXPECT_AMX=1 HMOE_SHARED=$SHARED timeout 60 $B/tests/test_cpu_amx > "$OUT/test_cpu_amx.log" 2>&1; echo "rc=$?" >> "$OUT/test_cpu_amx.log"
+    grep -vE " ok$" "$OUT/test_cpu_amx.log" | tee -a "$OUT/summary.txt"
+    for t in test_model_golden test_moe_tiny test_cpu_kernels; do
+        HMOE_AMX=1 HMOE_AMX_MIN_TOK=2 HMOE_SHARED=$SHARED timeout 60 $B/tests/$t > "$D/$t.log" 2>&1; echo "rc=$?" >> "$D/$t.log"
+        grep -E "FAIL|passed|rc=" "$D/$t.log" | tail -4 | sed "s/^/$t (HMOE_AMX=1 HMOE_AMX_MIN_TOK=2): /" | tee -a "$OUT/summary.txt"; done
+    wait $SP; wait $GP; log "synth + gpu tests done at $(el) s"; ls -la $Q4 | tee -a "$OUT/summary.txt"
+    grep -E "FAIL|passed|rc=" "$D/test_gpu.log" | tail -14 | tee -a "$OUT/summary.txt"
+    log "bench_cpu_gemm_amx (at $(el) s)"
+    timeout ${AMX_BENCH_T:-70} $B/bench/bench_cpu_gemm_amx -t $(nproc) -s ${AMX_BENCH_S:-0.25} > "$OUT/bench_amx.txt" 2>&1; echo "rc=$?" >> "$OUT/bench_amx.txt"
+    grep -vE "^$" "$OUT/bench_amx.txt" | tee -a "$OUT/summary.txt"
+    IFS=';' read -ra PPV <<< "${AMX_PP:-HMOE_AMX=0;HMOE_AMX=1}"; i=0
+    for e in "${PPV[@]}"; do i=$((i + 1))
+        [ $(el) -gt ${AMX_END:-200} ] && { log "skipped (time): pp512 $e"; continue; }
+        log "CPU-only pp512 $e (at $(el) s)"
+        env $e timeout ${AMX_PP_T:-45} ./hmoe bench -m $Q4 --gpu off -t $(nproc) -p 512 -n 0 -r 1 -v > "$D/pp_$i.log" 2>&1; echo "rc=$?" >> "$D/pp_$i.log"
+        grep -E "^\| qwen|RAM read|error|rc=" "$D/pp_$i.log" | tee -a "$OUT/summary.txt"; done
+    log "amx step done at $(el) s"
     ;;
 final)
     # the lead's validation of merged main: every GPU test while the three synthetic files are written,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench_impl.h"
+#include "hmoe/cpu.h"
 #include "hmoe/progress.h"
 #include "info_impl.h"
 
@@ -284,8 +285,9 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                 uint64_t buf = 0;
                 cfg->ram_gbps[it] = hmoe_bench_probe_ram_gbps(threads, &buf);
                 if (!cfg->quiet)
-                    fprintf(stderr, "bench: RAM read %.1f GB/s with %d thread%s (%.0f MiB buffer)%s\n",
+                    fprintf(stderr, "bench: RAM read %.1f GB/s with %d thread%s (%.0f MiB buffer); CPU kernels %s, %s%s\n",
                             cfg->ram_gbps[it], threads, threads > 1 ? "s" : "", (double)buf / 1048576.0,
+                            hmoe_cpu_path_name(hmoe_cpu_path()), hmoe_cpu_amx_status(),
                             cfg->h2d_gbps >= 0 ? "" : "; no GPU: GPU columns are '-'");
             }
             /* KV bytes read per position, for the tg bandwidth. */

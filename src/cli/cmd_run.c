@@ -170,11 +170,11 @@ int hmoe_cmd_run(int argc, char **argv) {
         goto done;
     }
     HMOE_INFO("model: %s, %d layers, %d experts (%d used), vocab %d; context %d, KV %s/%s (%.1f MiB), %d threads, "
-              "CPU kernels %s; seed %llu",
+              "CPU kernels %s, %s; seed %llu",
               model->cfg.arch, model->cfg.n_layer, model->cfg.n_expert, model->cfg.n_expert_used, model->cfg.n_vocab,
               n_ctx, hmoe_type_name(hmoe_ctx_get_params(ctx)->type_k), hmoe_type_name(hmoe_ctx_get_params(ctx)->type_v),
               hmoe_ctx_kv_bytes(ctx) / 1048576.0, hmoe_ctx_get_params(ctx)->n_threads,
-              hmoe_cpu_path_name(hmoe_cpu_path()), (unsigned long long)sp.seed);
+              hmoe_cpu_path_name(hmoe_cpu_path()), hmoe_cpu_amx_status(), (unsigned long long)sp.seed);
     if (verbose) print_ids("prompt ids", ids, (int)n_ids);
     logits = malloc((size_t)model->cfg.n_vocab * sizeof *logits);
     gen = malloc((size_t)n_ctx * sizeof *gen); /* at most n_ctx tokens can be generated */

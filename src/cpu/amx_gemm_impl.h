@@ -14,8 +14,8 @@
  * part in double per (row, token): d·da·isum - dmin·da·Σ mn·bsum (Q4_K mins from the Q8_K
  * bsums with vpdpwssd), summed over super-blocks. So results match hmoe_cpu_gemm's AVX-512
  * kernels up to the order of the double additions.
- * B tiles (activations, VNNI layout B[k/4][tok·4 + k%4]) are built once per call with
- * gathers from the q8_K rows (xq_stride apart); A tiles once per (16-row tile, super-block)
+ * B tiles (activations, VNNI layout B[k/4][tok·4 + k%4]) are built once per call by 16 × 16
+ * dword transposes of the q8_K rows (xq_stride apart); A tiles once per (16-row tile, super-block)
  * and reused by every token tile. Tiles: Q4_K C 0-3 (lo/hi × 2 token tiles), A 4-5, B 6-7;
  * Q6_K C 0-2, A 3-5, B 6. Scratch is a per-thread buffer kept between calls.
  */
@@ -66,37 +66,62 @@ struct amx_acts {
     int64_t nb;
 };
 
-/* Build the B tiles (and d, bsum pairs) of all tokens: B[k/4][t·4 + k%4] of chunk c is dword
- * k/4 of token t's 64 quants, i.e. one 16-dword gather per tile row. */
+/* 16 × 16 dwords: o[k] = (r[0][k], r[1][k], .., r[15][k]). Unpack 32- and 64-bit pairs inside
+ * 128-bit lanes, then gather lanes with two rounds of shuffle_i32x4 (64 shuffles). */
+static inline void amx_transpose16(const __m512i r[16], __m512i o[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    /* b[4i + j], lane L = rows 4i..4i+3 at column 4L + j */
+    for (int i = 0; i < 4; i++) {
+        b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512i c0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x44), c1 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xEE);
+        const __m512i c2 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x44);
+        const __m512i c3 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xEE);
+        o[j] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+        o[4 + j] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+        o[8 + j] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+        o[12 + j] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+    }
+}
+
+/* Build the B tiles (and d, bsum pairs) of all tokens: B[k/4][t·4 + k%4] of chunk c is the
+ * 16 × 16 dword transpose of the 16 tokens' 64 quants of that chunk (zeros past ntok). */
 static void amx_prep_acts(const char *xq, size_t xq_stride, int64_t ntok, int64_t nb, int with_mins,
                           struct amx_acts *A) {
-    const __m512i vidx = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32((int)xq_stride));
-    const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
     const int64_t ntt = (ntok + 15) / 16;
     for (int64_t tt = 0; tt < ntt; tt++) {
-        const int64_t left = ntok - tt * 16;
-        const __mmask16 valid = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        const int64_t left = ntok - tt * 16, nv = left < 16 ? left : 16;
         for (int64_t i = 0; i < nb; i++) {
             const char *base = xq + (size_t)(tt * 16) * xq_stride + (size_t)i * AMX_QK8;
             uint8_t *bt = A->b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
-            for (int k4 = 0; k4 < 64; k4++) { /* dword k4 of the 256 quants = row k4%16 of chunk k4/16 */
-                const __m512i g = _mm512_mask_i32gather_epi32(zero, valid, vidx, base + 4 + 4 * k4, 1);
-                _mm512_store_si512(bt + (k4 / 16) * AMX_TILE_BYTES + (k4 % 16) * 64, g);
+            for (int c = 0; c < 4; c++) {
+                __m512i r[16], o[16];
+                for (int t = 0; t < 16; t++)
+                    r[t] = t < nv ? _mm512_loadu_si512(base + (size_t)t * xq_stride + 4 + 64 * c) : _mm512_setzero_si512();
+                amx_transpose16(r, o);
+                for (int k = 0; k < 16; k++) _mm512_store_si512(bt + c * AMX_TILE_BYTES + 64 * k, o[k]);
             }
-            const __m512 da = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, vidx, base, 1);
             double *dd = A->da + (size_t)(tt * nb + i) * 16;
-            _mm512_store_pd(dd, _mm512_cvtps_pd(_mm512_castps512_ps256(da)));
-            _mm512_store_pd(dd + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(da), 1))));
-            if (with_mins) {
-                int32_t *mb = A->mb + (size_t)(tt * nb + i) * 64;
+            int32_t *mb = with_mins ? A->mb + (size_t)(tt * nb + i) * 64 : NULL;
+            for (int t = 0; t < 16; t++) {
+                const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(base + (size_t)t * xq_stride);
+                dd[t] = t < nv ? (double)a->d : 0.0;
+                if (!mb) continue;
                 for (int p = 0; p < 4; p++) {
-                    const __m512i g0 = _mm512_mask_i32gather_epi32(zero, valid, vidx, base + 260 + 8 * p, 1);
-                    const __m512i g1 = _mm512_mask_i32gather_epi32(zero, valid, vidx, base + 264 + 8 * p, 1);
-                    const __m512i s0 = _mm512_madd_epi16(g0, ones), s1 = _mm512_madd_epi16(g1, ones);
-                    const __m512i pr = _mm512_or_si512(_mm512_and_si512(s0, _mm512_set1_epi32(0xFFFF)),
-                                                       _mm512_slli_epi32(s1, 16));
-                    _mm512_store_si512(mb + 16 * p, pr);
+                    int32_t s0 = 0, s1 = 0;
+                    if (t < nv) {
+                        s0 = a->bsums[4 * p] + a->bsums[4 * p + 1];
+                        s1 = a->bsums[4 * p + 2] + a->bsums[4 * p + 3];
+                    }
+                    mb[16 * p + t] = (int32_t)(((uint32_t)s0 & 0xFFFF) | ((uint32_t)s1 << 16));
                 }
             }
         }

@@ -34,7 +34,8 @@ static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id *
 #define HMOE_AMX_MIN_TOK_DEFAULT 16
 static bool amx_checked, amx_ok;
 static const char *amx_why = "not checked";
-static enum hmoe_cpu_amx_mode amx_mode = HMOE_CPU_AMX_OFF;
+static enum hmoe_cpu_amx_mode amx_want = HMOE_CPU_AMX_OFF; /* asked for (HMOE_AMX, test hook) */
+static enum hmoe_cpu_amx_mode amx_mode = HMOE_CPU_AMX_OFF; /* in effect on the current path */
 static int amx_min_tok = HMOE_AMX_MIN_TOK_DEFAULT;
 
 static uint64_t read_xcr0(void) {
@@ -132,18 +133,18 @@ static void set_amx_locked(enum hmoe_cpu_amx_mode mode) {
     }
 }
 
-static void set_path_locked(enum hmoe_cpu_path p, enum hmoe_cpu_amx_mode want_amx) {
+static void set_path_locked(enum hmoe_cpu_path p) {
     cpu_path = p;
     fill_table(p);
-    set_amx_locked(amx_resolve_locked(want_amx, p));
+    set_amx_locked(amx_resolve_locked(amx_want, p));
     atomic_store_explicit(&init_done, 1, memory_order_release);
 }
 
 void hmoe_cpu_init(void) {
     pthread_mutex_lock(&init_lock);
     cpu_best = detect_path();
-    enum hmoe_cpu_path p = path_from_env(cpu_best);
-    set_path_locked(p, amx_from_env());
+    amx_want = amx_from_env();
+    set_path_locked(path_from_env(cpu_best));
     pthread_mutex_unlock(&init_lock);
 }
 
@@ -151,6 +152,7 @@ enum hmoe_cpu_amx_mode hmoe_cpu_force_amx(enum hmoe_cpu_amx_mode want, int min_t
     if (!atomic_load_explicit(&init_done, memory_order_acquire)) hmoe_cpu_init();
     pthread_mutex_lock(&init_lock);
     if (min_tok > 0) amx_min_tok = min_tok;
+    amx_want = want;
     set_amx_locked(amx_resolve_locked(want, cpu_path));
     enum hmoe_cpu_amx_mode got = amx_mode;
     pthread_mutex_unlock(&init_lock);
@@ -184,7 +186,7 @@ const char *hmoe_cpu_amx_status(void) {
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want) {
     pthread_mutex_lock(&init_lock);
     cpu_best = detect_path();
-    set_path_locked(want < cpu_best ? want : cpu_best, amx_mode);
+    set_path_locked(want < cpu_best ? want : cpu_best);
     pthread_mutex_unlock(&init_lock);
     return cpu_path;
 }
