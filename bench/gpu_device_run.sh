@@ -315,7 +315,8 @@ amx)
     # and the llama.cpp golden-logit tests of the tiny models with every batched Q4_K/Q6_K gemm on AMX
     # (HMOE_AMX=1 HMOE_AMX_MIN_TOK=2); with the CPU to itself: bench_cpu_gemm_amx (AMX vs VNNI, 1 and 16
     # threads, read probe) and CPU-only pp512 of the 30B file for each ';'-separated env set of AMX_PP
-    # (default "HMOE_AMX=0;HMOE_AMX=1"). Nothing is started after AMX_END seconds.
+    # (default "HMOE_AMX=0;HMOE_AMX=1"), then hybrid pp512 forced onto CPU threads + tg32 at 2 GiB for each
+    # env set of AMX_HYB (default none). Nothing is started after AMX_END seconds.
     T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
     V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
     log "amx: host $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), flags: $(grep -m1 -oE 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -344,6 +345,12 @@ amx)
         log "CPU-only pp512 $e (at $(el) s)"
         env $e timeout ${AMX_PP_T:-45} ./hmoe bench -m $Q4 --gpu off -t $(nproc) -p 512 -n 0 -r 1 -v > "$D/pp_$i.log" 2>&1; echo "rc=$?" >> "$D/pp_$i.log"
         grep -E "^\| qwen|RAM read|error|rc=" "$D/pp_$i.log" | tee -a "$OUT/summary.txt"; done
+    IFS=';' read -ra HYV <<< "${AMX_HYB:-}"
+    for e in "${HYV[@]}"; do i=$((i + 1))
+        [ $(el) -gt ${AMX_END:-200} ] && { log "skipped (time): hybrid $e"; continue; }
+        log "hybrid pp512 on CPU threads (--stream-min 1024) + tg32, --vram-budget 2048, $e (at $(el) s)"
+        env $e timeout ${AMX_PP_T:-45} ./hmoe bench -m $Q4 -p 512 -n 32 -r 1 --vram-budget 2048 --no-profile --stream-min 1024 -v > "$D/hy_$i.log" 2>&1
+        echo "rc=$?" >> "$D/hy_$i.log"; grep -E "^\| qwen|error|rc=" "$D/hy_$i.log" | tee -a "$OUT/summary.txt"; done
     log "amx step done at $(el) s"
     ;;
 final)

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hmoe/fp16.h"
 #include "hmoe/quant_blocks.h"
 
 #define AMX_CAT_(a, b) a##b
@@ -179,8 +178,8 @@ static void amx_q4k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_
             _mm512_store_si512(alo + 256 * m + 64 * c, _mm512_permutex2var_epi8(T0, il, T1));
             _mm512_store_si512(ahi + 256 * m + 64 * c, _mm512_permutex2var_epi8(T0, ih, T1));
         }
-        d[m] = hmoe_fp16_to_f32(blk->d);
-        dmin[m] = hmoe_fp16_to_f32(blk->dmin);
+        d[m] = _cvtsh_ss(blk->d);
+        dmin[m] = _cvtsh_ss(blk->dmin);
         for (int p = 0; p < 4; p++)
             mpair[4 * m + p] = (int32_t)(((mn8 >> (16 * p)) & 0xff) | ((mn8 >> (16 * p + 8)) & 0xff) << 16);
     }
@@ -217,6 +216,19 @@ static void amx_store_y(const double *acc, size_t ld_acc, int64_t nr, int64_t nt
         for (int64_t t = 0; t < ntok; t++) y[(size_t)t * y_stride + (size_t)m] = (float)acc[(size_t)m * ld_acc + t];
 }
 
+/* Per-row data of one super-block's A tiles (double-buffered, see the main loops). */
+struct amx_rows {
+    uint8_t *a[3];            /* [16 rows][256] per digit tile set */
+    double *d, *dmin;         /* [16] */
+    int32_t *mpair;           /* [16][4] */
+};
+
+/* Main loops, both types: per 16-row tile, super-block i's tile products for all token tiles
+ * are issued and their C tiles stored; then super-block i+1's A tiles are built (vector work
+ * that overlaps the tile unit still computing), and only then the C tiles of i are read back
+ * for the float part. So no vector load waits on a tile store just issued, and no tile load
+ * on vector stores just issued (store-to-load forwarding between the tile and vector units
+ * cannot help there), and the A-tile work of the vector units overlaps the tile products. */
 void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
@@ -224,19 +236,27 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
     const size_t ld_acc = (size_t)ntt * 16;
     const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
     const size_t mb_bytes = (size_t)(ntt * nb) * 64 * 4, acc_bytes = 16 * ld_acc * 8;
-    const size_t fixed = 2 * 4096 + 4 * AMX_TILE_BYTES + 16 * 8 * 2 + 16 * 16 + 128;
-    uint8_t *s = amx_scratch(b_bytes + da_bytes + mb_bytes + acc_bytes + fixed);
+    const size_t c_bytes = (size_t)ntt * 2 * AMX_TILE_BYTES;            /* C lo, hi per token tile */
+    const size_t set_bytes = 2 * 4096 + 16 * 8 * 2 + 16 * 16;            /* one A set + d, dmin, mpair */
+    uint8_t *s = amx_scratch(b_bytes + da_bytes + mb_bytes + acc_bytes + c_bytes + 2 * set_bytes + 128);
     if (!s) {
         hmoe_cpu_gemm_q4_k_avx512(ncols, w, row_bytes, nrows, xq, xq_stride, ntok, y, y_stride);
         return;
     }
     struct amx_acts A = {.b = s, .da = (double *)(s + b_bytes), .mb = (int32_t *)(s + b_bytes + da_bytes), .nb = nb};
-    double *acc = (double *)(s + b_bytes + da_bytes + mb_bytes);
-    uint8_t *alo = s + b_bytes + da_bytes + mb_bytes + acc_bytes, *ahi = alo + 4096;
-    int32_t *cbuf = (int32_t *)(ahi + 4096); /* 4 C tiles */
-    double *d = (double *)(cbuf + 4 * 256), *dmin = d + 16;
-    int32_t *mpair = (int32_t *)(dmin + 16);
-    uint8_t *tbl = (uint8_t *)(mpair + 64);
+    uint8_t *p = s + b_bytes + da_bytes + mb_bytes;
+    double *acc = (double *)p;
+    int32_t *cbuf = (int32_t *)(p + acc_bytes);
+    p += acc_bytes + c_bytes;
+    struct amx_rows R[2];
+    for (int k = 0; k < 2; k++, p += set_bytes) {
+        R[k].a[0] = p;
+        R[k].a[1] = p + 4096;
+        R[k].d = (double *)(p + 8192);
+        R[k].dmin = R[k].d + 16;
+        R[k].mpair = (int32_t *)(R[k].dmin + 16);
+    }
+    uint8_t *tbl = p;
     for (int k = 0; k < 128; k++) tbl[k] = (uint8_t)((k >> 4) * (k & 15)); /* T[s·16 + q] = s·q */
     const __m512i T0 = _mm512_load_si512(tbl), T1 = _mm512_load_si512(tbl + 64);
 
@@ -248,12 +268,15 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
         const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
         memset(acc, 0, acc_bytes);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
+        amx_q4k_prep_rows(wr, row_bytes, nr, 0, T0, T1, R[0].a[0], R[0].a[1], R[0].d, R[0].dmin, R[0].mpair);
         for (int64_t i = 0; i < nb; i++) {
-            amx_q4k_prep_rows(wr, row_bytes, nr, i, T0, T1, alo, ahi, d, dmin, mpair);
+            const struct amx_rows *cur = &R[i & 1];
+            const uint8_t *alo = cur->a[0], *ahi = cur->a[1];
             for (int64_t tt = 0; tt < ntt; tt += 2) {
                 const int two = tt + 1 < ntt;
                 const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
                 const uint8_t *b1 = A.b + (size_t)((tt + 1) * nb + i) * 4 * AMX_TILE_BYTES;
+                int32_t *c0 = cbuf + tt * 512, *c1 = c0 + 512;
                 TILE_ZERO(0);
                 TILE_ZERO(2);
                 if (two) {
@@ -272,18 +295,21 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
                         TILE_DPBUSD(3, 5, 7);
                     }
                 }
-                TILE_STORE(0, cbuf, 64);
-                TILE_STORE(2, cbuf + 256, 64);
+                TILE_STORE(0, c0, 64);
+                TILE_STORE(2, c0 + 256, 64);
                 if (two) {
-                    TILE_STORE(1, cbuf + 512, 64);
-                    TILE_STORE(3, cbuf + 768, 64);
+                    TILE_STORE(1, c1, 64);
+                    TILE_STORE(3, c1 + 256, 64);
                 }
-                amx_q4k_epilogue(cbuf, cbuf + 256, d, dmin, mpair, A.mb + (size_t)(tt * nb + i) * 64,
-                                 A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16, ld_acc);
-                if (two)
-                    amx_q4k_epilogue(cbuf + 512, cbuf + 768, d, dmin, mpair, A.mb + (size_t)((tt + 1) * nb + i) * 64,
-                                     A.da + (size_t)((tt + 1) * nb + i) * 16, acc + (tt + 1) * 16, ld_acc);
             }
+            if (i + 1 < nb) {
+                struct amx_rows *nx = &R[(i + 1) & 1];
+                amx_q4k_prep_rows(wr, row_bytes, nr, i + 1, T0, T1, nx->a[0], nx->a[1], nx->d, nx->dmin, nx->mpair);
+            }
+            for (int64_t tt = 0; tt < ntt; tt++)
+                amx_q4k_epilogue(cbuf + tt * 512, cbuf + tt * 512 + 256, cur->d, cur->dmin, cur->mpair,
+                                 A.mb + (size_t)(tt * nb + i) * 64, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16,
+                                 ld_acc);
         }
         amx_store_y(acc, ld_acc, nr, ntok, y + r0, y_stride);
     }
@@ -345,7 +371,7 @@ static void amx_q6k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_
             _mm512_store_si512(a2 + 256 * m + 64 * c, _mm512_ternarylogic_epi32(_mm512_mullo_epi16(x, D2), lowb,
                                                                                _mm512_mullo_epi16(xo, D2), 0xEA));
         }
-        d[m] = hmoe_fp16_to_f32(b->d);
+        d[m] = _cvtsh_ss(b->d);
     }
 }
 
@@ -372,17 +398,25 @@ void AMX_FN(hmoe_cpu_gemm_q6_k_)(int64_t ncols, const void *w, size_t row_bytes,
     const size_t ld_acc = (size_t)ntt * 16;
     const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
     const size_t acc_bytes = 16 * ld_acc * 8;
-    const size_t fixed = 3 * 4096 + 3 * AMX_TILE_BYTES + 16 * 8;
-    uint8_t *s = amx_scratch(b_bytes + da_bytes + acc_bytes + fixed);
+    const size_t c_bytes = (size_t)ntt * 3 * AMX_TILE_BYTES; /* C0, C1, C2 per token tile */
+    const size_t set_bytes = 3 * 4096 + 16 * 8;
+    uint8_t *s = amx_scratch(b_bytes + da_bytes + acc_bytes + c_bytes + 2 * set_bytes);
     if (!s) {
         hmoe_cpu_gemm_q6_k_avx512(ncols, w, row_bytes, nrows, xq, xq_stride, ntok, y, y_stride);
         return;
     }
     struct amx_acts A = {.b = s, .da = (double *)(s + b_bytes), .mb = NULL, .nb = nb};
-    double *acc = (double *)(s + b_bytes + da_bytes);
-    uint8_t *a0 = s + b_bytes + da_bytes + acc_bytes, *a1 = a0 + 4096, *a2 = a1 + 4096;
-    int32_t *cbuf = (int32_t *)(a2 + 4096); /* 3 C tiles */
-    double *d = (double *)(cbuf + 3 * 256);
+    uint8_t *p = s + b_bytes + da_bytes;
+    double *acc = (double *)p;
+    int32_t *cbuf = (int32_t *)(p + acc_bytes);
+    p += acc_bytes + c_bytes;
+    struct amx_rows R[2];
+    for (int k = 0; k < 2; k++, p += set_bytes) {
+        R[k].a[0] = p;
+        R[k].a[1] = p + 4096;
+        R[k].a[2] = p + 8192;
+        R[k].d = (double *)(p + 12288);
+    }
 
     amx_prep_acts((const char *)xq, xq_stride, ntok, nb, 0, &A);
     struct hmoe_amx_cfg cfg;
@@ -392,27 +426,35 @@ void AMX_FN(hmoe_cpu_gemm_q6_k_)(int64_t ncols, const void *w, size_t row_bytes,
         const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
         memset(acc, 0, acc_bytes);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
+        amx_q6k_prep_rows(wr, row_bytes, nr, 0, R[0].a[0], R[0].a[1], R[0].a[2], R[0].d);
         for (int64_t i = 0; i < nb; i++) {
-            amx_q6k_prep_rows(wr, row_bytes, nr, i, a0, a1, a2, d);
+            const struct amx_rows *cur = &R[i & 1];
+            const uint8_t *a0 = cur->a[0], *a1 = cur->a[1], *a2 = cur->a[2];
             for (int64_t tt = 0; tt < ntt; tt++) {
                 const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
+                int32_t *c = cbuf + tt * 768;
                 TILE_ZERO(0);
                 TILE_ZERO(1);
                 TILE_ZERO(2);
-                for (int c = 0; c < 4; c++) {
-                    TILE_LOAD(3, a0 + 64 * c, 256);
-                    TILE_LOAD(4, a1 + 64 * c, 256);
-                    TILE_LOAD(5, a2 + 64 * c, 256);
-                    TILE_LOAD(6, b0 + c * AMX_TILE_BYTES, 64);
+                for (int k = 0; k < 4; k++) {
+                    TILE_LOAD(3, a0 + 64 * k, 256);
+                    TILE_LOAD(4, a1 + 64 * k, 256);
+                    TILE_LOAD(5, a2 + 64 * k, 256);
+                    TILE_LOAD(6, b0 + k * AMX_TILE_BYTES, 64);
                     TILE_DPBSSD(0, 3, 6);
                     TILE_DPBSSD(1, 4, 6);
                     TILE_DPBSSD(2, 5, 6);
                 }
-                TILE_STORE(0, cbuf, 64);
-                TILE_STORE(1, cbuf + 256, 64);
-                TILE_STORE(2, cbuf + 512, 64);
-                amx_q6k_epilogue(cbuf, d, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16, ld_acc);
+                TILE_STORE(0, c, 64);
+                TILE_STORE(1, c + 256, 64);
+                TILE_STORE(2, c + 512, 64);
             }
+            if (i + 1 < nb) {
+                struct amx_rows *nx = &R[(i + 1) & 1];
+                amx_q6k_prep_rows(wr, row_bytes, nr, i + 1, nx->a[0], nx->a[1], nx->a[2], nx->d);
+            }
+            for (int64_t tt = 0; tt < ntt; tt++)
+                amx_q6k_epilogue(cbuf + tt * 768, cur->d, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16, ld_acc);
         }
         amx_store_y(acc, ld_acc, nr, ntok, y + r0, y_stride);
     }
