@@ -210,10 +210,23 @@ static inline void amx_q4k_epilogue(const int32_t *clo, const int32_t *chi, cons
     }
 }
 
-/* Write rows [0, nr) × tokens [0, ntok) of acc to y (y[t·y_stride + m]). */
+/* Write rows [0, nr) × tokens [0, ntok) of acc to y (y[t·y_stride + m]): per 16-token tile the
+ * 16 × 16 block is rounded to float and transposed, so each token gets one (masked) 64-byte
+ * store of its 16 rows instead of 16 scalar stores a y row apart. */
 static void amx_store_y(const double *acc, size_t ld_acc, int64_t nr, int64_t ntok, float *y, size_t y_stride) {
-    for (int64_t m = 0; m < nr; m++)
-        for (int64_t t = 0; t < ntok; t++) y[(size_t)t * y_stride + (size_t)m] = (float)acc[(size_t)m * ld_acc + t];
+    const __mmask16 rows = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+    for (int64_t t0 = 0; t0 < ntok; t0 += 16) {
+        __m512i r[16], o[16];
+        for (int m = 0; m < 16; m++) {
+            const double *a = acc + (size_t)m * ld_acc + t0;
+            const __m256 lo = _mm512_cvtpd_ps(_mm512_load_pd(a)), hi = _mm512_cvtpd_ps(_mm512_load_pd(a + 8));
+            r[m] = _mm512_castps_si512(_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1));
+        }
+        amx_transpose16(r, o);
+        const int64_t nt = ntok - t0 < 16 ? ntok - t0 : 16;
+        for (int64_t t = 0; t < nt; t++)
+            _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * y_stride, rows, _mm512_castsi512_ps(o[t]));
+    }
 }
 
 /* Per-row data of one super-block's A tiles (double-buffered, see the main loops). */
