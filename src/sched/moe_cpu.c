@@ -319,20 +319,6 @@ static void group_by_expert(struct moe_call *m) {
     }
 }
 
-/* Work items per thread of the batched down job (default 4). Each item re-reads every active
- * expert's token rows for its row range, which a gemm with per-call activation packing (the AMX
- * kernels, cpu.h) pays once per item: HMOE_MOE_DOWN_ITEMS=1 or 2 gives longer row ranges, for
- * measuring that trade (bench/cpu_results.md). Read once. */
-static int down_items_per_thread(void) {
-    static int v;
-    if (!v) {
-        const char *e = getenv("HMOE_MOE_DOWN_ITEMS");
-        const int n = e ? atoi(e) : 0;
-        v = n >= 1 && n <= 64 ? n : 4;
-    }
-    return v;
-}
-
 enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x,
                                     int n_tok, float *out, struct hmoe_err *err) {
     const int64_t d = w->gate.n_in, F = w->gate.n_out;
@@ -378,7 +364,7 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
         down_sum(&m, 0, d);
         return HMOE_OK;
     }
-    m.chunk_d = chunk_rows(d, 1, nt, down_items_per_thread(), 256);
+    m.chunk_d = chunk_rows(d, 1, nt, 4, 256);
     hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
     return HMOE_OK;
 }
