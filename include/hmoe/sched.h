@@ -63,6 +63,18 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
 /* Routing decisions of the last hmoe_sched_moe_ffn call: sel[t*k + i] (for tests and the
  * future expert-cache statistics). Valid until the next call. */
 const int32_t *hmoe_sched_moe_last_selection(const struct hmoe_sched_moe *s);
+/* The renormalised weights of those decisions, w[t*k + i]. Valid until the next call. */
+const float *hmoe_sched_moe_last_weights(const struct hmoe_sched_moe *s);
+
+/* The same FFN for routing decided elsewhere (the GPU router in hybrid prefill; never re-routed
+ * here, so a token keeps exactly its k experts) restricted to a subset of the experts:
+ * out[t] = sum over the ranks i with mask[sel[t*k+i]] != 0 of wsel[t*k+i] * expert(x[t]), in
+ * selection order; a token with none of its experts in the subset gets zeros. sel/wsel: n_tok*k
+ * (expert ids must be in 0..n_expert-1, else HMOE_ERR_ARG), mask: n_expert bytes. Summing the
+ * outputs of a partition of the experts gives hmoe_sched_moe_ffn's output up to float rounding. */
+enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w,
+                                           const float *x, int n_tok, const int32_t *sel, const float *wsel,
+                                           const uint8_t *mask, float *out, struct hmoe_err *err);
 
 /* --- GPU placement, expert cache and hybrid CPU+GPU scheduling (issue #6) -------------------- */
 
