@@ -265,7 +265,10 @@ struct hmoe_sched_moe_bufs {
 };
 /* Prefill of RAM layer il for n tokens: the experts stream to the GPU in double-buffered chunks
  * (micro-batches of at least the break-even size, when a streaming buffer was planned), else CPU
- * threads compute the MoE from hf. Either way the result is added to x on `stream`. */
+ * threads compute the MoE from hf. Either way the result is added to x on `stream`. In a streamed
+ * micro-batch CPU threads compute part of the uncached experts at the same time, for the GPU's
+ * routing (HMOE_PREFILL_CPU_SHARE=x forces the share, 0 turns it off; unset: sized from measured
+ * CPU and streaming rates); the call returns once the CPU's part is computed and queued. */
 enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                            void *stream, struct hmoe_err *err);
 
@@ -288,6 +291,11 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefetch_fills;         /* experts the prefetch copied into slots */
     uint64_t prefetch_used;          /* of those, chosen by the router in the same token */
     int n_transfer_layers;           /* RAM layers whose misses the GPU computes */
+    /* prefill split (HMOE_PREFILL_CPU_SHARE, else measured): streamed layers since init / reset */
+    uint64_t prefill_split_layers;   /* RAM layers of streamed micro-batches that were timed */
+    uint64_t prefill_cpu_experts;    /* uncached experts CPU threads computed instead of streaming */
+    double prefill_split_cpu_ms;     /* CPU threads on those experts */
+    double prefill_split_gpu_ms;     /* GPU cached + streamed groups of those layers (events) */
 };
 void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_sched_hybrid_stats *out);
 void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h);
