@@ -411,8 +411,8 @@ hybpf)
     # fixed shares, pp4096 -ub 4096 at 2 GiB, cache off at 10 GiB (--cpu-moe). Nothing starts after HYBPF_END s.
     T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
     V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
-    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${HYBPF_TEST_T:-110} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
-    ( HMOE_TEST_HYBRID_CACHE=1 HMOE_SHARED=$SHARED timeout ${HYBPF_SAN_T:-110} compute-sanitizer --tool memcheck --print-limit 10 \
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${HYBPF_TEST_T:-90} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
+    ( HMOE_TEST_HYBRID_CACHE=1 HMOE_SHARED=$SHARED timeout ${HYBPF_SAN_T:-85} compute-sanitizer --tool memcheck --print-limit 10 \
         $B/tests/gpu_test_forward > "$D/sanitize.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/sanitize.log" ) &
     ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
     wait
@@ -421,10 +421,10 @@ hybpf)
     ls -la $Q4 | tee -a "$OUT/summary.txt"
     hp() { # label budget share(- = unset) extra-args...
         local lab=$1 b=$2 sh=$3; shift 3
-        [ $(el) -gt ${HYBPF_END:-205} ] && { log "skipped (time): $lab"; return; }
+        [ $(el) -gt ${HYBPF_END:-175} ] && { log "skipped (time): $lab"; return; }
         log "$lab: --vram-budget $b HMOE_PREFILL_CPU_SHARE=$sh $* (at $(el) s)"
         if [ "$sh" = - ]; then unset HMOE_PREFILL_CPU_SHARE; else export HMOE_PREFILL_CPU_SHARE=$sh; fi
-        timeout ${HYBPF_BT:-45} ./hmoe bench -m $Q4 -n 0 -r 2 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
+        timeout ${HYBPF_BT:-32} ./hmoe bench -m $Q4 -n 0 -r 2 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
         echo "rc=$?" >> "$D/$lab.log"; unset HMOE_PREFILL_CPU_SHARE
         grep -E "^\| qwen|hybrid prefill of|prefill split|host->device|error|rc=[1-9]" "$D/$lab.log" | grep -v "^  prefill split: adaptive" | tail -5 | tee -a "$OUT/summary.txt"; }
     hp a2048 2048 - -p 512; hp off2048 2048 0 -p 512; hp a10240 10240 - -p 512; hp off10240 10240 0 -p 512
