@@ -119,13 +119,15 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
     }
     h->split_on = h->stream && h->n_ub > 1 && h->split_share != 0;
     if (!h->split_on) return HMOE_OK;
-    const size_t nk = (size_t)h->n_ub * (size_t)h->k;
+    const size_t nk = (size_t)h->n_ub * (size_t)h->k, nd = (size_t)h->n_ub * (size_t)h->d;
     enum hmoe_status st = hmoe_cuda_host_alloc(nk * sizeof(int32_t), false, (void **)&h->sp_ids, err);
     if (!st) st = hmoe_cuda_host_alloc(nk * sizeof(float), false, (void **)&h->sp_wts, err);
-    if (!st && !(h->sp_mask = calloc((size_t)h->E, 1))) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), false, (void **)&h->sp_h, err);
+    if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), true, (void **)&h->sp_out, err);
+    if (!st && !(h->sp_mask = calloc(2 * (size_t)h->E, 1))) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
     if (!st) st = hmoe_cuda_stream_create(&h->sp_stream, err);
     for (int i = 0; i < 2 && !st; i++)
-        for (int j = 0; j < 4 && !st; j++) st = hmoe_cuda_event_create(&h->ev_sp[i][j], err);
+        for (int j = 0; j < 5 && !st; j++) st = hmoe_cuda_event_create(&h->ev_sp[i][j], err);
     return st;
 }
 
@@ -360,10 +362,12 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     hmoe_cuda_host_free(h->pf_out);
     if (h->sp_stream) hmoe_cuda_stream_sync(h->sp_stream, NULL);
     for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++) hmoe_cuda_event_destroy(h->ev_sp[i][j]);
+        for (int j = 0; j < 5; j++) hmoe_cuda_event_destroy(h->ev_sp[i][j]);
     hmoe_cuda_stream_destroy(h->sp_stream);
     hmoe_cuda_host_free(h->sp_ids);
     hmoe_cuda_host_free(h->sp_wts);
+    hmoe_cuda_host_free(h->sp_h);
+    hmoe_cuda_host_free(h->sp_out);
     free(h->sp_mask);
     hmoe_sched_cache_free(h->cache);
     free(h->xq_g);

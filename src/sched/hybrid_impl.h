@@ -119,15 +119,25 @@ struct hmoe_sched_hybrid {
     bool split_on;                     /* HMOE_PREFILL_CPU_SHARE is not 0 */
     double split_share;                /* forced share of a layer's uncached experts (0..1), < 0: adaptive */
     int pf_ncpu;                       /* n_cpu fixed for pf_layer when its first chunk was prefetched */
+    float *sp_h;                       /* page-locked [n_ub][d]: the layer's normalised rows */
     int32_t *sp_ids;                   /* page-locked [n_ub][k]: the GPU's routed experts */
     float *sp_wts;                     /* page-locked [n_ub][k]: their weights */
-    uint8_t *sp_mask;                  /* [E] experts the CPU computes */
-    void *sp_stream;                   /* device -> host copies of the routing */
-    void *ev_sp[2][4];                 /* two sets (alternate layers): start, routing copied, cached done, streamed done */
+    float *sp_out;                     /* mapped [n_ub][d]: the CPU's sum, read by the GPU's add */
+    uint8_t *sp_mask;                  /* [2][E] experts the CPU computes, per event set */
+    void *sp_stream;                   /* routing to the host, then the CPU job (a host function) */
+    void *ev_sp[2][5];                 /* two sets (alternate layers): start, routing copied, cached done,
+                                          streamed done, CPU done */
     struct hyb_split_meas {
         bool pending;                  /* events recorded, not read yet */
         int n, ns, nc, ncached;        /* tokens; experts streamed, on the CPU, cached */
     } sp_meas[2];
+    struct hyb_split_job {             /* argument of the CPU job of the layer using the set */
+        struct hmoe_sched_hybrid *h;
+        int il, n;
+        const uint8_t *mask;
+        enum hmoe_status st;
+        struct hmoe_err err;
+    } sp_job[2];
     int sp_set;
     /* measured rates (EWMA; 0 = not measured yet) */
     double r_cpu_ms, r_cpu_tok;        /* CPU ms per expert, at r_cpu_tok tokens per micro-batch */

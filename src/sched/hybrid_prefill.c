@@ -8,10 +8,13 @@
  * threads (hmoe_sched_moe_ffn on the normalised rows copied back). The decode cache is only read.
  * Split (issue #6): CPU threads compute the LAST n_cpu uncached experts of a streamed layer at the
  * same time, from the GPU's routing (rows, ids, weights copied to page-locked memory on a side
- * stream; never re-routed, so a token keeps exactly its k experts), and their sum is copied back
- * and added after the GPU's groups. n_cpu: HMOE_PREFILL_CPU_SHARE, else from measured rates (CPU
- * ms per expert on the host clock, GPU ms per streamed / cached expert from events) so that both
- * sides finish together. A layer's n_cpu is fixed when its first chunk is prefetched.
+ * stream; never re-routed, so a token keeps exactly its k experts). The CPU job is a host function
+ * queued on that side stream, so the calling thread never waits for it and keeps queueing the next
+ * layers' copies (a first version ran the job on the calling thread: the copy engine then starved
+ * and pp512 fell by 3-12 %, bench/gpu_results.md); the GPU waits for the job's event after its own
+ * groups and adds the sum straight from mapped host memory. n_cpu: HMOE_PREFILL_CPU_SHARE, else
+ * from rates measured with events (CPU ms per expert, GPU ms per streamed / cached expert) so that
+ * both sides finish together. A layer's n_cpu is fixed when its first chunk is prefetched.
  */
 #include <math.h>
 #include <string.h>
@@ -151,33 +154,47 @@ static void acc_add(struct hyb_split_acc *a, const struct hyb_split_acc *b) {
     a->gpu_stream_ms += b->gpu_stream_ms;
 }
 
-/* Read the GPU timings of an earlier layer recorded in event set `set` (complete by now, or
- * about to be) into the rates and the micro-batch's statistics. A failure here only loses the
- * sample: a device error surfaces at the next synchronisation anyway. */
-static void collect(struct hmoe_sched_hybrid *h, int set) {
+/* Read the timings of an earlier layer recorded in event set `set` (waiting for its GPU groups
+ * and its CPU job) into the rates and the micro-batch's statistics, and pass on the CPU job's
+ * failure. An unreadable event only loses the sample: a device error surfaces at the next sync. */
+static enum hmoe_status collect(struct hmoe_sched_hybrid *h, int set, struct hmoe_err *err) {
     struct hyb_split_meas *m = &h->sp_meas[set];
-    if (!m->pending) return;
+    if (!m->pending) return HMOE_OK;
     m->pending = false;
     void **ev = h->ev_sp[set];
+    enum hmoe_status st = hmoe_cuda_event_sync(ev[3], err);
+    if (!st && m->nc > 0) st = hmoe_cuda_event_sync(ev[4], err);
+    if (st) return st;
+    if (m->nc > 0 && h->sp_job[set].st) {
+        *err = h->sp_job[set].err;
+        return h->sp_job[set].st;
+    }
     struct hmoe_err e = {0};
-    double cached_ms = 0, stream_ms = 0, d2h_ms = 0;
-    if (hmoe_cuda_event_sync(ev[3], &e) || hmoe_cuda_event_elapsed_ms(ev[0], ev[2], &cached_ms, &e) ||
-        hmoe_cuda_event_elapsed_ms(ev[2], ev[3], &stream_ms, &e))
-        return;
-    if (m->nc > 0 && !hmoe_cuda_event_elapsed_ms(ev[0], ev[1], &d2h_ms, &e)) ewma(&h->r_d2h_ms_tok, d2h_ms / m->n);
+    double cached_ms = 0, stream_ms = 0, d2h_ms = 0, cpu_ms = 0;
+    if (hmoe_cuda_event_elapsed_ms(ev[0], ev[2], &cached_ms, &e) || hmoe_cuda_event_elapsed_ms(ev[2], ev[3], &stream_ms, &e))
+        return HMOE_OK;
+    if (m->nc > 0 && !hmoe_cuda_event_elapsed_ms(ev[0], ev[1], &d2h_ms, &e) &&
+        !hmoe_cuda_event_elapsed_ms(ev[1], ev[4], &cpu_ms, &e)) {
+        ewma(&h->r_d2h_ms_tok, d2h_ms / m->n);
+        if (h->r_cpu_tok > 0) h->r_cpu_ms *= m->n / h->r_cpu_tok; /* the estimate at this batch size */
+        ewma(&h->r_cpu_ms, cpu_ms / m->nc);
+        h->r_cpu_tok = m->n;
+        h->sp_batch.cpu_ms += cpu_ms;
+    }
     if (m->ns > 0) ewma(&h->r_gpu_ms, stream_ms / m->ns);
     if (m->ncached > 0) ewma(&h->r_cached_ms, cached_ms / m->ncached);
     h->sp_batch.gpu_layers++;
     h->sp_batch.gpu_ms += cached_ms + stream_ms;
     h->sp_batch.gpu_stream_ms += stream_ms;
+    return HMOE_OK;
 }
 
 /* The last RAM layer of a micro-batch: read the outstanding timings, log the batch's split (-v). */
-static void end_batch(struct hmoe_sched_hybrid *h, int n) {
-    collect(h, h->sp_set);
-    collect(h, 1 - h->sp_set);
+static enum hmoe_status end_batch(struct hmoe_sched_hybrid *h, int n, struct hmoe_err *err) {
+    enum hmoe_status st = collect(h, 1 - h->sp_set, err);
+    if (!st) st = collect(h, h->sp_set, err);
     struct hyb_split_acc *a = &h->sp_batch;
-    if (a->layers) {
+    if (!st && a->layers) {
         const double L = (double)a->layers, G = a->gpu_layers ? (double)a->gpu_layers : 1.0;
         a->batches = 1;
         HMOE_INFO("hybrid prefill of %d tokens, %llu RAM layers: per layer %.1f experts on CPU threads / %.1f streamed / "
@@ -189,26 +206,37 @@ static void end_batch(struct hmoe_sched_hybrid *h, int n) {
         acc_add(&h->sp_total, a);
     }
     memset(a, 0, sizeof *a);
+    return st;
 }
 
-/* The CPU part of a split layer: wait for the routing copy, compute the experts list[ns..nu)
- * for the GPU's routing, queue the result's copy to the device and its addition into x. */
-static enum hmoe_status cpu_part(struct hmoe_sched_hybrid *h, int il, int n, const int *list, int ns, int nu,
-                                 const struct hmoe_sched_moe_bufs *b, void *stream, double *cpu_ms, struct hmoe_err *err) {
-    void *ev = h->ev_sp[h->sp_set][1];
-    int q;
-    while ((q = hmoe_cuda_event_query(ev)) == 0) {} /* a spin: the CPU has nothing else to do now */
-    enum hmoe_status st = q < 0 ? hmoe_cuda_event_sync(ev, err) : HMOE_OK;
-    if (st) return st;
-    const double t0 = hmoe_time_s();
-    memset(h->sp_mask, 0, (size_t)h->E);
-    for (int i = ns; i < nu; i++) h->sp_mask[list[i]] = 1;
-    st = hmoe_sched_moe_ffn_subset(h->cpu_moe, &h->moe[il], h->pf_h, n, h->sp_ids, h->sp_wts, h->sp_mask, h->pf_out, err);
-    *cpu_ms = (hmoe_time_s() - t0) * 1e3;
-    /* b->ye ([n*k][d] floats) is free once the GPU's groups of this layer are done (stream order) */
-    const size_t bytes = (size_t)n * (size_t)h->d * sizeof(float);
-    if (!st) st = hmoe_cuda_memcpy_async(b->ye, h->pf_out, bytes, stream, err);
-    if (!st) st = hmoe_cuda_add(b->x, b->ye, (int64_t)n * h->d, b->x, stream, err);
+/* The CPU job (a host function on the side stream, after the routing's copy): the layer's
+ * experts of the set's mask for the GPU's routing, into the mapped sum. No CUDA calls here. */
+static void cpu_job(void *arg) {
+    struct hyb_split_job *j = arg;
+    struct hmoe_sched_hybrid *h = j->h;
+    j->err = (struct hmoe_err){0};
+    j->st = hmoe_sched_moe_ffn_subset(h->cpu_moe, &h->moe[j->il], h->sp_h, j->n, h->sp_ids, h->sp_wts, j->mask, h->sp_out,
+                                      &j->err);
+}
+
+/* Queue the CPU part of a split layer on the side stream: the rows and routing to the host once
+ * the router is done (event ev[0]), then the job computing the experts list[ns..nu). */
+static enum hmoe_status queue_cpu_part(struct hmoe_sched_hybrid *h, int il, int n, const int *list, int ns, int nu,
+                                       const struct hmoe_sched_moe_bufs *b, void **ev, struct hmoe_err *err) {
+    const int set = h->sp_set;
+    uint8_t *mask = h->sp_mask + (size_t)set * (size_t)h->E;
+    memset(mask, 0, (size_t)h->E);
+    for (int i = ns; i < nu; i++) mask[list[i]] = 1;
+    h->sp_job[set] = (struct hyb_split_job){.h = h, .il = il, .n = n, .mask = mask};
+    const size_t nk = (size_t)n * (size_t)h->k;
+    void *s = h->sp_stream;
+    enum hmoe_status st = hmoe_cuda_stream_wait_event(s, ev[0], err);
+    if (!st) st = hmoe_cuda_memcpy_async(h->sp_h, b->hf, (size_t)n * (size_t)h->d * sizeof(float), s, err);
+    if (!st) st = hmoe_cuda_memcpy_async(h->sp_ids, b->ids, nk * sizeof(int32_t), s, err);
+    if (!st) st = hmoe_cuda_memcpy_async(h->sp_wts, b->wts, nk * sizeof(float), s, err);
+    if (!st) st = hmoe_cuda_event_record(ev[1], s, err);
+    if (!st) st = hmoe_cuda_launch_host_fn(s, cpu_job, &h->sp_job[set], err);
+    if (!st) st = hmoe_cuda_event_record(ev[4], s, err);
     return st;
 }
 
@@ -225,19 +253,14 @@ static enum hmoe_status prefill_stream(struct hmoe_sched_hybrid *h, int il, int 
     void **ev = NULL;
     if (timed) {
         h->sp_set ^= 1;
-        collect(h, h->sp_set); /* the layer before the previous one: its groups are done */
+        /* the layer before the previous one used this set: its groups and CPU job are done or
+         * about to be (this also keeps the calling thread at most two split layers ahead) */
+        st = collect(h, h->sp_set, err);
         ev = h->ev_sp[h->sp_set];
-        st = hmoe_cuda_event_record(ev[0], stream, err);
+        if (!st) st = hmoe_cuda_event_record(ev[0], stream, err);
     }
-    if (!st && ncpu > 0) {
-        /* the CPU's inputs go to the host on a side stream while the GPU starts its groups */
-        const size_t nk = (size_t)n * (size_t)h->k;
-        st = hmoe_cuda_stream_wait_event(h->sp_stream, ev[0], err);
-        if (!st) st = hmoe_cuda_memcpy_async(h->pf_h, b->hf, (size_t)n * (size_t)h->d * sizeof(float), h->sp_stream, err);
-        if (!st) st = hmoe_cuda_memcpy_async(h->sp_ids, b->ids, nk * sizeof(int32_t), h->sp_stream, err);
-        if (!st) st = hmoe_cuda_memcpy_async(h->sp_wts, b->wts, nk * sizeof(float), h->sp_stream, err);
-        if (!st) st = hmoe_cuda_event_record(ev[1], h->sp_stream, err);
-    }
+    /* the CPU's part runs beside the GPU's groups */
+    if (!st && ncpu > 0) st = queue_cpu_part(h, il, n, list, ns, nu, b, ev, err);
     /* the first chunk's copy is under way (or starts now) while the cached experts run */
     if (!st && nch > 0 && !pre) {
         h->pf_valid = true;
@@ -281,24 +304,19 @@ static enum hmoe_status prefill_stream(struct hmoe_sched_hybrid *h, int il, int 
     /* a layer the CPU takes whole still lets the next streaming layer's first chunk start now */
     if (!st && nch == 0 && ncpu > 0 && !h->pf_valid) st = prefetch_next_layer(h, il, n, 1 - h->last_buf, err);
     if (!st && timed) st = hmoe_cuda_event_record(ev[3], stream, err);
-    double cpu_ms = 0;
-    if (!st && ncpu > 0) st = cpu_part(h, il, n, list, ns, nu, b, stream, &cpu_ms, err);
+    /* after its own groups the GPU waits for the CPU's sum and adds it from mapped memory */
+    if (!st && ncpu > 0) st = hmoe_cuda_stream_wait_event(stream, ev[4], err);
+    if (!st && ncpu > 0) st = hmoe_cuda_add(b->x, h->sp_out, (int64_t)n * h->d, b->x, stream, err);
     if (st) return st;
     if (timed) {
         h->sp_meas[h->sp_set] = (struct hyb_split_meas){.pending = true, .n = n, .ns = ns, .nc = ncpu, .ncached = h->E - nu};
-        if (ncpu > 0) {
-            if (h->r_cpu_tok > 0) h->r_cpu_ms *= n / h->r_cpu_tok; /* the estimate at this batch size */
-            ewma(&h->r_cpu_ms, cpu_ms / ncpu);
-            h->r_cpu_tok = n;
-        }
         struct hyb_split_acc *a = &h->sp_batch;
         a->layers++;
         a->nc += (uint64_t)ncpu;
         a->ns += (uint64_t)ns;
         a->ncached += (uint64_t)(h->E - nu);
-        a->cpu_ms += cpu_ms;
     }
-    if (h->split_on && il == h->last_ram) end_batch(h, n);
+    if (h->split_on && il == h->last_ram) st = end_batch(h, n, err);
     return st;
 }
 
