@@ -407,8 +407,9 @@ quick3)
 hybpf)
     # branch hybpf (issue #6: prefill split between CPU threads and PCIe streaming), one call: every GPU test
     # and memcheck of the expert-cache modes (split cases included) while the Q4_K_M file is written; then
-    # pp512 at 2 and 10 GiB with HMOE_PREFILL_CPU_SHARE unset (measured split), 0 (off: the old path) and
-    # fixed shares, pp4096 -ub 4096 at 2 GiB, cache off at 10 GiB (--cpu-moe). Nothing starts after HYBPF_END s.
+    # pp512 at 2 and 10 GiB with HMOE_PREFILL_CPU_SHARE=auto (measured split), 0 (off: the old path, also
+    # the default when unset) and fixed shares, pp4096 -ub 4096 at 2 GiB, cache off at 10 GiB (--cpu-moe).
+    # Nothing starts after HYBPF_END s.
     T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
     V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
     ( HMOE_SHARED=$SHARED BUILD=$B timeout ${HYBPF_TEST_T:-90} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
@@ -427,9 +428,9 @@ hybpf)
         timeout ${HYBPF_BT:-32} ./hmoe bench -m $Q4 -n 0 -r 2 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
         echo "rc=$?" >> "$D/$lab.log"; unset HMOE_PREFILL_CPU_SHARE
         grep -E "^\| qwen|hybrid prefill of|prefill split|host->device|error|rc=[1-9]" "$D/$lab.log" | grep -v "^  prefill split: adaptive" | tail -5 | tee -a "$OUT/summary.txt"; }
-    hp a2048 2048 - -p 512; hp off2048 2048 0 -p 512; hp a10240 10240 - -p 512; hp off10240 10240 0 -p 512
-    hp a4096 2048 - -p 4096 -ub 4096; hp s2048_30 2048 0.3 -p 512; hp s10240_20 10240 0.2 -p 512
-    hp s2048_15 2048 0.15 -p 512; hp nocache10240 10240 - -p 512 --cpu-moe; hp off4096 2048 0 -p 4096 -ub 4096
+    hp a2048 2048 auto -p 512; hp off2048 2048 0 -p 512; hp a10240 10240 auto -p 512; hp off10240 10240 - -p 512
+    hp a4096 2048 auto -p 4096 -ub 4096; hp s2048_15 2048 0.15 -p 512; hp s10240_15 10240 0.15 -p 512
+    hp s2048_30 2048 0.3 -p 512; hp nocache10240 10240 auto -p 512 --cpu-moe; hp off4096 2048 - -p 4096 -ub 4096
     log "end at $(el) s"
     ;;
 quick4)

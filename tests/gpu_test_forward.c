@@ -10,7 +10,7 @@
  * (--cpu-moe; --n-cpu-moe 2; an automatic VRAM budget small enough to leave experts in RAM with
  * cache slots) for decode and for both hybrid prefill paths (CPU threads, streamed chunks), the
  * latter also with --moe-miss transfer and with --prefetch on (and that those paths ran), and the
- * prefill split between CPU threads and streaming (HMOE_PREFILL_CPU_SHARE 0.3 / 1.0 / measured:
+ * prefill split between CPU threads and streaming (HMOE_PREFILL_CPU_SHARE 0.3 / 1.0 / auto:
  * logits vs golden, and exactly the experts outside the CPU's share streamed).
  * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer).
  * Without a CUDA device it prints one "skipped" line and counts nothing.
@@ -347,7 +347,8 @@ static void check_split(const struct kind *k, struct golden *gd, const struct hm
 }
 
 /* Logits of the split modes against the goldens and the streamed-expert count, for share 0.3 and
- * 1.0 (all uncached experts on CPU threads, the cached ones on the GPU), then the measured split. */
+ * 1.0 (all uncached experts on CPU threads, the cached ones on the GPU), then the measured split
+ * (auto). Unset, the split is off (check_preseeded: every uncached expert streams). */
 static void run_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
     static const char *const shares[] = {"0.3", "1.0"};
     for (size_t i = 0; i < HMOE_ARRAY_LEN(shares); i++) {
@@ -361,10 +362,12 @@ static void run_split(const struct kind *k, struct golden *gd, const struct hmoe
         unsetenv("HMOE_PREFILL_CPU_SHARE");
     }
     char label[256];
-    snprintf(label, sizeof label, "%s, measured CPU share", md->label);
+    snprintf(label, sizeof label, "%s, HMOE_PREFILL_CPU_SHARE=auto (measured)", md->label);
     struct mode sm = *md;
     sm.label = label;
+    setenv("HMOE_PREFILL_CPU_SHARE", "auto", 1);
     run_mode(k, gd, m, &sm, false);
+    unsetenv("HMOE_PREFILL_CPU_SHARE");
 }
 
 /* The decode-time PCIe paths really ran: with --moe-miss transfer the GPU computed missed experts

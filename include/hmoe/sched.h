@@ -267,8 +267,9 @@ struct hmoe_sched_moe_bufs {
  * (micro-batches of at least the break-even size, when a streaming buffer was planned), else CPU
  * threads compute the MoE from hf. Either way the result is added to x on `stream`. In a streamed
  * micro-batch CPU threads compute part of the uncached experts at the same time, for the GPU's
- * routing (HMOE_PREFILL_CPU_SHARE=x forces the share, 0 turns it off; unset: sized from measured
- * CPU and streaming rates); the call returns once the CPU's part is computed and queued. */
+ * routing (HMOE_PREFILL_CPU_SHARE=x in (0, 1] forces the share, auto sizes it from measured CPU and
+ * streaming rates, unset or 0 is off); the CPU's part runs as a host function on a side stream, so
+ * the call returns without waiting for it. */
 enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                            void *stream, struct hmoe_err *err);
 
@@ -291,7 +292,7 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefetch_fills;         /* experts the prefetch copied into slots */
     uint64_t prefetch_used;          /* of those, chosen by the router in the same token */
     int n_transfer_layers;           /* RAM layers whose misses the GPU computes */
-    /* prefill split (HMOE_PREFILL_CPU_SHARE, else measured): streamed layers since init / reset */
+    /* prefill split (HMOE_PREFILL_CPU_SHARE=x or auto): streamed layers since init / reset */
     uint64_t prefill_split_layers;   /* RAM layers of streamed micro-batches that were timed */
     uint64_t prefill_cpu_experts;    /* uncached experts CPU threads computed instead of streaming */
     double prefill_split_cpu_ms;     /* CPU threads on those experts */

@@ -116,8 +116,8 @@ struct hmoe_sched_hybrid {
     /* prefill split between CPU threads and streaming (hybrid_prefill.c): per RAM layer of a
      * streamed micro-batch the CPU computes the last n_cpu of the uncached experts, with the GPU's
      * routing copied to page-locked memory, while the GPU streams and computes the others */
-    bool split_on;                     /* HMOE_PREFILL_CPU_SHARE is not 0 */
-    double split_share;                /* forced share of a layer's uncached experts (0..1), < 0: adaptive */
+    bool split_on;                     /* HMOE_PREFILL_CPU_SHARE is auto or a share > 0 */
+    double split_share;                /* forced share of a layer's uncached experts (0..1), < 0: auto */
     int pf_ncpu;                       /* n_cpu fixed for pf_layer when its first chunk was prefetched */
     float *sp_h;                       /* page-locked [n_ub][d]: the layer's normalised rows */
     int32_t *sp_ids;                   /* page-locked [n_ub][k]: the GPU's routed experts */

@@ -14,7 +14,8 @@
  * and pp512 fell by 3-12 %, bench/gpu_results.md); the GPU waits for the job's event after its own
  * groups and adds the sum straight from mapped host memory. n_cpu: HMOE_PREFILL_CPU_SHARE, else
  * from rates measured with events (CPU ms per expert, GPU ms per streamed / cached expert) so that
- * both sides finish together. A layer's n_cpu is fixed when its first chunk is prefetched.
+ * both sides finish together (HMOE_PREFILL_CPU_SHARE=auto; off unless set, see hybrid.c). A
+ * layer's n_cpu is fixed when its first chunk is prefetched.
  */
 #include <math.h>
 #include <string.h>
