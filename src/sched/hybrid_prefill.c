@@ -51,7 +51,10 @@ static int plan_cpu(const struct hmoe_sched_hybrid *h, int il, int n, int nu) {
     if (!(h->r_cpu_ms > 0)) return HMOE_MAX(1, nu / SPLIT_PROBE_DIV); /* measure the CPU once */
     const double gbps = h->h2d_probe_gbps > 1 ? h->h2d_probe_gbps : 20.0;
     const double tc = h->r_cpu_ms * (double)n / h->r_cpu_tok; /* compute-bound: time per expert ~ tokens */
-    const double tg = h->r_gpu_ms > 0 ? h->r_gpu_ms : (double)expert_bytes(&h->moe[il]) / (gbps * 1e6);
+    /* streaming is PCIe-bound: an expert costs at least its copy at the probed rate, whatever the
+     * events say (they see chunk 0, copied during the layer before, as free; the first H200 run
+     * measured 0.038 ms per expert against the copy's 0.056) */
+    const double tg = HMOE_MAX(h->r_gpu_ms, (double)expert_bytes(&h->moe[il]) / (gbps * 1e6));
     const double cached = h->r_cached_ms * (double)(h->E - nu), d2h = h->r_d2h_ms_tok * n;
     const double back_ms = (double)n * (double)h->d * 4.0 / (gbps * 1e6);
     int nc = (int)floor((cached + nu * tg - d2h) / (tc + tg));
