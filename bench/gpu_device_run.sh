@@ -8,7 +8,8 @@
 #   bench/gpu_device_run.sh STEPS...   steps: link plink test sanitize synth bench hybrid iq2 zipf r3 ...
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT.
 #   bench/gpu_device_run.sh STEPS...   steps: link test tests_all sanitize synth bench profile zsynth hybrid2
-#   iq2 testsynth hybrid3 hybrid h3r final (h3r: hybrid round 3, Zipf load diagnosis + matrix)
+#   iq2 testsynth hybrid3 hybrid h3r final hybpf (h3r: hybrid round 3, Zipf load diagnosis + matrix;
+#   hybpf: prefill split CPU/streaming, HYBPF_END / HYBPF_BT / HYBPF_TEST_T / HYBPF_SAN_T time guards)
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT, Q4 / ZIPF (file paths),
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds).
 # amx (CPU AMX GEMM): AMX_END, AMX_GPU_T, AMX_BENCH_T, AMX_BENCH_S, AMX_PP_T, AMX_PP (extra pp512 variants).
@@ -447,6 +448,35 @@ quick3)
     log "hybrid pp4096 -ub 4096 at 10 GiB"
     timeout 60 ./hmoe bench -m $Q4 -p 4096 -n 0 -r 2 -ub 4096 --vram-budget 10240 --no-profile -v > "$D/h_pp4096b.log" 2>&1
     grep -E "^\| qwen|streamed|stream|note|error" "$D/h_pp4096b.log" | head -8 | tee -a "$OUT/summary.txt"
+    ;;
+hybpf)
+    # branch hybpf (issue #6: prefill split between CPU threads and PCIe streaming), one call: every GPU test
+    # and memcheck of the expert-cache modes (split cases included) while the Q4_K_M file is written; then
+    # pp512 at 2 and 10 GiB with HMOE_PREFILL_CPU_SHARE=auto (measured split), 0 (off: the old path, also
+    # the default when unset) and fixed shares, pp4096 -ub 4096 at 2 GiB, cache off at 10 GiB (--cpu-moe).
+    # Nothing starts after HYBPF_END s.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${HYBPF_TEST_T:-90} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
+    ( HMOE_TEST_HYBRID_CACHE=1 HMOE_SHARED=$SHARED timeout ${HYBPF_SAN_T:-85} compute-sanitizer --tool memcheck --print-limit 10 \
+        $B/tests/gpu_test_forward > "$D/sanitize.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/sanitize.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    wait
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -24 | tee -a "$OUT/summary.txt"
+    grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/sanitize.log" | head -12 | sed 's/^/memcheck: /' | tee -a "$OUT/summary.txt"
+    ls -la $Q4 | tee -a "$OUT/summary.txt"
+    hp() { # label budget share(- = unset) extra-args...
+        local lab=$1 b=$2 sh=$3; shift 3
+        [ $(el) -gt ${HYBPF_END:-175} ] && { log "skipped (time): $lab"; return; }
+        log "$lab: --vram-budget $b HMOE_PREFILL_CPU_SHARE=$sh $* (at $(el) s)"
+        if [ "$sh" = - ]; then unset HMOE_PREFILL_CPU_SHARE; else export HMOE_PREFILL_CPU_SHARE=$sh; fi
+        timeout ${HYBPF_BT:-32} ./hmoe bench -m $Q4 -n 0 -r 2 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
+        echo "rc=$?" >> "$D/$lab.log"; unset HMOE_PREFILL_CPU_SHARE
+        grep -E "^\| qwen|hybrid prefill of|prefill split|host->device|error|rc=[1-9]" "$D/$lab.log" | grep -v "^  prefill split: adaptive" | tail -5 | tee -a "$OUT/summary.txt"; }
+    hp a2048 2048 auto -p 512; hp off2048 2048 0 -p 512; hp a10240 10240 auto -p 512; hp off10240 10240 - -p 512
+    hp a4096 2048 auto -p 4096 -ub 4096; hp s2048_15 2048 0.15 -p 512; hp s10240_15 10240 0.15 -p 512
+    hp s2048_30 2048 0.3 -p 512; hp nocache10240 10240 auto -p 512 --cpu-moe; hp off4096 2048 - -p 4096 -ub 4096
+    log "end at $(el) s"
     ;;
 quick4)
     # lead: threads per row of the LM head mat-vec (HMOE_MMV_BIG_TPR), tg128 and logits agreement

@@ -9,7 +9,9 @@
  * (CPU backend, F16 KV, same thresholds against each other), and hybrid mode with experts in RAM
  * (--cpu-moe; --n-cpu-moe 2; an automatic VRAM budget small enough to leave experts in RAM with
  * cache slots) for decode and for both hybrid prefill paths (CPU threads, streamed chunks), the
- * latter also with --moe-miss transfer and with --prefetch on (and that those paths ran).
+ * latter also with --moe-miss transfer and with --prefetch on (and that those paths ran), and the
+ * prefill split between CPU threads and streaming (HMOE_PREFILL_CPU_SHARE 0.3 / 1.0 / auto:
+ * logits vs golden, and exactly the experts outside the CPU's share streamed).
  * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer).
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
@@ -308,6 +310,66 @@ static void check_preseeded(const struct kind *k, struct golden *gd, const struc
     hmoe_ctx_free(c);
 }
 
+/* Prefill split (hybrid_prefill.c) with HMOE_PREFILL_CPU_SHARE=share set by the caller: one streamed
+ * prefill of the longest prompt copies exactly the uncached experts the CPU does not take (the
+ * last lround(share * nu) of each RAM layer's nu uncached ones), and the report shows the split. */
+static void check_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md,
+                        double share) {
+    char name[512];
+    struct hmoe_err err = {0};
+    snprintf(name, sizeof name, "%s [%s] CPU share %.1f: streamed experts and report", k->name, md->label, share);
+    struct hmoe_ctx *c = open_ctx(m, md, &err);
+    if (!c) {
+        t_check(0, name, "%s", err.msg);
+        return;
+    }
+    struct hmoe_ctx_stats s0, s1;
+    hmoe_ctx_get_stats(c, &s0);
+    const int E = m->cfg.n_expert;
+    const int n_ram = (int)(s0.ram_experts / (uint64_t)E);
+    const int nu = n_ram ? (int)((s0.ram_experts - s0.cached_experts) / (uint64_t)n_ram) : 0;
+    const int ncpu = (int)lround(share * nu);
+    const size_t best = longest_prompt(gd);
+    int n_pos;
+    int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n_pos);
+    hmoe_ctx_reset_stats(c);
+    enum hmoe_status st = ids ? hmoe_ctx_decode(c, ids, n_pos, 0, HMOE_LOGITS_NONE, NULL, &err) : HMOE_ERR_FORMAT;
+    hmoe_ctx_get_stats(c, &s1);
+    const char *rep = hmoe_ctx_report(c);
+    const uint64_t want = (uint64_t)n_ram * (uint64_t)(nu - ncpu);
+    if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
+    else t_check(n_ram > 0 && n_pos >= md->stream_min && s1.prefill_streamed_experts == want && strstr(rep, "prefill split: ") &&
+                     (ncpu == 0 || strstr(rep, "experts on CPU threads")),
+                 name, "%d RAM layers x %d uncached, CPU takes %d each: streamed %llu, expected %llu; report: %s", n_ram,
+                 nu, ncpu, (unsigned long long)s1.prefill_streamed_experts, (unsigned long long)want, rep);
+    free(ids);
+    hmoe_ctx_free(c);
+}
+
+/* Logits of the split modes against the goldens and the streamed-expert count, for share 0.3 and
+ * 1.0 (all uncached experts on CPU threads, the cached ones on the GPU), then the measured split
+ * (auto). Unset, the split is off (check_preseeded: every uncached expert streams). */
+static void run_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
+    static const char *const shares[] = {"0.3", "1.0"};
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(shares); i++) {
+        char label[256];
+        snprintf(label, sizeof label, "%s, HMOE_PREFILL_CPU_SHARE=%s", md->label, shares[i]);
+        struct mode sm = *md;
+        sm.label = label;
+        setenv("HMOE_PREFILL_CPU_SHARE", shares[i], 1);
+        run_mode(k, gd, m, &sm, false);
+        check_split(k, gd, m, &sm, atof(shares[i]));
+        unsetenv("HMOE_PREFILL_CPU_SHARE");
+    }
+    char label[256];
+    snprintf(label, sizeof label, "%s, HMOE_PREFILL_CPU_SHARE=auto (measured)", md->label);
+    struct mode sm = *md;
+    sm.label = label;
+    setenv("HMOE_PREFILL_CPU_SHARE", "auto", 1);
+    run_mode(k, gd, m, &sm, false);
+    unsetenv("HMOE_PREFILL_CPU_SHARE");
+}
+
 /* The decode-time PCIe paths really ran: with --moe-miss transfer the GPU computed missed experts
  * (and the CPU none), with --prefetch on the next-layer predictions were made and scored. Decode of
  * the longest prompt, token by token. */
@@ -390,7 +452,17 @@ static void run_kind(const struct kind *k) {
             const struct mode ncmoe4 = {"hybrid --n-cpu-moe 2, streamed prefill in 4-expert chunks", HMOE_GPU_ON, 512,
                                         false, 2, 0, 1, "cuda+cpu", NULL, false};
             run_mode(k, &gd, m, &ncmoe4, true);
+            run_split(k, &gd, m, &ncmoe4); /* several chunks with the CPU's part taken off the end */
             unsetenv("HMOE_STREAM_CHUNK");
+            run_split(k, &gd, m, &ncmoe);
+            /* a share outside 0..1 is refused with a message */
+            setenv("HMOE_PREFILL_CPU_SHARE", "1.5", 1);
+            struct hmoe_err e1 = {0};
+            struct hmoe_ctx *cb = open_ctx(m, &ncmoe, &e1);
+            t_check(!cb && strstr(e1.msg, "HMOE_PREFILL_CPU_SHARE"), "HMOE_PREFILL_CPU_SHARE=1.5 refused", "%s",
+                    cb ? "opened (expected a refusal)" : e1.msg);
+            hmoe_ctx_free(cb);
+            unsetenv("HMOE_PREFILL_CPU_SHARE");
         }
         const int64_t b = hybrid_budget(m);
         char label[128];
@@ -399,6 +471,7 @@ static void run_kind(const struct kind *k) {
         if (b > 0) {
             run_mode(k, &gd, m, &cache, true);
             check_preseeded(k, &gd, m, &cache);
+            run_split(k, &gd, m, &cache); /* cached group + streamed chunks + CPU part in one layer */
             char l2[160], l3[160];
             snprintf(l2, sizeof l2, "%s, --moe-miss transfer", label);
             snprintf(l3, sizeof l3, "%s, --prefetch on", label);
@@ -437,6 +510,7 @@ static void run_kind(const struct kind *k) {
                                       1, "cuda+cpu", NULL, false};
         run_mode(k, &gd, m, &cpumoe, true);
         run_mode(k, &gd, m, &streamed, true);
+        run_split(k, &gd, m, &streamed); /* F32 experts: the CPU part takes f32 rows */
     }
     hmoe_model_free(m);
     hmoe_json_free(gd.side);

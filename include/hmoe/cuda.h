@@ -518,6 +518,11 @@ int hmoe_cuda_event_query(void *ev);
 enum hmoe_status hmoe_cuda_event_sync(void *ev, struct hmoe_err *err);
 /* Milliseconds between two recorded, completed events. */
 enum hmoe_status hmoe_cuda_event_elapsed_ms(void *start, void *stop, double *ms, struct hmoe_err *err);
+/* Run fn(arg) on a host thread of the CUDA runtime once the work queued on `stream` before this
+ * call is done; work queued on `stream` after it waits until fn returns. fn must not call CUDA
+ * (hybrid prefill: CPU experts computed in stream order while the calling thread queues on). */
+typedef void (*hmoe_cuda_host_fn)(void *arg);
+enum hmoe_status hmoe_cuda_launch_host_fn(void *stream, hmoe_cuda_host_fn fn, void *arg, struct hmoe_err *err);
 
 /* ------------------------------------------------------------------------------------------
  * Hybrid CPU+GPU handoff (cuda_hybrid.cu): per layer of a decode step the GPU publishes the

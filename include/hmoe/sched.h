@@ -63,6 +63,18 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
 /* Routing decisions of the last hmoe_sched_moe_ffn call: sel[t*k + i] (for tests and the
  * future expert-cache statistics). Valid until the next call. */
 const int32_t *hmoe_sched_moe_last_selection(const struct hmoe_sched_moe *s);
+/* The renormalised weights of those decisions, w[t*k + i]. Valid until the next call. */
+const float *hmoe_sched_moe_last_weights(const struct hmoe_sched_moe *s);
+
+/* The same FFN for routing decided elsewhere (the GPU router in hybrid prefill; never re-routed
+ * here, so a token keeps exactly its k experts) restricted to a subset of the experts:
+ * out[t] = sum over the ranks i with mask[sel[t*k+i]] != 0 of wsel[t*k+i] * expert(x[t]), in
+ * selection order; a token with none of its experts in the subset gets zeros. sel/wsel: n_tok*k
+ * (expert ids must be in 0..n_expert-1, else HMOE_ERR_ARG), mask: n_expert bytes. Summing the
+ * outputs of a partition of the experts gives hmoe_sched_moe_ffn's output up to float rounding. */
+enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w,
+                                           const float *x, int n_tok, const int32_t *sel, const float *wsel,
+                                           const uint8_t *mask, float *out, struct hmoe_err *err);
 
 /* --- GPU placement, expert cache and hybrid CPU+GPU scheduling (issue #6) -------------------- */
 
@@ -253,7 +265,11 @@ struct hmoe_sched_moe_bufs {
 };
 /* Prefill of RAM layer il for n tokens: the experts stream to the GPU in double-buffered chunks
  * (micro-batches of at least the break-even size, when a streaming buffer was planned), else CPU
- * threads compute the MoE from hf. Either way the result is added to x on `stream`. */
+ * threads compute the MoE from hf. Either way the result is added to x on `stream`. In a streamed
+ * micro-batch CPU threads compute part of the uncached experts at the same time, for the GPU's
+ * routing (HMOE_PREFILL_CPU_SHARE=x in (0, 1] forces the share, auto sizes it from measured CPU and
+ * streaming rates, unset or 0 is off); the CPU's part runs as a host function on a side stream, so
+ * the call returns without waiting for it. */
 enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                            void *stream, struct hmoe_err *err);
 
@@ -276,6 +292,11 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefetch_fills;         /* experts the prefetch copied into slots */
     uint64_t prefetch_used;          /* of those, chosen by the router in the same token */
     int n_transfer_layers;           /* RAM layers whose misses the GPU computes */
+    /* prefill split (HMOE_PREFILL_CPU_SHARE=x or auto): streamed layers since init / reset */
+    uint64_t prefill_split_layers;   /* RAM layers of streamed micro-batches that were timed */
+    uint64_t prefill_cpu_experts;    /* uncached experts CPU threads computed instead of streaming */
+    double prefill_split_cpu_ms;     /* CPU threads on those experts */
+    double prefill_split_gpu_ms;     /* GPU cached + streamed groups of those layers (events) */
 };
 void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_sched_hybrid_stats *out);
 void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h);

@@ -134,6 +134,12 @@ extern "C" enum hmoe_status hmoe_cuda_event_sync(void *ev, struct hmoe_err *err)
     return HMOE_OK;
 }
 
+extern "C" enum hmoe_status hmoe_cuda_launch_host_fn(void *stream, hmoe_cuda_host_fn fn, void *arg,
+                                                     struct hmoe_err *err) {
+    HMOE_CUDA_TRY(err, cudaLaunchHostFunc(hmoe_cu_stream(stream), (cudaHostFn_t)fn, arg));
+    return HMOE_OK;
+}
+
 extern "C" enum hmoe_status hmoe_cuda_event_elapsed_ms(void *start, void *stop, double *ms, struct hmoe_err *err) {
     float f = 0.0f;
     HMOE_CUDA_TRY(err, cudaEventElapsedTime(&f, (cudaEvent_t)start, (cudaEvent_t)stop));

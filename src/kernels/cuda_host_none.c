@@ -62,6 +62,10 @@ enum hmoe_status hmoe_cuda_event_sync(void *ev, struct hmoe_err *err) {
     (void)ev;
     return NO_CUDA(err);
 }
+enum hmoe_status hmoe_cuda_launch_host_fn(void *stream, hmoe_cuda_host_fn fn, void *arg, struct hmoe_err *err) {
+    (void)stream, (void)fn, (void)arg;
+    return NO_CUDA(err);
+}
 enum hmoe_status hmoe_cuda_event_elapsed_ms(void *start, void *stop, double *ms, struct hmoe_err *err) {
     (void)start, (void)stop;
     *ms = 0;

@@ -99,6 +99,42 @@ static enum hmoe_status seed(struct hmoe_sched_hybrid *h, const uint64_t *counts
     return st;
 }
 
+/* Prefill split between CPU threads and streaming (hybrid_prefill.c): HMOE_PREFILL_CPU_SHARE
+ * (unset or 0: off, every uncached expert streams; auto: sized from measured rates; x in (0, 1]:
+ * that share of each layer's uncached experts on CPU threads), the routing's page-locked landing
+ * place, the CPU's mapped sum, a side stream and two sets of timing events. Off by default: the
+ * first H200 measurement of the split (CPU part on the calling thread) was 3-12 % slower than
+ * streaming alone, the version with the CPU job on the side stream is not measured yet. */
+static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
+    h->split_share = 0;
+    const char *v = getenv("HMOE_PREFILL_CPU_SHARE");
+    if (v && *v && !strcmp(v, "auto")) {
+        h->split_share = -1;
+    } else if (v && *v) {
+        char *end = NULL;
+        const double x = strtod(v, &end);
+        if (end == v || *end || !(x >= 0 && x <= 1))
+            return HMOE_RAISE(err, HMOE_ERR_ARG,
+                              "HMOE_PREFILL_CPU_SHARE=%s: expected a number from 0 to 1 (the share of each layer's "
+                              "uncached experts that CPU threads compute in a streamed prefill), auto (sized from "
+                              "measured rates), or unset it (off)",
+                              v);
+        h->split_share = x;
+    }
+    h->split_on = h->stream && h->n_ub > 1 && h->split_share != 0;
+    if (!h->split_on) return HMOE_OK;
+    const size_t nk = (size_t)h->n_ub * (size_t)h->k, nd = (size_t)h->n_ub * (size_t)h->d;
+    enum hmoe_status st = hmoe_cuda_host_alloc(nk * sizeof(int32_t), false, (void **)&h->sp_ids, err);
+    if (!st) st = hmoe_cuda_host_alloc(nk * sizeof(float), false, (void **)&h->sp_wts, err);
+    if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), false, (void **)&h->sp_h, err);
+    if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), true, (void **)&h->sp_out, err);
+    if (!st && !(h->sp_mask = calloc(2 * (size_t)h->E, 1))) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    if (!st) st = hmoe_cuda_stream_create(&h->sp_stream, err);
+    for (int i = 0; i < 2 && !st; i++)
+        for (int j = 0; j < 5 && !st; j++) st = hmoe_cuda_event_create(&h->ev_sp[i][j], err);
+    return st;
+}
+
 /* Pinned host -> device bandwidth over one buffer we own anyway. */
 static void probe_h2d(struct hmoe_sched_hybrid *h, void *dst, size_t bytes) {
     void *src = NULL, *e0 = NULL, *e1 = NULL, *s = hmoe_cuda_ctx_stream(h->cu);
@@ -256,6 +292,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         st = hmoe_cuda_host_alloc((size_t)h->n_ub * d * 4, false, (void **)&h->pf_h, err);
         if (!st) st = hmoe_cuda_host_alloc((size_t)h->n_ub * d * 4, false, (void **)&h->pf_out, err);
     }
+    if (!st) st = split_init(h, err);
     if (st) return st;
 
     /* Pin the expert ranges (copies become DMA), measure PCIe, pick the cache-copy rate. */
@@ -327,6 +364,15 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     hmoe_cuda_host_free(h->mapped);
     hmoe_cuda_host_free(h->pf_h);
     hmoe_cuda_host_free(h->pf_out);
+    if (h->sp_stream) hmoe_cuda_stream_sync(h->sp_stream, NULL);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 5; j++) hmoe_cuda_event_destroy(h->ev_sp[i][j]);
+    hmoe_cuda_stream_destroy(h->sp_stream);
+    hmoe_cuda_host_free(h->sp_ids);
+    hmoe_cuda_host_free(h->sp_wts);
+    hmoe_cuda_host_free(h->sp_h);
+    hmoe_cuda_host_free(h->sp_out);
+    free(h->sp_mask);
     hmoe_sched_cache_free(h->cache);
     free(h->xq_g);
     free(h->xq_u);
@@ -484,6 +530,10 @@ void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_
     o->prefetch_fills = h->pf_fills;
     o->prefetch_used = h->pf_used;
     o->n_transfer_layers = h->n_transfer;
+    o->prefill_split_layers = h->sp_total.layers;
+    o->prefill_cpu_experts = h->sp_total.nc;
+    o->prefill_split_cpu_ms = h->sp_total.cpu_ms;
+    o->prefill_split_gpu_ms = h->sp_total.gpu_ms;
 }
 
 void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h) {
@@ -496,6 +546,7 @@ void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h) {
     h->cpu_ms = 0;
     h->t_first = h->t_last = 0;
     h->pf_pred = h->pf_correct = h->pf_fills = h->pf_used = 0;
+    memset(&h->sp_total, 0, sizeof h->sp_total); /* the measured rates stay */
 }
 
 void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size_t cap) {
@@ -525,6 +576,21 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
     if (s.prefill_streamed_experts)
         OUT("  prefill streamed %llu expert copies (%.2f GB) since the last reset\n",
             (unsigned long long)s.prefill_streamed_experts, (double)s.prefill_streamed_bytes / 1e9);
+    if (h->stream) {
+        const struct hyb_split_acc *a = &h->sp_total;
+        const double L = a->layers ? (double)a->layers : 1.0, G = a->gpu_layers ? (double)a->gpu_layers : 1.0;
+        if (!h->split_on) OUT("  prefill split: off (HMOE_PREFILL_CPU_SHARE unset or 0): every uncached expert streams\n");
+        else if (h->split_share >= 0) OUT("  prefill split: CPU threads take %.0f%% of each layer's uncached experts (HMOE_PREFILL_CPU_SHARE)\n",
+                                          100.0 * h->split_share);
+        else OUT("  prefill split: adaptive (HMOE_PREFILL_CPU_SHARE=auto: CPU and streamed experts sized from measured rates)\n");
+        if (a->layers)
+            OUT("  prefill split: %llu micro-batches, %llu layers: per layer %.1f experts on CPU threads / %.1f streamed / "
+                "%.1f cached, CPU %.2f ms, GPU %.2f ms (streamed part %.2f); rates CPU %.3f ms/expert at %.0f tokens, "
+                "streamed %.3f ms/expert, cached %.4f ms/expert\n",
+                (unsigned long long)a->batches, (unsigned long long)a->layers, (double)a->nc / L, (double)a->ns / L,
+                (double)a->ncached / L, a->cpu_ms / L, a->gpu_ms / G, a->gpu_stream_ms / G, h->r_cpu_ms, h->r_cpu_tok,
+                h->r_gpu_ms, h->r_cached_ms);
+    }
     if (h->notes[0]) OUT("  note: %s\n", h->notes);
     if (s.steps) {
         OUT("  decode: %llu steps, hit rate %.1f%%, CPU experts %.3f ms/token, GPU waits %.1f us per layer with misses, "

@@ -113,6 +113,42 @@ struct hmoe_sched_hybrid {
     int32_t *cand_host;                /* page-locked [n_layer][2][pf_cand]: slots, experts */
     struct hmoe_cuda_prefetch_rec *pf_rec; /* mapped [n_layer] */
     uint64_t pf_pred, pf_correct, pf_fills, pf_used;
+    /* prefill split between CPU threads and streaming (hybrid_prefill.c): per RAM layer of a
+     * streamed micro-batch the CPU computes the last n_cpu of the uncached experts, with the GPU's
+     * routing copied to page-locked memory, while the GPU streams and computes the others */
+    bool split_on;                     /* HMOE_PREFILL_CPU_SHARE is auto or a share > 0 */
+    double split_share;                /* forced share of a layer's uncached experts (0..1), < 0: auto */
+    int pf_ncpu;                       /* n_cpu fixed for pf_layer when its first chunk was prefetched */
+    float *sp_h;                       /* page-locked [n_ub][d]: the layer's normalised rows */
+    int32_t *sp_ids;                   /* page-locked [n_ub][k]: the GPU's routed experts */
+    float *sp_wts;                     /* page-locked [n_ub][k]: their weights */
+    float *sp_out;                     /* mapped [n_ub][d]: the CPU's sum, read by the GPU's add */
+    uint8_t *sp_mask;                  /* [2][E] experts the CPU computes, per event set */
+    void *sp_stream;                   /* routing to the host, then the CPU job (a host function) */
+    void *ev_sp[2][5];                 /* two sets (alternate layers): start, routing copied, cached done,
+                                          streamed done, CPU done */
+    struct hyb_split_meas {
+        bool pending;                  /* events recorded, not read yet */
+        int n, ns, nc, ncached;        /* tokens; experts streamed, on the CPU, cached */
+    } sp_meas[2];
+    struct hyb_split_job {             /* argument of the CPU job of the layer using the set */
+        struct hmoe_sched_hybrid *h;
+        int il, n;
+        const uint8_t *mask;
+        enum hmoe_status st;
+        struct hmoe_err err;
+    } sp_job[2];
+    int sp_set;
+    /* measured rates (EWMA; 0 = not measured yet) */
+    double r_cpu_ms, r_cpu_tok;        /* CPU ms per expert, at r_cpu_tok tokens per micro-batch */
+    double r_gpu_ms;                   /* GPU ms per streamed expert (copy + GEMMs, chunks overlapped) */
+    double r_cached_ms;                /* GPU ms per cached expert (the cached group) */
+    double r_d2h_ms_tok;               /* routing + rows to the host, ms per token */
+    /* statistics: this micro-batch (logged with -v at its last RAM layer) and since the last reset */
+    struct hyb_split_acc {
+        uint64_t batches, layers, gpu_layers, nc, ns, ncached;
+        double cpu_ms, gpu_ms, gpu_stream_ms;
+    } sp_batch, sp_total;
 };
 
 /* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */

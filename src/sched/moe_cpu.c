@@ -7,6 +7,9 @@
  * job) — three jobs for a decoded token. Activations are quantized once per
  * token per weight type (cpu.h); the k partial results of a token are summed in selection
  * order, as llama.cpp's graph does. All buffers come from init.
+ * hmoe_sched_moe_ffn_subset runs the same jobs for routing decided elsewhere (the GPU's, in
+ * hybrid prefill) restricted to a subset of the experts: the (token, rank) pairs of other
+ * experts are left out of the grouping and of the weighted sum.
  */
 #include "hmoe/sched.h"
 
@@ -182,6 +185,8 @@ struct moe_call {
     int64_t chunk_f, chunk_d;     /* rows per gate/up item, per down item */
     bool quant_in_item;           /* gate/up items quantize their own rows of z (chunk_f on block bounds) */
     int n_active;                 /* experts with tokens, listed in s->active */
+    const uint8_t *mask;          /* subset call: mask[e] != 0 for the experts computed here; NULL: all */
+    int n_pairs;                  /* (token, rank) pairs grouped: n_tok * k unless a mask drops some */
     int64_t items_per_expert;     /* gate/up items of one expert */
 };
 
@@ -264,9 +269,16 @@ static void down_sum(const struct moe_call *m, int64_t r0, int64_t r1) {
         float *o = m->out + (size_t)t * d;
         const float *wt = s->wsel + (size_t)t * m->k;
         const int32_t *slots = s->tok_slot + (size_t)t * m->k;
-        const float *y0 = s->y + (size_t)slots[0] * d;
-        for (int64_t j = r0; j < r1; j++) o[j] = wt[0] * y0[j];
-        for (int i = 1; i < m->k; i++) {
+        int i0 = 0;
+        while (i0 < m->k && slots[i0] < 0) i0++; /* pairs of experts outside a subset are -1 */
+        if (i0 == m->k) {
+            for (int64_t j = r0; j < r1; j++) o[j] = 0.0f;
+            continue;
+        }
+        const float *y0 = s->y + (size_t)slots[i0] * d;
+        for (int64_t j = r0; j < r1; j++) o[j] = wt[i0] * y0[j];
+        for (int i = i0 + 1; i < m->k; i++) {
+            if (slots[i] < 0) continue;
             const float *yi = s->y + (size_t)slots[i] * d;
             for (int64_t j = r0; j < r1; j++) o[j] += wt[i] * yi[j];
         }
@@ -298,20 +310,26 @@ static void task_down_expert(void *arg, int64_t it, int tid) {
 
 /* Serial step between routing and the experts (cheap next to them): group the (token, rank)
  * pairs by expert with a counting sort, gather each slot's quantized token row into expert
- * order, list the active experts. */
+ * order, list the active experts. Pairs of experts outside m->mask get slot -1. */
 static void group_by_expert(struct moe_call *m) {
     struct hmoe_sched_moe *s = m->s;
     const int E = m->E, k = m->k, n_slots = m->n_tok * k;
     memset(s->count, 0, (size_t)E * sizeof *s->count);
-    for (int i = 0; i < n_slots; i++) s->count[s->sel[i]]++;
+    for (int i = 0; i < n_slots; i++)
+        if (!m->mask || m->mask[s->sel[i]]) s->count[s->sel[i]]++;
     s->offset[0] = 0;
     m->n_active = 0;
     for (int e = 0; e < E; e++) {
         s->offset[e + 1] = s->offset[e] + s->count[e];
         if (s->count[e] > 0) s->active[m->n_active++] = e;
     }
+    m->n_pairs = s->offset[E];
     for (int e = 0; e < E; e++) s->count[e] = 0;
     for (int i = 0; i < n_slots; i++) {
+        if (m->mask && !m->mask[s->sel[i]]) {
+            s->tok_slot[i] = -1;
+            continue;
+        }
         const int e = s->sel[i], t = i / k, slot = s->offset[e] + s->count[e]++;
         s->tok_slot[i] = slot;
         memcpy(s->xg_gate + (size_t)slot * m->ag, s->xq_gate + (size_t)t * m->ag, m->ag);
@@ -319,8 +337,24 @@ static void group_by_expert(struct moe_call *m) {
     }
 }
 
-enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x,
-                                    int n_tok, float *out, struct hmoe_err *err) {
+/* Subset call, per token: take the given routing and quantize the row once per activation type
+ * when at least one of its experts is in the subset (the others are never read). */
+static void task_take_route(void *arg, int64_t t, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    struct hmoe_sched_moe *s = m->s;
+    bool any = false;
+    for (int i = 0; i < m->k; i++) any |= m->mask[s->sel[(size_t)t * m->k + (size_t)i]] != 0;
+    if (!any) return;
+    act_quantize(m->w->gate.type, m->x + (size_t)t * m->d, s->xq_gate + (size_t)t * m->ag, m->d);
+    if (!m->same_act) act_quantize(m->w->up.type, m->x + (size_t)t * m->d, m->xq_up + (size_t)t * m->au, m->d);
+}
+
+/* Both entry points: route here (sel == NULL) or take sel/wsel, then the experts of the subset
+ * `mask` (NULL: all). */
+static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x, int n_tok,
+                                const int32_t *sel, const float *wsel, const uint8_t *mask, float *out,
+                                struct hmoe_err *err) {
     const int64_t d = w->gate.n_in, F = w->gate.n_out;
     const int E = (int)w->router.n_out, k = w->n_expert_used;
     if (n_tok <= 0 || n_tok > s->max_tok || k > s->max_k || E > s->max_expert || d > s->max_embd ||
@@ -328,7 +362,8 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "MoE FFN: %d tokens / shape exceed the workspace (max %d tokens)",
                           n_tok, s->max_tok);
     const int nt = s->n_threads;
-    struct moe_call m = {.s = s, .w = w, .x = x, .out = out, .d = d, .F = F, .E = E, .k = k, .n_tok = n_tok};
+    struct moe_call m = {.s = s, .w = w, .x = x, .out = out, .d = d, .F = F, .E = E, .k = k, .n_tok = n_tok,
+                         .mask = mask};
     m.same_act = hmoe_type_info[w->gate.type].vec_dot_type == hmoe_type_info[w->up.type].vec_dot_type;
     m.ag = act_bytes(w->gate.type, d);
     m.au = act_bytes(w->up.type, d);
@@ -337,8 +372,14 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
     m.xg_up = m.same_act ? s->xg_gate : s->xg_up;
 
     /* 1. Router logits; 2. per token: route and quantize (one token: no job). */
-    hmoe_cpu_parallel(nt, (E + 15) / 16, task_router, &m);
-    hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_route, &m);
+    if (sel) {
+        memcpy(s->sel, sel, (size_t)n_tok * (size_t)k * sizeof *sel);
+        memcpy(s->wsel, wsel, (size_t)n_tok * (size_t)k * sizeof *wsel);
+        hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_take_route, &m);
+    } else {
+        hmoe_cpu_parallel(nt, (E + 15) / 16, task_router, &m);
+        hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_route, &m);
+    }
     /* 3. Group by expert (serial). */
     group_by_expert(&m);
     /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
@@ -354,7 +395,7 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
     if (m.quant_in_item) m.chunk_f = HMOE_MIN(chunk_q, F);
     m.items_per_expert = (F + m.chunk_f - 1) / m.chunk_f;
     hmoe_cpu_parallel(nt, (int64_t)m.n_active * m.items_per_expert, task_gate_up, &m);
-    if (!m.quant_in_item) hmoe_cpu_parallel(n_tok * k >= 4 ? nt : 1, (int64_t)n_tok * k, task_z_quantize, &m);
+    if (!m.quant_in_item) hmoe_cpu_parallel(m.n_pairs >= 4 ? nt : 1, m.n_pairs, task_z_quantize, &m);
     /* 5. Down rows of every active expert and the weighted sum: a decoded token by (expert,
      *    row chunk) items, ~4 per thread, whole experts when that many items remain (8
      *    experts, 2 threads); a batch by output row chunks over all experts. */
@@ -368,3 +409,24 @@ enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_
     hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
     return HMOE_OK;
 }
+
+enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x,
+                                    int n_tok, float *out, struct hmoe_err *err) {
+    return moe_run(s, w, x, n_tok, NULL, NULL, NULL, out, err);
+}
+
+enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w,
+                                           const float *x, int n_tok, const int32_t *sel, const float *wsel,
+                                           const uint8_t *mask, float *out, struct hmoe_err *err) {
+    const int E = (int)w->router.n_out, k = w->n_expert_used;
+    if (!sel || !wsel || !mask) return HMOE_RAISE(err, HMOE_ERR_ARG, "MoE FFN subset: routing or expert mask missing");
+    for (int64_t i = 0; n_tok > 0 && n_tok <= s->max_tok && i < (int64_t)n_tok * k; i++)
+        if (sel[i] < 0 || sel[i] >= E)
+            return HMOE_RAISE(err, HMOE_ERR_ARG,
+                              "MoE FFN subset: token %lld, rank %lld routed to expert %d, outside 0..%d (bad routing "
+                              "input)",
+                              (long long)(i / k), (long long)(i % k), sel[i], E - 1);
+    return moe_run(s, w, x, n_tok, sel, wsel, mask, out, err);
+}
+
+const float *hmoe_sched_moe_last_weights(const struct hmoe_sched_moe *s) { return s->wsel; }
