@@ -408,8 +408,9 @@ hybcpu)
     # branch hybcpu (issue #6), one call: link in parallel; every GPU test, compute-sanitizer memcheck of
     # the decode handoff cases (publish / wait_add / clock probe) and the two synthetic files at once;
     # the CPU expert phase alone (bench_hyb_cpu: work items vs the old three-phase split, GB/s vs the
-    # probe); then tg128 at 2 GiB new vs old (HMOE_HYB_CPU=old), 10 GiB, Zipf 14 GiB profile pass +
-    # measured pass. Nothing is started after HC_END seconds.
+    # probe); then tg128 at 2 GiB new vs old (HMOE_HYB_CPU=old), Zipf 14 GiB profile pass + measured pass
+    # (+ the same with the whole cache as the profile's hot set, --cache-fills 0), 10 GiB, repeats.
+    # Nothing is started after HC_END seconds.
     T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
     V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf; Z=${ZIPF:-/tmp/zipf.gguf}
     log "hybcpu: link"
@@ -443,6 +444,7 @@ hybcpu)
     hc u2048_old HMOE_HYB_CPU=old $Q4 2048 2 --no-profile
     hc z14336_pass1 HMOE_PIN=copy $Z 14336 1
     hc z14336_pass2 HMOE_PIN=copy $Z 14336 2
+    hc z14336_static HMOE_PIN=copy $Z 14336 2 --cache-fills 0
     hc u10240_new HMOE_HYB_CPU=new $Q4 10240 2 --no-profile
     if [ $(el) -le ${HC_END:-205} ]; then
         log "CPU expert phase alone (bench_hyb_cpu, at $(el) s)"
