@@ -453,7 +453,7 @@ hybcpu)
     fi
     hc u2048_new2 HMOE_HYB_CPU=new $Q4 2048 2 --no-profile
     hc u2048_old2 HMOE_HYB_CPU=old $Q4 2048 2 --no-profile
-    hc u2048_items2 HMOE_HYB_ITEMS=2 $Q4 2048 2 --no-profile
+    hc u2048_items1 HMOE_HYB_ITEMS=1 $Q4 2048 2 --no-profile
     log "hybcpu done at $(el) s"
     ;;
 quick4)

@@ -23,8 +23,8 @@ static void run_case(const char *label, enum hmoe_type tg, enum hmoe_type td, in
     const int n_layer = 6, E = 16, k = 8;
     struct hyb_fake f;
     char name[256];
-    snprintf(name, sizeof name, "hybrid CPU step %s, %d threads, %s%s", label, nt, old ? "three-phase (old)" : "work items",
-             items > 1 ? ", 3 items per thread" : "");
+    if (old) snprintf(name, sizeof name, "hybrid CPU step %s, %d threads, three-phase (old)", label, nt);
+    else snprintf(name, sizeof name, "hybrid CPU step %s, %d threads, work items (%d per thread)", label, nt, items);
     if (hyb_fake_init(&f, n_layer, d, F, E, k, nt, tg, td, 7)) {
         t_check(0, name, "set-up failed");
         hyb_fake_free(&f);
@@ -94,12 +94,13 @@ int main(void) {
     /* Q4_K_M's expert types; d and F as small as the 256-element blocks allow */
     const int nts[] = {1, 2, 3, 5};
     for (size_t i = 0; i < HMOE_ARRAY_LEN(nts); i++) {
-        run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, nts[i], false, 1);
-        run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, nts[i], true, 1);
+        run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, nts[i], false, 2);
+        run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, nts[i], true, 2);
     }
+    run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, 3, false, 1);
     run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, 3, false, 3);
     /* other activation formats: Q8_K for gate/up, Q8_0 for down; F = 96 rows (chunks of 16) */
-    run_case("IQ4_XS/Q8_0 d=256 F=96", HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q8_0, 256, 96, 4, false, 1);
-    run_case("IQ4_XS/Q8_0 d=256 F=96", HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q8_0, 256, 96, 4, true, 1);
+    run_case("IQ4_XS/Q8_0 d=256 F=96", HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q8_0, 256, 96, 4, false, 2);
+    run_case("IQ4_XS/Q8_0 d=256 F=96", HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q8_0, 256, 96, 4, true, 2);
     return t_summary();
 }

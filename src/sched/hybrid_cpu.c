@@ -12,7 +12,7 @@
  * and the thread that completes the last item releases the sequence number the GPU spins on.
  * No barrier. HMOE_HYB_CPU=old keeps the previous three-phase split (three team barriers per
  * layer, down rows over all experts per thread) for A/B runs; HMOE_HYB_ITEMS=n asks for about n
- * items per thread and phase (default 1). Host clock stamps of each layer (CPU waiting, mailbox
+ * items per thread and phase (default 2). Host clock stamps of each layer (CPU waiting, mailbox
  * seen, result released) feed the handoff statistics of hybrid.c.
  */
 #include <math.h>
@@ -25,6 +25,11 @@
 #include "sched/hybrid_impl.h"
 
 #define PF_MAX_BYTES ((size_t)512 << 10) /* prefetch while waiting for z_j: at most this much (L2) */
+/* Items per thread and phase. H200 host, 16 threads (bench_hyb_cpu, gpu_results.md "hybcpu"): 2
+ * beat 1 at every miss count (m = 4: 84.7 vs 72.6 GB/s; the three-phase split 70.9): items of
+ * about half an expert's gate+up or down rows still stream long runs, and the spare ones even
+ * out threads that started late or read slower. */
+#define CPU_ITEMS_DEFAULT 2
 
 /* Claim counters of one layer, zeroed before each step; each word on its own cache line. */
 struct hyb_sync {
@@ -48,7 +53,7 @@ enum hmoe_status hmoe_hyb_cpu_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
     const char *mode = getenv("HMOE_HYB_CPU");
     h->cpu_old = mode && !strcmp(mode, "old");
     const char *it = getenv("HMOE_HYB_ITEMS");
-    h->cpu_items = it && atoi(it) > 0 ? HMOE_MIN(atoi(it), 64) : 1;
+    h->cpu_items = it && atoi(it) > 0 ? HMOE_MIN(atoi(it), 64) : CPU_ITEMS_DEFAULT;
     h->sync = aligned_alloc(64, (size_t)HMOE_MAX(h->n_layer, 1) * sizeof(struct hyb_sync));
     h->ypart = aligned_alloc(64, ((size_t)HMOE_MAX(h->k, 1) * (size_t)h->d * sizeof(float) + 255) / 256 * 256);
     if (!h->sync || !h->ypart) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
