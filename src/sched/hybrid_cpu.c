@@ -10,7 +10,9 @@
  *      thread prefetches the rows it is about to read into L2 instead of idling);
  *   R. output rows: res[r] = sum_j w_j y_j[r] in selection order (one expert: D writes res),
  * and the thread that completes the last item releases the sequence number the GPU spins on.
- * No barrier. HMOE_HYB_CPU=old keeps the previous three-phase split (three team barriers per
+ * No barrier; a thread starts a layer's items only once the previous layer with misses was
+ * released (free with a GPU, which publishes only after that; needed when mailboxes are filled
+ * ahead, as tests and bench_hyb_cpu do, since g, u, zq and the partial vectors are shared). HMOE_HYB_CPU=old keeps the previous three-phase split (three team barriers per
  * layer, down rows over all experts per thread) for A/B runs; HMOE_HYB_ITEMS=n asks for about n
  * items per thread and phase (default 2). Host clock stamps of each layer (CPU waiting, mailbox
  * seen, result released) feed the handoff statistics of hybrid.c.
@@ -25,10 +27,10 @@
 #include "sched/hybrid_impl.h"
 
 #define PF_MAX_BYTES ((size_t)512 << 10) /* prefetch while waiting for z_j: at most this much (L2) */
-/* Items per thread and phase. H200 host, 16 threads (bench_hyb_cpu, gpu_results.md "hybcpu"): 2
- * beat 1 at every miss count (m = 4: 84.7 vs 72.6 GB/s; the three-phase split 70.9): items of
- * about half an expert's gate+up or down rows still stream long runs, and the spare ones even
- * out threads that started late or read slower. */
+/* Items per thread and phase. H200, 16 threads, 2 GiB tg128 (gpu_results.md "hybcpu"): the CPU
+ * phase ran at 88.9 GB/s with 2 against 87.6 / 82.8 GB/s with 1 (one run vs two): items of about
+ * half an expert's gate+up or down rows still stream long runs, and the spare ones even out
+ * threads that started late or read slower. */
 #define CPU_ITEMS_DEFAULT 2
 
 /* Claim counters of one layer, zeroed before each step; each word on its own cache line. */
@@ -139,6 +141,17 @@ static bool wait_count(const int32_t *word, int32_t want, const uint8_t *pf, siz
     return true;
 }
 
+/* Spin until layer mb's result of this token is released; false: give up. */
+static bool wait_released(const struct hmoe_cuda_mailbox *mb, uint32_t seq, double deadline, const int *abort_flag) {
+    unsigned spins = 0;
+    while (__atomic_load_n(&mb->cpu_seq, __ATOMIC_ACQUIRE) != seq) {
+        cpu_relax();
+        if (++spins % 4096 == 0 && (hmoe_time_s() > deadline || __atomic_load_n(abort_flag, __ATOMIC_RELAXED)))
+            return false;
+    }
+    return true;
+}
+
 /* ---- the work-item path (default) ---------------------------------------------------------- */
 
 static int step_items(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline) {
@@ -154,6 +167,7 @@ static int step_items(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline
         uint8_t *xg = h->xq_g + (size_t)tid * h->ag;
         uint8_t *xu = h->xq_u + (size_t)tid * h->au;
         float *tmp = h->tmp + (size_t)tid * (size_t)d;
+        int prev = -1; /* the last layer with misses this thread took part in */
         for (int il = 0; il < h->n_layer; il++) {
             struct hyb_layer *L = &h->L[il];
             if (!L->ram) continue;
@@ -173,6 +187,16 @@ static int step_items(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline
                 if (mb->n_miss > 0 && tid == 0) release(h, il, seq);
                 continue;
             }
+            /* g, u, zq and ypart are shared by all layers: start only when the previous layer with misses
+             * has been released, i.e. all its items are done. With a GPU this always holds already (it
+             * publishes layer il only after it saw that answer); mailboxes filled ahead (tests, bench)
+             * would otherwise let a thread that ran out of items overwrite them under a slower one. */
+            if (prev >= 0 && !wait_released(&h->mb[prev], seq, deadline, &abort_flag)) {
+                __atomic_store_n(&abort_flag, 1, __ATOMIC_RELAXED);
+                __atomic_store_n(&failed_layer, il, __ATOMIC_RELAXED);
+                break;
+            }
+            prev = il;
             struct hyb_sync *S = &S0[il];
             const struct hmoe_moe_weights *W = &h->moe[il];
             const int64_t F = W->gate.n_out;
