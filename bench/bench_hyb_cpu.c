@@ -93,6 +93,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (E < 8 || L < 1 || nt < 1 || steps < 1) {
+        fprintf(stderr, "bench_hyb_cpu: needs at least 8 experts (k = 8 distinct per layer), 1 layer, thread, step\n");
+        return 2;
+    }
     hmoe_cpu_init();
     omp_set_dynamic(0);
     (void)bench_alloc_touched; /* (bench_util.h; the weights here come from hyb_fake.h) */
