@@ -13,6 +13,8 @@
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT, Q4 / ZIPF (file paths),
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds).
 # amx (CPU AMX GEMM): AMX_END, AMX_GPU_T, AMX_BENCH_T, AMX_BENCH_S, AMX_PP_T, AMX_PP (extra pp512 variants).
+# H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds),
+# HC_END / HC_BT / HC_TEST_T / HC_SAN_T / HC_CPU_T (the same for step hybcpu: hybrid decode CPU phase + handoff).
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -477,6 +479,57 @@ hybpf)
     hp a4096 2048 auto -p 4096 -ub 4096; hp s2048_15 2048 0.15 -p 512; hp s10240_15 10240 0.15 -p 512
     hp s2048_30 2048 0.3 -p 512; hp nocache10240 10240 auto -p 512 --cpu-moe; hp off4096 2048 - -p 4096 -ub 4096
     log "end at $(el) s"
+hybcpu)
+    # branch hybcpu (issue #6), one call: link in parallel; every GPU test, compute-sanitizer memcheck of
+    # the decode handoff cases (publish / wait_add / clock probe) and the two synthetic files at once;
+    # the CPU expert phase alone (bench_hyb_cpu: work items vs the old three-phase split, GB/s vs the
+    # probe); then tg128 at 2 GiB new vs old (HMOE_HYB_CPU=old), Zipf 14 GiB profile pass + measured pass
+    # (+ the same with the whole cache as the profile's hot set, --cache-fills 0), 10 GiB, repeats.
+    # Nothing is started after HC_END seconds.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf; Z=${ZIPF:-/tmp/zipf.gguf}
+    log "hybcpu: link"
+    cc $CF -o hmoe src/cli/*.c $LIB $LD > "$D/link.log" 2>&1 &
+    for t in tests/gpu_test_*.c bench/bench_hyb_cpu.c; do n=$(basename $t .c); o=$B/tests/$n; case $n in bench_*) o=$B/bench/$n;; esac
+        cc $CF -o $o $t $LIB $LD >> "$D/link.log" 2>&1 & done
+    wait; tail -5 "$D/link.log" | tee -a "$OUT/summary.txt"
+    log "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), linked at $(el) s"
+    # every GPU test program (run_gpu.sh's set), gpu_test_forward first: if the time limit cuts the run, it has run
+    ( HMOE_SHARED=$SHARED timeout ${HC_TEST_T:-110} ./tests/run.sh $B/tests/gpu_test_forward \
+        $(ls $B/tests/gpu_test_* | grep -v -e '\.d$' -e 'gpu_test_forward$') > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
+    TP=$!
+    ( HMOE_TEST_HYBRID_DECODE=1 HMOE_SHARED=$SHARED timeout ${HC_SAN_T:-100} compute-sanitizer --tool memcheck --print-limit 10 \
+        $B/tests/gpu_test_forward > "$D/san.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/san.log" ) &
+    SP=$!
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth_q4.log" 2>&1 &
+    Q1=$!
+    ( [ -f $Z ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o $Z ) > "$D/synth_z.log" 2>&1 &
+    Q2=$!
+    wait $Q1 $Q2; log "synth done at $(el) s"; ls -la /tmp/*.gguf | tee -a "$OUT/summary.txt"
+    wait $TP; grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -24 | tee -a "$OUT/summary.txt"
+    wait $SP; grep -E "ERROR SUMMARY|FAIL|passed|Invalid|rc=" "$D/san.log" | head -12 | sed 's/^/memcheck: /' | tee -a "$OUT/summary.txt"
+    hc() { # label env file budget runs extra-args...
+        local lab=$1 e=$2 f=$3 b=$4 r=$5; shift 5
+        [ $(el) -gt ${HC_END:-205} ] && { log "skipped (time): $lab"; return; }
+        log "$lab: $e hmoe bench -m $f -p 0 -n 128 -r $r --vram-budget $b $* -v (at $(el) s)"
+        env $e timeout ${HC_BT:-35} ./hmoe bench -m $f -p 0 -n 128 -r $r --vram-budget $b -v "$@" > "$D/$lab.log" 2>&1
+        echo "rc=$?" >> "$D/$lab.log"
+        grep -E "^\| qwen|RAM read|decode:|CPU expert phase|handoff|hybrid:|hot set|routing profile|pinned|note|error|rc=" "$D/$lab.log" | head -14 | tee -a "$OUT/summary.txt"; }
+    hc u2048_new HMOE_HYB_CPU=new $Q4 2048 2 --no-profile
+    hc u2048_old HMOE_HYB_CPU=old $Q4 2048 2 --no-profile
+    hc z14336_pass1 HMOE_PIN=copy $Z 14336 1
+    hc z14336_pass2 HMOE_PIN=copy $Z 14336 2
+    hc z14336_static HMOE_PIN=copy $Z 14336 2 --cache-fills 0
+    hc u10240_new HMOE_HYB_CPU=new $Q4 10240 2 --no-profile
+    if [ $(el) -le ${HC_END:-205} ]; then
+        log "CPU expert phase alone (bench_hyb_cpu, at $(el) s)"
+        timeout ${HC_CPU_T:-25} $B/bench/bench_hyb_cpu -e 16 -s 5 > "$OUT/bench_hyb_cpu.txt" 2>&1; echo "rc=$?" >> "$OUT/bench_hyb_cpu.txt"
+        tee -a "$OUT/summary.txt" < "$OUT/bench_hyb_cpu.txt"
+    fi
+    hc u2048_new2 HMOE_HYB_CPU=new $Q4 2048 2 --no-profile
+    hc u2048_old2 HMOE_HYB_CPU=old $Q4 2048 2 --no-profile
+    hc u2048_items1 HMOE_HYB_ITEMS=1 $Q4 2048 2 --no-profile
+    log "hybcpu done at $(el) s"
     ;;
 quick4)
     # lead: threads per row of the LM head mat-vec (HMOE_MMV_BIG_TPR), tg128 and logits agreement

@@ -12,7 +12,8 @@
  * latter also with --moe-miss transfer and with --prefetch on (and that those paths ran), and the
  * prefill split between CPU threads and streaming (HMOE_PREFILL_CPU_SHARE 0.3 / 1.0 / auto:
  * logits vs golden, and exactly the experts outside the CPU's share streamed).
- * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer).
+ * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer),
+ * HMOE_TEST_HYBRID_DECODE=1 only its --cpu-moe decode cases (CPU team sizes, handoff statistics).
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
 #include "harness.h"
@@ -88,13 +89,14 @@ struct mode {
     const char *moe_miss;     /* NULL: the default (auto) */
     bool prefetch;
 };
+static int ctx_threads = 2; /* CPU threads of the contexts opened next */
 
 static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, const struct mode *md, struct hmoe_err *err) {
     struct hmoe_ctx_params cp;
     hmoe_ctx_params_default(&cp);
     cp.n_ctx = 512;
     cp.type_k = cp.type_v = HMOE_TYPE_F16;
-    cp.n_threads = 2;
+    cp.n_threads = ctx_threads;
     cp.n_ubatch = md->n_ubatch;
     cp.gpu = md->gpu;
     cp.sched.cpu_moe = md->cpu_moe;
@@ -407,6 +409,56 @@ static void check_decode_paths(const struct kind *k, struct golden *gd, const st
     hmoe_ctx_free(c);
 }
 
+/* Hybrid decode's CPU half (src/sched/hybrid_cpu.c) on the real handoff: every expert in RAM
+ * (--cpu-moe), so every layer of every token goes GPU -> CPU -> GPU; with 5 threads (work items
+ * split unevenly, several per expert) and with the three-phase split kept for A/B runs
+ * (HMOE_HYB_CPU=old), both against the goldens. Then the statistics of that handoff: the CPU
+ * expert phase and the handoff latencies in -v (hybrid.c) are present, finite and below the
+ * 10 s give-up time (a missing stamp or a bad clock calibration shows up as 0 or nonsense). */
+static void check_hybrid_decode(const struct kind *k, struct golden *gd, const struct hmoe_model *m) {
+    const struct mode items5 = {"hybrid --cpu-moe, 5 CPU threads", HMOE_GPU_ON, 512, true, 0, 0, 100000, "cuda+cpu",
+                                NULL, false};
+    ctx_threads = 5;
+    run_mode(k, gd, m, &items5, true);
+    setenv("HMOE_HYB_CPU", "old", 1);
+    const struct mode old5 = {"hybrid --cpu-moe, 5 CPU threads, HMOE_HYB_CPU=old", HMOE_GPU_ON, 512, true, 0, 0, 100000,
+                              "cuda+cpu", NULL, false};
+    run_mode(k, gd, m, &old5, true);
+    unsetenv("HMOE_HYB_CPU");
+    char name[512];
+    struct hmoe_err err = {0};
+    snprintf(name, sizeof name, "%s [hybrid --cpu-moe] CPU expert phase and handoff latency reported", k->name);
+    struct hmoe_ctx *c = open_ctx(m, &items5, &err);
+    ctx_threads = 2;
+    if (!c) {
+        t_check(0, name, "%s", err.msg);
+        return;
+    }
+    const size_t best = longest_prompt(gd);
+    int n;
+    int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n);
+    float *lg = malloc((size_t)m->cfg.n_vocab * sizeof *lg);
+    bool ok = ids && lg;
+    hmoe_ctx_reset_stats(c);
+    for (int i = 0; i < n && ok; i++) ok = !hmoe_ctx_decode(c, &ids[i], 1, i, HMOE_LOGITS_LAST, lg, &err);
+    if (!ok) {
+        t_check(0, name, "%s", ids && lg ? err.msg : "out of memory");
+    } else {
+        const char *rep = hmoe_ctx_report(c);
+        const char *a = strstr(rep, "CPU expert phase: "), *b = strstr(rep, "GPU publish -> CPU sees ");
+        const char *r = strstr(rep, "sum of both ");
+        double gbps = -1, in_us = -1e9, rt_us = -1e9;
+        if (a) sscanf(a + strlen("CPU expert phase: "), "%lf", &gbps);
+        if (b) sscanf(b + strlen("GPU publish -> CPU sees "), "%lf", &in_us);
+        if (r) sscanf(r + strlen("sum of both "), "%lf", &rt_us);
+        t_check(gbps > 0 && gbps < 1e4 && fabs(in_us) < 1e7 && rt_us > -1e3 && rt_us < 1e7, name,
+                "phase %.3g GB/s, publish -> CPU %.3g us, round trip %.3g us; report:\n%s", gbps, in_us, rt_us, rep);
+    }
+    free(ids);
+    free(lg);
+    hmoe_ctx_free(c);
+}
+
 static void run_kind(const struct kind *k) {
     struct hmoe_err err = {0};
     struct golden gd = {0};
@@ -430,6 +482,12 @@ static void run_kind(const struct kind *k) {
     const struct mode ub7 = {"gpu, 7-token micro-batches", HMOE_GPU_ON, 7, false, 0, 0, 0, "cuda", NULL, false};
     const bool quick = getenv("HMOE_TEST_QUICK") != NULL; /* compute-sanitizer runs: one path each */
     const bool hyb_only = getenv("HMOE_TEST_HYBRID_CACHE") != NULL; /* sanitizer: cache, transfer, prefetch */
+    if (getenv("HMOE_TEST_HYBRID_DECODE")) { /* sanitizer: the decode handoff alone */
+        check_hybrid_decode(k, &gd, m);
+        hmoe_model_free(m);
+        hmoe_json_free(gd.side);
+        return;
+    }
     if (!hyb_only) {
         run_mode(k, &gd, m, &all_gpu, true);
         run_mode(k, &gd, m, &ub7, false);
@@ -445,6 +503,7 @@ static void run_kind(const struct kind *k) {
                                    "cuda+cpu", NULL, false};
         if (!hyb_only) {
             run_mode(k, &gd, m, &cpumoe, true);
+            check_hybrid_decode(k, &gd, m);
             run_mode(k, &gd, m, &ncmoe, true);
             /* the tiny models have 16 experts: 4-expert chunks make a layer stream in four steps, the
              * shape a small --vram-budget with a large -ub gets (gpu_init.c halves the chunk to fit) */
@@ -522,6 +581,8 @@ int main(void) {
         return t_summary();
     }
     for (size_t i = 0; i < HMOE_ARRAY_LEN(kinds); i++)
-        if (!(getenv("HMOE_TEST_QUICK") || getenv("HMOE_TEST_HYBRID_CACHE")) || i == 1) run_kind(&kinds[i]);
+        if (!(getenv("HMOE_TEST_QUICK") || getenv("HMOE_TEST_HYBRID_CACHE") || getenv("HMOE_TEST_HYBRID_DECODE")) ||
+            i == 1)
+            run_kind(&kinds[i]);
     return t_summary();
 }

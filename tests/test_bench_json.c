@@ -40,7 +40,8 @@ static const char *const num_fields[] = {"model_size", "model_n_params", "n_batc
                                          "n_gpu_layers", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
                                          "avg_ts", "stddev_ts", "ram_read_gbps"};
 static const char *const na_fields[] = {"h2d_gbps", "bytes_per_token", "ram_gbps", "roofline_pct",
-                                        "vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps"};
+                                        "vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps",
+                                        "cpu_expert_gbps", "handoff_in_us", "handoff_out_us"};
 
 /* Every documented field present with its JSON type; returns the first problem or NULL. */
 static const char *check_fields(const struct hmoe_json *o, char *why, size_t why_size) {
@@ -153,9 +154,10 @@ int main(void) {
                     "bench -o json: tg ram_gbps = bytes_per_token x t/s, roofline_pct = ram_gbps / ram_read_gbps",
                     "%.400s", out);
         }
-        const char *gpu[] = {"vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps"};
+        const char *gpu[] = {"vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps", "cpu_expert_gbps",
+                             "handoff_in_us", "handoff_out_us"};
         bool nulls = true;
-        for (size_t f = 0; f < 4; f++) nulls &= hmoe_json_get(o, gpu[f])->kind == HMOE_JSON_NULL;
+        for (size_t f = 0; f < HMOE_ARRAY_LEN(gpu); f++) nulls &= hmoe_json_get(o, gpu[f])->kind == HMOE_JSON_NULL;
         snprintf(name, sizeof name, "bench -o json: %s GPU columns are null on the CPU path", pp ? "pp8" : "tg4");
         t_check(nulls, name, "%.400s", out);
     }
@@ -185,7 +187,8 @@ int main(void) {
     t_check(rc == 0 && nl && rows == 3 && nl[1] == '"' &&
                 strstr(out, "model_filename,model_type,model_size,model_n_params,n_batch,n_ubatch,n_threads") &&
                 strstr(out, "n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts") &&
-                strstr(out, "ram_gbps,roofline_pct,vram_budget_mib,vram_peak_mib,cache_hit_rate,pcie_gbps\n"),
+                strstr(out, "ram_gbps,roofline_pct,vram_budget_mib,vram_peak_mib,cache_hit_rate,pcie_gbps,"
+                            "cpu_expert_gbps,handoff_in_us,handoff_out_us\n"),
             "bench -o csv: header with llama-bench's and hmoe's names, two quoted rows", "rc %d: %.500s", rc, out);
     free(out);
 

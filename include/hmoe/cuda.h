@@ -546,7 +546,9 @@ struct hmoe_cuda_mailbox {
     uint64_t gpu_wait_ns;                    /* how long the GPU waited for the CPU (globaltimer) */
     uint32_t timed_out;                      /* the GPU gave up waiting (CPU side failed) */
     int32_t n_xfer;                          /* misses copied over PCIe and computed by the GPU (transfer) */
-    uint32_t pad[12];
+    uint64_t t_pub_ns;                       /* globaltimer when publish had written its data (before its fence) */
+    uint64_t t_seen_ns;                      /* globaltimer when wait_add saw cpu_seq (steps with misses) */
+    uint32_t pad[8];
 };
 
 /* For one token: gids[j] = slot_of[ids[j]] (-1 when the expert has no GPU slot), *d_nmiss = the
@@ -626,6 +628,19 @@ enum hmoe_status hmoe_cuda_hybrid_prefetch_copy(const int32_t *d_queue, const st
                                                 void *stream, struct hmoe_err *err);
 /* Device pointer of page-locked host memory (registered or allocated); NULL when not addressable. */
 void *hmoe_cuda_host_device_ptr(void *p);
+
+/* Clock calibration for the handoff statistics: the kernel answers n_rounds pings from the host
+ * (ping = 1, 2, ...): on seeing ping i it stores its %globaltimer in gpu_ns, fences, and sets
+ * pong = i. The host stamps its clock around each ping; the sample with the shortest round trip
+ * gives globaltimer - host clock to within half that round trip. Gives up after timeout_ms.
+ * cs: mapped page-locked host memory, ping = pong = 0 before the launch. One thread. */
+struct hmoe_cuda_clock_sync {
+    uint32_t ping, pong;
+    uint64_t gpu_ns;
+    uint32_t pad[12];
+};
+enum hmoe_status hmoe_cuda_hybrid_clock_probe(struct hmoe_cuda_clock_sync *cs, int n_rounds, int timeout_ms,
+                                              void *stream, struct hmoe_err *err);
 
 /* When *d_nmiss > 0: wait until mb->cpu_seq == *d_seq, then d_x[i] += res_host[i] for i < n.
  * Gives up after timeout_ms (sets mb->timed_out, adds nothing) so a failed CPU side cannot hang

@@ -216,6 +216,8 @@ struct hmoe_ctx_stats {
     uint64_t prefill_streamed_experts; /* expert copies made by streamed prefill since the last reset */
     uint64_t xfer_experts;       /* decode misses read over PCIe and computed by the GPU (--moe-miss transfer) */
     uint64_t prefetch_pred, prefetch_correct, prefetch_fills; /* next-layer prefetch (--prefetch on) */
+    double cpu_expert_gbps;      /* hybrid decode: missed-expert bytes / CPU expert phase time (0: none) */
+    double handoff_in_us, handoff_out_us; /* hybrid decode, per layer with CPU misses (sched.h) */
 };
 void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c);

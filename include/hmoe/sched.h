@@ -297,6 +297,15 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefill_cpu_experts;    /* uncached experts CPU threads computed instead of streaming */
     double prefill_split_cpu_ms;     /* CPU threads on those experts */
     double prefill_split_gpu_ms;     /* GPU cached + streamed groups of those layers (events) */
+    /* CPU expert phase: from the first CPU thread seeing a layer's mailbox to the result's release,
+     * over the layers with CPU misses; missed-expert bytes / that time */
+    double cpu_phase_gbps, cpu_phase_us_per_layer;
+    double ram_probe_gbps;           /* the same thread team reading one resident expert range (init) */
+    /* Handoff per layer with misses (issue #6: <= 30 us): GPU publish -> the CPU sees it (counted
+     * where the CPU was already waiting), CPU release -> the GPU sees it (where the GPU was already
+     * waiting), from GPU %globaltimer stamps and a host clock calibrated against it (+- clock_rtt_us
+     * / 2); their sum needs no calibration (layers where both sides waited). 0 = no such layer. */
+    double handoff_in_us, handoff_out_us, handoff_rt_us, clock_rtt_us, clock_drift_ppm;
 };
 void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_sched_hybrid_stats *out);
 void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h);

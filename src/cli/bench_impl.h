@@ -32,6 +32,9 @@ struct hmoe_bench_result {
     double ram_gbps;        /* tg: bytes_per_token * avg_ts; NA for pp */
     double roofline_pct;    /* tg: ram_gbps / ram_read_gbps * 100; NA for pp */
     double vram_budget_mib, vram_peak_mib, cache_hit_rate, pcie_gbps; /* NA until the GPU path */
+    /* hybrid tg: CPU expert phase (missed-expert bytes / its time) and the per-layer handoff latency
+     * GPU -> CPU and CPU -> GPU (hmoe_ctx_stats); NA elsewhere */
+    double cpu_expert_gbps, handoff_in_us, handoff_out_us;
 };
 
 /* ---- probes (bench_probe.c) --------------------------------------------------------------- */

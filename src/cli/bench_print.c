@@ -1,7 +1,8 @@
 /* bench_print.c — `hmoe bench` output in llama-bench's four formats: a markdown table
  * (model, size, params, backend, threads, test "pp512 @ d1024", t/s "mean ± stddev"), a JSON
  * array, JSON lines and CSV with llama-bench's field names (avg_ts, stddev_ts, samples_ts, ...)
- * followed by hmoe's own (ram_gbps, roofline_pct, vram_*, cache_hit_rate, pcie_gbps). Rows
+ * followed by hmoe's own (ram_gbps, roofline_pct, vram_*, cache_hit_rate, pcie_gbps, and for hybrid
+ * decode cpu_expert_gbps, handoff_in_us, handoff_out_us; not in the md table). Rows
  * stream out as tests finish. Not-applicable values: null / "" / "-" (bench_impl.h).
  */
 #include <inttypes.h>
@@ -106,7 +107,8 @@ static const struct field fields[] = {
     F(samples_ns, K_SAMPLES_NS), F(samples_ts, K_SAMPLES_TS), F(ram_read_gbps, K_NUM_NA),
     F(h2d_gbps, K_NUM_NA),       F(bytes_per_token, K_NUM_NA), F(ram_gbps, K_NUM_NA),
     F(roofline_pct, K_NUM_NA),   F(vram_budget_mib, K_NUM_NA), F(vram_peak_mib, K_NUM_NA),
-    F(cache_hit_rate, K_NUM_NA), F(pcie_gbps, K_NUM_NA),
+    F(cache_hit_rate, K_NUM_NA), F(pcie_gbps, K_NUM_NA),     F(cpu_expert_gbps, K_NUM_NA),
+    F(handoff_in_us, K_NUM_NA),  F(handoff_out_us, K_NUM_NA),
 };
 #undef F
 

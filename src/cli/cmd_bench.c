@@ -48,7 +48,10 @@ static const char *bench_help =
     "                   when the weights fit in the CPU caches); pp is compute-bound: null / '-'\n"
     "  h2d_gbps         pinned host->device bandwidth of GPU 0 (null without a GPU)\n"
     "  vram_budget_mib, vram_peak_mib, cache_hit_rate, pcie_gbps: GPU / hybrid expert-cache columns, null in\n"
-    "                   json/jsonl, empty in csv and '-' in md while this build runs on the CPU only\n";
+    "                   json/jsonl, empty in csv and '-' in md while this build runs on the CPU only\n"
+    "  cpu_expert_gbps  hybrid tg: missed-expert bytes / time of the CPU expert phase (json/csv only)\n"
+    "  handoff_in_us, handoff_out_us: hybrid tg, per layer with CPU misses: GPU publish -> CPU sees it, CPU\n"
+    "                   release -> GPU sees it (-v shows both and their clock-free sum)\n";
 
 /* Comma lists from repeatable options ("-p 128,512 -p 1024") into a malloc'd int array. */
 static int parse_list(const char *flag, const struct hmoe_opt_strs *s, int dflt, int min, int **out, int *n) {
@@ -310,7 +313,8 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                             .h2d_gbps = cfg->h2d_gbps, .bytes_per_token = HMOE_BENCH_NA, .ram_gbps = HMOE_BENCH_NA,
                             .roofline_pct = HMOE_BENCH_NA, .vram_budget_mib = HMOE_BENCH_NA,
                             .vram_peak_mib = HMOE_BENCH_NA, .cache_hit_rate = HMOE_BENCH_NA,
-                            .pcie_gbps = HMOE_BENCH_NA};
+                            .pcie_gbps = HMOE_BENCH_NA, .cpu_expert_gbps = HMOE_BENCH_NA,
+                            .handoff_in_us = HMOE_BENCH_NA, .handoff_out_us = HMOE_BENCH_NA};
                         snprintf(r.model_type, sizeof r.model_type, "%s", mf.type);
                         struct hmoe_ctx_stats cs;
                         hmoe_ctx_get_stats(b.ctx, &cs);
@@ -321,6 +325,11 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                             r.vram_peak_mib = (double)cs.vram_peak_bytes / 1048576.0;
                             r.cache_hit_rate = cs.cache_hit_rate;
                             r.pcie_gbps = cs.pcie_gbps;
+                            if (n_gen > 0 && cs.cpu_expert_gbps > 0) {
+                                r.cpu_expert_gbps = cs.cpu_expert_gbps;
+                                r.handoff_in_us = cs.handoff_in_us;
+                                r.handoff_out_us = cs.handoff_out_us;
+                            }
                         }
                         fill_stats(&r, ns, ts, cfg->reps, n_prompt + n_gen);
                         if (n_gen > 0 && mf.tg_weight_bytes >= 0) {

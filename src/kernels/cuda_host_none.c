@@ -79,6 +79,11 @@ enum hmoe_status hmoe_cuda_hybrid_publish(const int32_t *d_ids, const float *d_w
         (void)d_nmiss, (void)mb, (void)h_host, (void)stream;
     return NO_CUDA(err);
 }
+enum hmoe_status hmoe_cuda_hybrid_clock_probe(struct hmoe_cuda_clock_sync *cs, int n_rounds, int timeout_ms,
+                                              void *stream, struct hmoe_err *err) {
+    (void)cs, (void)n_rounds, (void)timeout_ms, (void)stream;
+    return NO_CUDA(err);
+}
 enum hmoe_status hmoe_cuda_hybrid_wait_add(const int32_t *d_nmiss, const uint32_t *d_seq, struct hmoe_cuda_mailbox *mb,
                                            const float *res_host, float *d_x, int64_t n, int timeout_ms, void *stream,
                                            struct hmoe_err *err) {

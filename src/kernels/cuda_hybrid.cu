@@ -6,7 +6,10 @@
  *             thread writes the sequence flag, so the CPU never sees the flag before the data.
  *  wait_add   one block: skip when nothing missed; else one thread spins on the CPU's flag in
  *             mapped memory (globaltimer bounds the wait), then the block adds the CPU's result
- *             vector to the residual stream with uncached loads.
+ *             vector to the residual stream with uncached loads; the wait statistics are
+ *             written last (off the critical path).
+ *  clock      the ping-pong that calibrates globaltimer against the host clock, so the stamps
+ *             of publish and wait_add give the handoff latency in each direction.
  * Both read the per-token sequence number from device memory so the graph never changes.
  *  xfer_copy  --moe-miss transfer: the missed experts read from the pinned mapping over PCIe into
  *             k scratch slots (the GPU then computes them like hits).
@@ -65,15 +68,20 @@ __global__ void __launch_bounds__(PUBLISH_THREADS)
         for (int64_t i = tid; i < n; i += PUBLISH_THREADS) h_host[i] = h[i];
     if (o.h_snap)
         for (int64_t i = tid; i < n; i += PUBLISH_THREADS) o.h_snap[i] = h[i];
+    uint64_t t_pub = 0;
     if (tid == 0) {
         *nmiss = o.transfer ? 0 : nm;
         mb->n_miss = o.transfer ? 0 : nm;
         mb->n_xfer = o.transfer ? nm : 0;
         mb->k = k;
+        t_pub = hyb_globaltimer(); /* (the fence and the barrier are part of the handoff) */
     }
     __threadfence_system();
     __syncthreads();
-    if (tid == 0) *(volatile uint32_t *)&mb->gpu_seq = *seq;
+    if (tid == 0) {
+        *(volatile uint32_t *)&mb->gpu_seq = *seq;
+        mb->t_pub_ns = t_pub; /* read by the host after the step, not with the flag */
+    }
 }
 
 __global__ void __launch_bounds__(WAIT_THREADS)
@@ -83,23 +91,31 @@ __global__ void __launch_bounds__(WAIT_THREADS)
     __shared__ int s_ok;
     if (*nmiss == 0) return;
     const int tid = threadIdx.x;
+    uint64_t t0 = 0, t_seen = 0;
     if (tid == 0) {
         const uint32_t want = *seq;
         const volatile uint32_t *flag = &mb->cpu_seq;
-        const uint64_t t0 = hyb_globaltimer();
+        t0 = hyb_globaltimer();
         uint64_t t = t0;
         while (*flag != want) {
             t = hyb_globaltimer();
             if (t - t0 > timeout_ns) break;
         }
         const int ok = *flag == want;
-        mb->gpu_wait_ns = hyb_globaltimer() - t0;
-        if (!ok) mb->timed_out = 1;
+        t_seen = hyb_globaltimer();
+        /* acquire: the result is read after the flag. The statistics are written after the add
+         * (read by the host after the step), so no host write is pending at this fence. */
         __threadfence_system();
         s_ok = ok;
     }
     __syncthreads();
-    if (!s_ok) return;
+    if (!s_ok) {
+        if (tid == 0) {
+            mb->gpu_wait_ns = t_seen - t0;
+            mb->timed_out = 1;
+        }
+        return;
+    }
     if (n % 4 == 0 && ((uintptr_t)res % 16) == 0 && ((uintptr_t)x % 16) == 0) {
         const float4 *r4 = (const float4 *)res;
         float4 *x4 = (float4 *)x;
@@ -112,6 +128,31 @@ __global__ void __launch_bounds__(WAIT_THREADS)
     } else {
         for (int64_t i = tid; i < n; i += WAIT_THREADS) x[i] += __ldcv(res + i);
     }
+    if (tid == 0) {
+        mb->gpu_wait_ns = t_seen - t0;
+        mb->t_seen_ns = t_seen;
+    }
+}
+
+__global__ void hybrid_clock_kernel(struct hmoe_cuda_clock_sync *cs, int rounds, uint64_t timeout_ns) {
+    if (threadIdx.x != 0) return;
+    volatile uint32_t *ping = &cs->ping, *pong = &cs->pong;
+    const uint64_t t0 = hyb_globaltimer();
+    for (uint32_t i = 1; i <= (uint32_t)rounds; i++) {
+        while (*ping != i)
+            if (hyb_globaltimer() - t0 > timeout_ns) return;
+        *(volatile uint64_t *)&cs->gpu_ns = hyb_globaltimer();
+        __threadfence_system();
+        *pong = i;
+    }
+}
+
+extern "C" enum hmoe_status hmoe_cuda_hybrid_clock_probe(struct hmoe_cuda_clock_sync *cs, int n_rounds, int timeout_ms,
+                                                         void *stream, struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, cs && n_rounds > 0 && timeout_ms > 0, "hybrid_clock_probe: bad arguments");
+    hybrid_clock_kernel<<<1, 32, 0, hmoe_cu_stream(stream)>>>(cs, n_rounds, (uint64_t)timeout_ms * 1000000ull);
+    HMOE_CUDA_LAUNCH_CHECK(err, "hybrid_clock_probe");
+    return HMOE_OK;
 }
 
 extern "C" enum hmoe_status hmoe_cuda_hybrid_publish_ex(const int32_t *d_ids, const float *d_wts, int k, const float *d_h,

@@ -291,6 +291,9 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
         out->prefetch_pred = hs.prefetch_pred;
         out->prefetch_correct = hs.prefetch_correct;
         out->prefetch_fills = hs.prefetch_fills;
+        out->cpu_expert_gbps = hs.cpu_phase_gbps;
+        out->handoff_in_us = hs.handoff_in_us;
+        out->handoff_out_us = hs.handoff_out_us;
     }
 }
 

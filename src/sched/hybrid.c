@@ -158,6 +158,44 @@ out:
     hmoe_cuda_host_free(src);
 }
 
+/* GPU %globaltimer against the host clock (cuda.h hmoe_cuda_hybrid_clock_probe): the ping with the
+ * shortest round trip wins. Only between steps (the stream must be idle). On failure the handoff
+ * statistics keep the previous calibration or report the offset-free round trip alone. */
+#define CLK_ROUNDS 64
+static void clock_calibrate(struct hmoe_sched_hybrid *h) {
+    struct hmoe_cuda_clock_sync *cs = h->clk;
+    struct hmoe_err e = {0};
+    if (!cs || hmoe_cuda_sync(h->cu, &e)) return;
+    __atomic_store_n(&cs->ping, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&cs->pong, 0, __ATOMIC_RELEASE);
+    if (hmoe_cuda_hybrid_clock_probe(cs, CLK_ROUNDS, 1000, hmoe_cuda_ctx_stream(h->cu), &e)) return;
+    int64_t best = INT64_MAX, off = 0;
+    for (uint32_t i = 1; i <= CLK_ROUNDS; i++) {
+        const uint64_t h0 = hmoe_hyb_now_ns();
+        __atomic_store_n(&cs->ping, i, __ATOMIC_RELEASE);
+        uint64_t h1 = h0;
+        while (__atomic_load_n(&cs->pong, __ATOMIC_ACQUIRE) != i) {
+            __builtin_ia32_pause();
+            if ((h1 = hmoe_hyb_now_ns()) - h0 > 500000000ull) break; /* the kernel gave up or never ran */
+        }
+        if (__atomic_load_n(&cs->pong, __ATOMIC_ACQUIRE) != i) break;
+        h1 = hmoe_hyb_now_ns();
+        const uint64_t g = __atomic_load_n(&cs->gpu_ns, __ATOMIC_ACQUIRE);
+        if ((int64_t)(h1 - h0) < best) {
+            best = (int64_t)(h1 - h0);
+            off = (int64_t)g - (int64_t)(h0 + (h1 - h0) / 2);
+        }
+    }
+    if (hmoe_cuda_sync(h->cu, &e) || best == INT64_MAX) return;
+    const uint64_t now = hmoe_hyb_now_ns();
+    if (h->clk_ok && now > h->clk_at_ns)
+        h->clk_drift_ppm = (double)(off - h->clk_off_ns) / (double)(now - h->clk_at_ns) * 1e6;
+    h->clk_off_ns = off;
+    h->clk_rtt_ns = best;
+    h->clk_at_ns = now;
+    h->clk_ok = true;
+}
+
 enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p, struct hmoe_sched_hybrid **out,
                                         struct hmoe_err *err) {
     *out = NULL;
@@ -251,11 +289,12 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     }
     /* Mapped mailboxes and vectors. */
     const size_t mb_bytes = al256(L * sizeof(struct hmoe_cuda_mailbox));
-    if (!st) st = hmoe_cuda_host_alloc(mb_bytes + 2 * al256(L * d * 4), true, &h->mapped, err);
+    if (!st) st = hmoe_cuda_host_alloc(mb_bytes + 2 * al256(L * d * 4) + al256(sizeof *h->clk), true, &h->mapped, err);
     if (!st) {
         h->mb = h->mapped;
         h->h_host = (float *)((uint8_t *)h->mapped + mb_bytes);
         h->res_host = (float *)((uint8_t *)h->mapped + mb_bytes + al256(L * d * 4));
+        h->clk = (struct hmoe_cuda_clock_sync *)((uint8_t *)h->mapped + mb_bytes + 2 * al256(L * d * 4));
     }
     /* CPU team buffers. */
     if (!st) {
@@ -269,6 +308,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         if (!h->xq_g || !h->xq_u || !h->g || !h->u || !h->zq || !h->tmp)
             st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
     }
+    if (!st) st = hmoe_hyb_cpu_init(h, err);
     /* Streams, events, prefill staging. */
     if (!st) st = hmoe_cuda_stream_create(&h->fill_stream, err);
     if (!st) st = hmoe_cuda_event_create(&h->ev_maps, err);
@@ -330,6 +370,9 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     }
     if (!st) st = hmoe_hyb_prefetch_upload(h, hmoe_cuda_ctx_stream(h->cu), err);
     if (!st) st = hmoe_cuda_sync(h->cu, err);
+    /* the CPU expert phase is reported against the same team's read bandwidth */
+    if (!st && h->n_ram && h->ram_probe_gbps == 0) h->ram_probe_gbps = hmoe_hyb_probe_ram(h);
+    if (!st) clock_calibrate(h);
     return st;
 }
 
@@ -380,6 +423,7 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     free(h->u);
     free(h->zq);
     free(h->tmp);
+    hmoe_hyb_cpu_free(h);
     free(h->counts);
     free(h->profile);
     free(h->moe);
@@ -418,6 +462,39 @@ enum hmoe_status hmoe_sched_hybrid_cpu_step(struct hmoe_sched_hybrid *h, uint32_
     return hmoe_hyb_cpu_step(h, seq, err);
 }
 
+/* A side "was waiting" when it spun longer than this before it saw the other's flag: only then is
+ * the time to see it handoff latency rather than lateness. The GPU's floor is one read of host
+ * memory over PCIe (~1-2 us), so it gets the larger margin. */
+#define HO_CPU_MIN_WAIT_NS 2000
+#define HO_GPU_MIN_WAIT_NS 5000
+
+/* Statistics of layer l's step with CPU misses from the stamps of both sides (hybrid_impl.h). */
+static void account_handoff(struct hmoe_sched_hybrid *h, int l) {
+    const struct hyb_layer *L = &h->L[l];
+    const struct hmoe_cuda_mailbox *mb = &h->mb[l];
+    if (!L->h_seen_ns || L->h_rel_ns < L->h_seen_ns) return;
+    const int64_t span = (int64_t)(L->h_rel_ns - L->h_seen_ns);
+    h->cpu_phases++;
+    h->cpu_phase_ns += (uint64_t)span;
+    h->cpu_phase_bytes += (uint64_t)mb->n_miss * expert_bytes(&h->moe[l]);
+    h->cpu_ms += (double)span * 1e-6;
+    const bool cpu_first = L->h_wait_ns && L->h_seen_ns - L->h_wait_ns >= HO_CPU_MIN_WAIT_NS && mb->t_pub_ns;
+    const bool gpu_first = mb->gpu_wait_ns >= HO_GPU_MIN_WAIT_NS && mb->t_seen_ns;
+    if (cpu_first && gpu_first) {
+        h->ho_rt_ns += (int64_t)(mb->t_seen_ns - mb->t_pub_ns) - span;
+        h->ho_rt_n++;
+    }
+    if (!h->clk_ok) return;
+    if (cpu_first) {
+        h->ho_in_ns += (int64_t)L->h_seen_ns + h->clk_off_ns - (int64_t)mb->t_pub_ns;
+        h->ho_in_n++;
+    }
+    if (gpu_first) {
+        h->ho_out_ns += (int64_t)mb->t_seen_ns - ((int64_t)L->h_rel_ns + h->clk_off_ns);
+        h->ho_out_n++;
+    }
+}
+
 enum hmoe_status hmoe_sched_hybrid_after_step(struct hmoe_sched_hybrid *h, void *stream, struct hmoe_err *err) {
     const double now = hmoe_time_s();
     if (!h->steps) h->t_first = now;
@@ -438,9 +515,11 @@ enum hmoe_status hmoe_sched_hybrid_after_step(struct hmoe_sched_hybrid *h, void 
         L->uses += (uint64_t)mb->k;
         L->hits += (uint64_t)(mb->k - mb->n_miss - mb->n_xfer);
         L->xfers += (uint64_t)mb->n_xfer;
+        if (L->h_seen_ns >= L->h_wait_ns && L->h_wait_ns) L->cpu_wait_ns += L->h_seen_ns - L->h_wait_ns;
         if (mb->n_miss > 0) {
             L->gpu_wait_ns += mb->gpu_wait_ns;
             L->gpu_waits++;
+            account_handoff(h, l);
         }
         for (int j = 0; j < mb->k; j++)
             if (mb->ids[j] >= 0 && mb->ids[j] < h->E) h->counts[(size_t)l * h->E + (size_t)mb->ids[j]]++;
@@ -534,6 +613,14 @@ void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_
     o->prefill_cpu_experts = h->sp_total.nc;
     o->prefill_split_cpu_ms = h->sp_total.cpu_ms;
     o->prefill_split_gpu_ms = h->sp_total.gpu_ms;
+    o->cpu_phase_gbps = h->cpu_phase_ns ? (double)h->cpu_phase_bytes / (double)h->cpu_phase_ns : 0.0;
+    o->cpu_phase_us_per_layer = h->cpu_phases ? (double)h->cpu_phase_ns / (double)h->cpu_phases / 1e3 : 0.0;
+    o->ram_probe_gbps = h->ram_probe_gbps;
+    o->handoff_in_us = h->ho_in_n ? (double)h->ho_in_ns / (double)h->ho_in_n / 1e3 : 0.0;
+    o->handoff_out_us = h->ho_out_n ? (double)h->ho_out_ns / (double)h->ho_out_n / 1e3 : 0.0;
+    o->handoff_rt_us = h->ho_rt_n ? (double)h->ho_rt_ns / (double)h->ho_rt_n / 1e3 : 0.0;
+    o->clock_rtt_us = h->clk_ok ? (double)h->clk_rtt_ns / 1e3 : 0.0;
+    o->clock_drift_ppm = h->clk_drift_ppm;
 }
 
 void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h) {
@@ -547,6 +634,10 @@ void hmoe_sched_hybrid_reset_stats(struct hmoe_sched_hybrid *h) {
     h->t_first = h->t_last = 0;
     h->pf_pred = h->pf_correct = h->pf_fills = h->pf_used = 0;
     memset(&h->sp_total, 0, sizeof h->sp_total); /* the measured rates stay */
+    h->cpu_phases = h->cpu_phase_ns = h->cpu_phase_bytes = 0;
+    h->ho_in_n = h->ho_out_n = h->ho_rt_n = 0;
+    h->ho_in_ns = h->ho_out_ns = h->ho_rt_ns = 0;
+    clock_calibrate(h); /* between runs: keeps the offset fresh against drift */
 }
 
 void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size_t cap) {
@@ -597,6 +688,22 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
             "CPU waits %.1f us per layer, cache copies %llu (%.2f GB/s)\n",
             (unsigned long long)s.steps, 100.0 * s.hit_rate, s.cpu_expert_ms_per_token, s.gpu_wait_us_per_layer,
             s.cpu_wait_us_per_layer, (unsigned long long)s.fills, s.pcie_gbps);
+        if (h->cpu_phases) {
+            OUT("  CPU expert phase: %.1f GB/s (%.2f MB in %.1f us per layer with CPU misses, %.1f such layers per "
+                "token, %s, %d threads); the team's RAM read probe at init (8-byte loads over one pinned layer) "
+                "%.1f GB/s%s",
+                s.cpu_phase_gbps, (double)h->cpu_phase_bytes / (double)h->cpu_phases / 1e6, s.cpu_phase_us_per_layer,
+                (double)h->cpu_phases / (double)s.steps,
+                h->cpu_old ? "HMOE_HYB_CPU=old: three-phase split" : "work items", h->nt, s.ram_probe_gbps,
+                s.ram_probe_gbps > 0 ? "" : " (no pinned layer to probe)");
+            if (s.ram_probe_gbps > 0) OUT(" -> %.0f %% of it", 100.0 * s.cpu_phase_gbps / s.ram_probe_gbps);
+            OUT("\n");
+            OUT("  handoff per layer with misses: GPU publish -> CPU sees %.1f us (%llu layers where the CPU waited), "
+                "CPU release -> GPU sees %.1f us (%llu where the GPU waited); clock offset +- %.1f us, drift %.2f ppm; "
+                "sum of both %.1f us without the clock (%llu layers where both waited)\n",
+                s.handoff_in_us, (unsigned long long)h->ho_in_n, s.handoff_out_us, (unsigned long long)h->ho_out_n,
+                s.clock_rtt_us / 2, s.clock_drift_ppm, s.handoff_rt_us, (unsigned long long)h->ho_rt_n);
+        }
         if (s.xfer_experts)
             OUT("  transfer: %llu missed experts read over PCIe and computed by the GPU (%.2f per token)\n",
                 (unsigned long long)s.xfer_experts, (double)s.xfer_experts / (double)s.steps);

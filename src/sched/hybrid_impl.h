@@ -32,7 +32,12 @@ struct hyb_layer {
     bool transfer;                     /* decode misses: read over PCIe and computed by the GPU */
     bool pf_target;                    /* filled by the prefetch from the previous layer's state */
     uint64_t xfers;
+    /* this decode step, host clock (hmoe_hyb_now_ns): the first CPU thread to see the mailbox
+     * started waiting at h_wait_ns and saw it at h_seen_ns; the result was released at h_rel_ns */
+    uint64_t h_wait_ns, h_seen_ns, h_rel_ns;
 };
+
+struct hyb_sync; /* hybrid_cpu.c: claim counters of one layer */
 
 struct hyb_pending {
     struct hmoe_sched_cache_fill f;
@@ -149,6 +154,21 @@ struct hmoe_sched_hybrid {
         uint64_t batches, layers, gpu_layers, nc, ns, ncached;
         double cpu_ms, gpu_ms, gpu_stream_ms;
     } sp_batch, sp_total;
+    /* CPU team of a decode step (hybrid_cpu.c) */
+    bool cpu_old;                      /* HMOE_HYB_CPU=old: the three-phase split with team barriers */
+    int cpu_items;                     /* HMOE_HYB_ITEMS: work items per thread and phase */
+    struct hyb_sync *sync;             /* [n_layer] */
+    float *ypart;                      /* [k][d] each missed expert's down output */
+    /* CPU expert phase and handoff statistics (hybrid.c, from the step's stamps) */
+    uint64_t cpu_phases, cpu_phase_ns, cpu_phase_bytes; /* layers with CPU misses: seen -> released */
+    uint64_t ho_in_n, ho_out_n, ho_rt_n;
+    int64_t ho_in_ns, ho_out_ns, ho_rt_ns;            /* sums over the counted layers */
+    struct hmoe_cuda_clock_sync *clk;  /* mapped: GPU clock calibration */
+    bool clk_ok;
+    int64_t clk_off_ns;                /* globaltimer ~= host monotonic ns + clk_off_ns */
+    int64_t clk_rtt_ns;                /* round trip of the best calibration ping (uncertainty x 2) */
+    uint64_t clk_at_ns;                /* host time of that calibration */
+    double clk_drift_ppm;              /* offset change between the last two calibrations */
 };
 
 /* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */
@@ -182,6 +202,11 @@ enum hmoe_status hmoe_hyb_prefetch_upload(struct hmoe_sched_hybrid *h, void *str
 
 /* hybrid_cpu.c */
 enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err);
+/* Team buffers and the HMOE_HYB_CPU / HMOE_HYB_ITEMS switches (after h->n_layer, k, d, nt, ad). */
+enum hmoe_status hmoe_hyb_cpu_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err);
+void hmoe_hyb_cpu_free(struct hmoe_sched_hybrid *h);
+/* Host monotonic clock, ns (the stamps of the handoff statistics). */
+uint64_t hmoe_hyb_now_ns(void);
 
 /* Activation bytes / conversion for a weight type (F32 partners take f32 rows). */
 size_t hmoe_hyb_act_bytes(enum hmoe_type t, int64_t n);
