@@ -382,6 +382,40 @@ final)
     timeout 80 ./hmoe bench -m /tmp/iq2.gguf -p 512 -n 128 -r 2 --vram-budget 2048 --no-profile -v > "$D/iq2_h.log" 2>&1
     grep -E "^\| qwen|RAM read|decode:|hybrid:|error" "$D/iq2_h.log" | head -10 | tee -a "$OUT/summary.txt"
     ;;
+final3)
+    # the lead's validation of merged main (stop 13): every GPU test while the synthetic files are written,
+    # all-GPU Q4_K_M, hybrid uniform 2/10/14 GiB (decode CPU items, split off = default) and the prefill split
+    # (HMOE_PREFILL_CPU_SHARE=auto, AMX on the CPU side), pp4096 at 2 GiB, Zipf 14/10 GiB with the profile,
+    # CPU-only pp512 with/without AMX. Nothing starts after F3_END s.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    log "all gpu tests || synth q4 zipf"
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout 150 ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    ( [ -f /tmp/zipf.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o /tmp/zipf.gguf ) > "$D/synthz.log" 2>&1 &
+    wait; sync
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -24 | tee -a "$OUT/summary.txt"
+    fb() { # label timeout env... -- bench args...
+        local lab=$1 t=$2; shift 2; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+        [ $(el) -gt ${F3_END:-330} ] && { log "skipped (time): $lab"; return; }
+        log "$lab: ${envs[*]} hmoe bench $* (at $(el) s)"
+        env "${envs[@]}" timeout $t ./hmoe bench "$@" > "$D/$lab.log" 2>&1; echo "rc=$?" >> "$D/$lab.log"
+        grep -E "^\| qwen|decode:|CPU expert phase|handoff|prefill split: [0-9]|hybrid prefill of|CPU kernels|error|rc=[1-9]" "$D/$lab.log" | head -12 | tee -a "$OUT/summary.txt"; }
+    fb gpu 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --gpu on
+    fb u2 45 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --vram-budget 2048 --no-profile -v
+    fb u2s 35 HMOE_PREFILL_CPU_SHARE=auto -- -m $Q4 -p 512 -n 0 -r 2 --vram-budget 2048 --no-profile -v
+    fb u10 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --vram-budget 10240 --no-profile -v
+    fb u10s 35 HMOE_PREFILL_CPU_SHARE=auto -- -m $Q4 -p 512 -n 0 -r 2 --vram-budget 10240 --no-profile -v
+    fb u14 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --vram-budget 14336 --no-profile -v
+    fb pp4096 35 X=1 -- -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v
+    fb z14a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 14336
+    fb z14b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 14336 -v
+    fb cpu1 40 HMOE_AMX=1 -- -m $Q4 --gpu off -t 16 -p 512 -n 0 -r 1
+    fb cpu0 40 HMOE_AMX=0 -- -m $Q4 --gpu off -t 16 -p 512 -n 0 -r 1
+    fb z10a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 10240
+    fb z10b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 10240 -v
+    log "end at $(el) s"
+    ;;
 final2)
     # the lead's validation of merged main: every GPU test while the synthetic files are written, then
     # all-GPU (Q4_K_M, IQ2_XXS), hybrid uniform vs Zipf (pinned copies for the Zipf file, see HMOE_PIN), IQ2_XS/IQ2_M
@@ -479,6 +513,7 @@ hybpf)
     hp a4096 2048 auto -p 4096 -ub 4096; hp s2048_15 2048 0.15 -p 512; hp s10240_15 10240 0.15 -p 512
     hp s2048_30 2048 0.3 -p 512; hp nocache10240 10240 auto -p 512 --cpu-moe; hp off4096 2048 - -p 4096 -ub 4096
     log "end at $(el) s"
+    ;;
 hybcpu)
     # branch hybcpu (issue #6), one call: link in parallel; every GPU test, compute-sanitizer memcheck of
     # the decode handoff cases (publish / wait_add / clock probe) and the two synthetic files at once;
