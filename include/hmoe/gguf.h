@@ -84,7 +84,7 @@ struct hmoe_gguf {
     char *path;                  /* as given to open (used in messages) */
     const uint8_t *base;         /* mapped (or caller-owned) bytes of the whole file */
     uint64_t file_size;
-    bool is_mapped;              /* true when hmoe owns an mmap of the file */
+    bool is_mapped;              /* true when hmoe owns an mmap of the file (or its RAM copy) */
     uint32_t version;
     uint64_t n_kv;
     struct hmoe_gguf_kv *kv;
@@ -98,6 +98,12 @@ struct hmoe_gguf {
 /* Open, mmap (read-only) and validate a GGUF file. On failure *out is NULL and err says
  * why (missing file, not a GGUF, malformed at byte N, ...). */
 enum hmoe_status hmoe_gguf_open(const char *path, struct hmoe_gguf **out, struct hmoe_err *err);
+
+/* The same, but the whole file is read into anonymous memory backed by transparent huge
+ * pages where the kernel allows (is_mapped stays true: hmoe owns that memory). Costs the
+ * file's size in RAM and a read at open; CPU decode streams the weights faster (fewer TLB
+ * misses). Out of memory is HMOE_ERR_NOMEM. */
+enum hmoe_status hmoe_gguf_open_ram(const char *path, struct hmoe_gguf **out, struct hmoe_err *err);
 
 /* Parse a GGUF image already in memory (fuzzing, tests). `data` must outlive the result;
  * `name` is used in messages. */

@@ -71,6 +71,7 @@ struct hmoe_model_params {
     float rope_scale;               /* factor s (> 0), 0 = file */
     int yarn_orig_ctx;              /* 0 = file */
     float rope_freq_base;           /* 0 = file */
+    bool no_mmap;                   /* read the file into huge-page RAM instead of mapping it (hmoe_gguf_open_ram) */
 };
 
 /* --- weights: views into the GGUF mapping ------------------------------------------ */

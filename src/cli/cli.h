@@ -59,6 +59,7 @@ struct hmoe_cli_model_opts {
     int yarn_orig_ctx;
     bool quiet;       /* no progress bar, no notes (errors and warnings still print) */
     bool no_preload;  /* leave the weights to be paged in on first use */
+    bool no_mmap;     /* read the weights into huge-page RAM instead of mapping the file */
     /* GPU backend and hybrid scheduler (HMOE_CLI_GPU_OPTS rows) */
     const char *gpu, *moe_miss, *cache_policy, *prefetch;
     int64_t vram_budget_mib;
@@ -118,6 +119,8 @@ struct hmoe_cli_model_opts {
      HMOE_OPT_FLAG, &(o).quiet},                                                                                \
     {"--no-preload", NULL, NULL, "do not read the weights into memory at start (they are then paged in on "    \
      "first use, which makes the first tokens slow)", HMOE_OPT_FLAG, &(o).no_preload},                          \
+    {"--no-mmap", NULL, NULL, "read the weights into RAM (transparent huge pages) instead of mapping the file: "  \
+     "faster CPU decode, costs the file size in RAM and a read at start", HMOE_OPT_FLAG, &(o).no_mmap},         \
     HMOE_CLI_GPU_OPTS(o)
 
 void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o);

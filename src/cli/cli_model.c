@@ -43,6 +43,7 @@ int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model *
     mp.rope_scale = o->rope_scale;
     mp.yarn_orig_ctx = o->yarn_orig_ctx;
     mp.rope_freq_base = o->rope_freq_base;
+    mp.no_mmap = o->no_mmap;
     if (hmoe_model_load(o->model_path, &mp, model, &err)) return hmoe_cli_fail(&err);
     return HMOE_EXIT_OK;
 }

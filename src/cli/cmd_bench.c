@@ -380,6 +380,8 @@ int hmoe_cmd_bench(int argc, char **argv) {
         {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR,
          &type_v},
         {"--no-warmup", NULL, NULL, "skip the uncounted warm-up run before each test", HMOE_OPT_FLAG, &no_warmup},
+        {"--no-mmap", NULL, NULL, "read the weights into RAM (transparent huge pages) instead of mapping the file",
+         HMOE_OPT_FLAG, &go.no_mmap},
         {"--synthetic", NULL, "PRESET",
          "without -m: tiny (default), qwen3-30b-a3b, qwen3-235b-a22b, qwen3.6-35b-a3b or qwen35-tiny", HMOE_OPT_STR,
          &synthetic},

@@ -257,7 +257,7 @@ enum hmoe_status hmoe_model_load(const char *path, const struct hmoe_model_param
                                  struct hmoe_err *err) {
     *out = NULL;
     struct hmoe_gguf *g = NULL;
-    enum hmoe_status st = hmoe_gguf_open(path, &g, err);
+    enum hmoe_status st = params && params->no_mmap ? hmoe_gguf_open_ram(path, &g, err) : hmoe_gguf_open(path, &g, err);
     if (st) return st;
     st = hmoe_model_load_gguf(g, params, out, err);
     if (st) hmoe_gguf_free(g);
