@@ -85,6 +85,7 @@ struct hmoe_gguf {
     const uint8_t *base;         /* mapped (or caller-owned) bytes of the whole file */
     uint64_t file_size;
     bool is_mapped;              /* true when hmoe owns an mmap of the file (or its RAM copy) */
+    bool in_ram;                 /* the bytes are an anonymous copy (hmoe_gguf_open_ram), not file pages */
     uint32_t version;
     uint64_t n_kv;
     struct hmoe_gguf_kv *kv;

@@ -220,6 +220,7 @@ struct hmoe_sched_hybrid_params {
     const struct hmoe_sched_gpu_params *sched;
     const void *file_base;              /* the GGUF mapping (pinning, profile hash) */
     uint64_t file_size;
+    bool file_in_ram;                   /* file_base is an anonymous copy (--no-mmap): never discard its pages */
     struct hmoe_sched_moe *cpu_moe;     /* CPU workspace for n_ub tokens */
     const float *const *d_router;       /* [n_layer] each layer's router on the device (prefetch), or NULL */
     int stream_chunk_experts;           /* experts per streamed prefill chunk (0: the default, 32) */

@@ -163,6 +163,7 @@ static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_ggu
     g->base = base;
     g->file_size = size;
     g->is_mapped = true;
+    g->in_ram = to_ram;
     enum hmoe_status st = parse(g, err);
     if (st) {
         hmoe_gguf_free(g);

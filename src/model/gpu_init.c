@@ -400,7 +400,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         struct hmoe_sched_hybrid_params hp = {.cu = g->cu, .moe = g->moe, .n_layer = cfg->n_layer,
                                               .n_embd = cfg->n_embd, .n_ub = g->n_ub, .n_threads = c->p.n_threads,
                                               .plan = &plan, .sched = &c->p.sched, .file_base = m->gguf->base,
-                                              .file_size = m->gguf->file_size, .cpu_moe = c->rs.moe,
+                                              .file_size = m->gguf->file_size, .file_in_ram = m->gguf->in_ram, .cpu_moe = c->rs.moe,
                                               .d_router = routers, .stream_chunk_experts = chunk};
         if (!st) st = hmoe_sched_hybrid_init(&hp, &g->hyb, err);
         free(routers);

@@ -224,6 +224,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     h->E = (int)w0->gate.n_mat;
     h->k = w0->n_expert_used;
     h->n_ub = p->n_ub;
+    h->file_in_ram = p->file_in_ram;
     h->nt = p->n_threads > 0 ? p->n_threads : 1;
     h->sp = *p->sched;
     h->cpu_moe = p->cpu_moe;

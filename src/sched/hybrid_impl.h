@@ -96,6 +96,7 @@ struct hmoe_sched_hybrid {
     double h2d_probe_gbps;
     char notes[1024];
     /* pinning (hybrid_pin.c) */
+    bool file_in_ram;                  /* the weights are an anonymous copy (--no-mmap): keep its pages */
     double pin_s, touch_s, ram_probe_gbps;
     uint64_t pin_bytes;
     int pin_layers, pin_tried;

@@ -92,7 +92,9 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
 #pragma omp parallel for num_threads(h->nt) schedule(static)
             for (size_t off = 0; off < len; off += (size_t)4 << 20)
                 memcpy(buf + off, (const uint8_t *)lo + off, HMOE_MIN((size_t)4 << 20, len - off));
-            madvise((void *)lo, len, MADV_DONTNEED); /* our view of the file pages: no longer needed */
+            /* our view of the file pages is no longer needed; an anonymous copy (--no-mmap) would be
+             * zero-filled by this, so it stays */
+            if (!h->file_in_ram) madvise((void *)lo, len, MADV_DONTNEED);
             struct hmoe_moe_weights *w = &h->moe[l];
             struct hmoe_mat *m[3] = {&w->gate, &w->up, &w->down};
             for (int i = 0; i < 3; i++) m[i]->data = buf + ((uintptr_t)m[i]->data - lo);
