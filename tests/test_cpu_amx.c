@@ -16,25 +16,13 @@
 #include <stdint.h>
 
 #include "cpu/amx_impl.h"
+#define KERNEL_RNG_SEED 0x6a09e667f3bcc909ull
 #include "harness.h"
+#include "kernel_rng.h"
 #include "hmoe/cpu.h"
 #include "hmoe/fp16.h"
 #include "hmoe/json.h"
 #include "hmoe/quant_blocks.h"
-
-static uint64_t rng_state = 0x6a09e667f3bcc909ull;
-static uint64_t rng_u64(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545f4914f6cdd1dull;
-}
-static float rng_unit(void) { return (float)((rng_u64() >> 40) * (1.0 / 16777216.0)); }
-static float rng_normal(void) {
-    float s = 0;
-    for (int i = 0; i < 12; i++) s += rng_unit();
-    return s - 6.0f;
-}
 
 /* Random blocks with finite fp16 scales (fp16 subnormals up to 0.1, either sign). */
 static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t *w) {
@@ -53,14 +41,6 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
     }
 }
 
-static void rng_acts(float *x, int64_t n) {
-    float scale = rng_u64() & 1 ? 1.0f : 0.05f;
-    for (int64_t i = 0; i < n; i++) x[i] = scale * rng_normal();
-    for (int k = 0; k < 3; k++) x[rng_u64() % (uint64_t)n] = 40.0f * (rng_u64() & 1 ? 1.0f : -1.0f);
-    if (n >= 512 && rng_u64() % 2 == 0) memset(x + 256, 0, 256 * sizeof(float));
-}
-
-static int close_enough(float got, float want) { return fabsf(got - want) <= 1e-6f + 1e-5f * fabsf(want); }
 
 struct backend {
     const char *name;

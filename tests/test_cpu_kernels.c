@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "kernel_rng.h"
 #include "hmoe/cpu.h"
 #include "hmoe/fp16.h"
 #include "hmoe/json.h"
@@ -22,20 +23,6 @@
 
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hook, src/cpu/cpu_impl.h */
 
-/* ---- deterministic random numbers (xorshift64*) ---- */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng_u64(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545f4914f6cdd1dull;
-}
-static float rng_unit(void) { return (float)((rng_u64() >> 40) * (1.0 / 16777216.0)); } /* [0,1) */
-static float rng_normal(void) {                                                         /* ~N(0,1) */
-    float s = 0;
-    for (int i = 0; i < 12; i++) s += rng_unit();
-    return s - 6.0f;
-}
 
 /* A finite fp16 scale: magnitudes from fp16 subnormals (K-quant files have many) to 0.1. */
 static uint16_t rng_fp16_scale(void) {
@@ -100,17 +87,6 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
         }
 }
 
-/* Random activations: N(0,1) times a per-row scale, a few outliers (×40), and every so
- * often an all-zero 256-block (Q8_K's d = 0 case). */
-static void rng_acts(float *x, int64_t n) {
-    float scale = rng_u64() & 1 ? 1.0f : 0.05f;
-    for (int64_t i = 0; i < n; i++) x[i] = scale * rng_normal();
-    for (int k = 0; k < 3; k++) x[rng_u64() % (uint64_t)n] = 40.0f * (rng_u64() & 1 ? 1.0f : -1.0f);
-    if (n >= 512 && rng_u64() % 2 == 0) memset(x + 256, 0, 256 * sizeof(float));
-}
-
-/* |got - want| <= 1e-6 + 1e-5 |want| (fixtures README §5.4 kernel tolerance). */
-static int close_enough(float got, float want) { return fabsf(got - want) <= 1e-6f + 1e-5f * fabsf(want); }
 
 static const char *path_tag(enum hmoe_cpu_path p) { return hmoe_cpu_path_name(p); }
 
