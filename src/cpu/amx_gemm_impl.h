@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "hmoe/quant_blocks.h"
+#include "q6_k_unpack_impl.h"
 
 #define AMX_CAT_(a, b) a##b
 #define AMX_CAT(a, b) AMX_CAT_(a, b)
@@ -335,9 +336,8 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
  * scale sc = e0 + 8·e1 + 64·e2 (e in -3..4), in element order; per row d. */
 static void amx_q6k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_left, int64_t i, uint8_t *a0,
                               uint8_t *a1, uint8_t *a2, double *d) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), b32 = _mm512_set1_epi8(32);
-    const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-    const __m512i sh_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const struct q6k_unpack_consts qc = q6k_unpack_consts();
+    const __m512i b32 = _mm512_set1_epi8(32);
     const __m512i lowb = _mm512_set1_epi16(0x00ff), highb = _mm512_set1_epi16((short)0xff00);
     const __m256i three = _mm256_set1_epi16(3), seven = _mm256_set1_epi16(7);
     /* word w of chunk c's digit vector = digit of sub-block 4c + w/8 */
@@ -362,14 +362,7 @@ static void amx_q6k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_
         const __m256i e2 = _mm256_srai_epi16(_mm256_sub_epi16(s1, e1), 3);
         const __m512i E0 = _mm512_castsi256_si512(e0), E1 = _mm512_castsi256_si512(e1), E2 = _mm512_castsi256_si512(e2);
         __m512i q[4];
-        for (int h = 0; h < 2; h++) {
-            const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-            const __m512i hb_lo = _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30);
-            const __m512i hb_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30);
-            q[2 * h] = _mm512_ternarylogic_epi32(ql, m4, hb_lo, 0xEA);
-            q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), m4, hb_hi, 0xEA);
-        }
+        q6k_unpack(b, &qc, q);
         for (int c = 0; c < 4; c++) {
             /* x·e per byte with 16-bit multiplies: the low byte of a word product depends only on
              * the low bytes, so even bytes come from x·e and odd bytes from (x & 0xff00)·e */

@@ -1,7 +1,6 @@
 /* q6_k_avx512.c — Q6_K × Q8_K dot products with AVX-512BW + VNNI (quants.md §4.6, §8.4).
- * Per 128-element half: one 64-byte load of ql gives elements 0..63 (low nibbles) and
- * 64..127 (high nibbles) in order; the 32 qh bytes, broadcast to both zmm halves, are
- * shifted so each byte's 2-bit field lands on bits 4-5 and merged in with vpternlog.
+ * Each block's quants are unpacked to bytes by q6_k_unpack_impl.h (one 64-byte ql load per
+ * 128-element half, the qh bits merged in by vpternlog).
  * The 6-bit values stay unsigned (0..63) for vpmaddubsw; the "-32" offset is applied once
  * per block as 32·Σ scale[b]·bsums[b]. vpdpwssd multiplies by the int8 sub-block scales.
  * Exact integer sums per block, scaled and accumulated in double (as in q45_k_avx512.c).
@@ -10,6 +9,7 @@
 
 #include "cpu_impl.h"
 #include "hmoe/quant_blocks.h"
+#include "q6_k_unpack_impl.h"
 #include "tile_impl.h"
 
 /* out[r*T + t] = dot(weight row r at w + r*rb, activation row t); see tile_impl.h. */
@@ -17,11 +17,7 @@ static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t
                                                            size_t xs, float *out, const int R, const int T) {
     __m512d acc[HMOE_TILE_MAX_TOK];
     for (int k = 0; k < R * T; k++) acc[k] = _mm512_setzero_pd();
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    /* lower zmm half = elements l (qh bits 0-1 -> shift left 4), upper = l+32 (bits 2-3 -> left 2);
-     * for the high-nibble chunk: l+64 (bits 4-5, no shift), l+96 (bits 6-7 -> right 2) */
-    const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-    const __m512i sh_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const struct q6k_unpack_consts qc = q6k_unpack_consts();
     /* vpermw indices: chunk c (64 elements = sub-blocks 4c..4c+3) repeats scale 4c+k/8 in word k */
     const __m512i ix0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
                                          0, 0, 0, 0, 0, 0);
@@ -38,15 +34,7 @@ static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t
             const __m512i s0 = _mm512_permutexvar_epi16(ix0, sc), s1 = _mm512_permutexvar_epi16(ix1, sc);
             const __m512i s2 = _mm512_permutexvar_epi16(ix2, sc), s3 = _mm512_permutexvar_epi16(ix3, sc);
             __m512i q[4];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-                const __m512i hb_lo = _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30);
-                const __m512i hb_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30);
-                q[2 * h] = _mm512_ternarylogic_epi32(ql, m4, hb_lo, 0xEA);                           /* (A & B) | C */
-                q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), m4, hb_hi, 0xEA); /* (A & B) | C */
-            }
+            q6k_unpack(b, &qc, q);
             const double d = _cvtsh_ss(b->d);
 #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
@@ -73,9 +61,7 @@ static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t
 static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_t rb, int64_t nb, const char *x,
                                                             size_t pf, float *out) {
     __m256d acc = _mm256_setzero_pd();
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-    const __m512i sh_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const struct q6k_unpack_consts qc = q6k_unpack_consts();
     const __m512i ix0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
                                          0, 0, 0, 0, 0, 0);
     const __m512i four = _mm512_set1_epi16(4);
@@ -95,15 +81,7 @@ static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
             const __m512i sc = _mm512_castsi256_si512(sc16);
             __m512i q[4];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-                const __m512i hb_lo = _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30);
-                const __m512i hb_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30);
-                q[2 * h] = _mm512_ternarylogic_epi32(ql, m4, hb_lo, 0xEA);
-                q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), m4, hb_hi, 0xEA);
-            }
+            q6k_unpack(b, &qc, q);
             __m512i is = _mm512_madd_epi16(_mm512_maddubs_epi16(q[0], a0), _mm512_permutexvar_epi16(ix0, sc));
             is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[1], a1), _mm512_permutexvar_epi16(ix1, sc));
             is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[2], a2), _mm512_permutexvar_epi16(ix2, sc));
