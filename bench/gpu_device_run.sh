@@ -15,6 +15,7 @@
 # amx (CPU AMX GEMM): AMX_END, AMX_GPU_T, AMX_BENCH_T, AMX_BENCH_S, AMX_PP_T, AMX_PP (extra pp512 variants).
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds),
 # HC_END / HC_BT / HC_TEST_T / HC_SAN_T / HC_CPU_T (the same for step hybcpu: hybrid decode CPU phase + handoff).
+# hybpf2 (the prefill split's planner, default vs off at 2/10/14 GiB and pp4096): HYBPF2_END / HYBPF2_BT / HYBPF2_TEST_T.
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -512,6 +513,36 @@ hybpf)
     hp a2048 2048 auto -p 512; hp off2048 2048 0 -p 512; hp a10240 10240 auto -p 512; hp off10240 10240 - -p 512
     hp a4096 2048 auto -p 4096 -ub 4096; hp s2048_15 2048 0.15 -p 512; hp s10240_15 10240 0.15 -p 512
     hp s2048_30 2048 0.3 -p 512; hp nocache10240 10240 auto -p 512 --cpu-moe; hp off4096 2048 - -p 4096 -ub 4096
+    log "end at $(el) s"
+    ;;
+hybpf2)
+    # branch hybpf2 (issue #6: the prefill split's planner, on by default), one call: every GPU test while
+    # the Q4_K_M file is written; then pp512 at 2 / 10 / 14 GiB and pp4096 -ub 4096 at 2 GiB, each with
+    # the split off (HMOE_PREFILL_CPU_SHARE=0) and with the default (unset = planned), -v: the per-batch
+    # planner lines (warm-up first) go to summary.txt, the t/s to stdout too. Nothing starts after
+    # HYBPF2_END s; each bench under HYBPF2_BT s.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout ${HYBPF2_TEST_T:-100} ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    wait
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -24 | tee -a "$OUT/summary.txt"
+    grep -E "default split|CPU share|refused" "$D/test_all.log" | head -12 >> "$OUT/summary.txt"
+    ls -la $Q4 | tee -a "$OUT/summary.txt"
+    hp2() { # label budget share(- = unset) bench-args...
+        local lab=$1 b=$2 sh=$3; shift 3
+        [ $(el) -gt ${HYBPF2_END:-200} ] && { log "skipped (time): $lab"; return; }
+        echo "### $lab: --vram-budget $b HMOE_PREFILL_CPU_SHARE=$sh $* (at $(el) s)" >> "$OUT/summary.txt"
+        if [ "$sh" = - ]; then unset HMOE_PREFILL_CPU_SHARE; else export HMOE_PREFILL_CPU_SHARE=$sh; fi
+        timeout ${HYBPF2_BT:-30} ./hmoe bench -m $Q4 -n 0 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
+        echo "rc=$?" >> "$D/$lab.log"; unset HMOE_PREFILL_CPU_SHARE
+        grep -E "hybrid prefill of|prefill split|host->device|error|rc=[1-9]" "$D/$lab.log" | grep -v "^  prefill split: adaptive" >> "$OUT/summary.txt"
+        grep -E "^\| qwen" "$D/$lab.log" | sed "s/^/$lab $sh: /" | tee -a "$OUT/summary.txt"; }
+    hp2 off2048 2048 0 -p 512 -r 3; hp2 def2048 2048 - -p 512 -r 3
+    hp2 off10240 10240 0 -p 512 -r 3; hp2 def10240 10240 - -p 512 -r 3
+    hp2 off14336 14336 0 -p 512 -r 3; hp2 def14336 14336 - -p 512 -r 3
+    hp2 off4096 2048 0 -p 4096 -ub 4096 -r 2; hp2 def4096 2048 - -p 4096 -ub 4096 -r 2
+    hp2 def10240r6 10240 - -p 512 -r 6
     log "end at $(el) s"
     ;;
 hybcpu)

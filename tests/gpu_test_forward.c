@@ -11,7 +11,8 @@
  * cache slots) for decode and for both hybrid prefill paths (CPU threads, streamed chunks), the
  * latter also with --moe-miss transfer and with --prefetch on (and that those paths ran), and the
  * prefill split between CPU threads and streaming (HMOE_PREFILL_CPU_SHARE 0.3 / 1.0 / auto:
- * logits vs golden, and exactly the experts outside the CPU's share streamed).
+ * logits vs golden, and exactly the experts outside the CPU's share streamed; unset, the default,
+ * is the planned split: CPU threads take part and streamed + CPU experts cover the uncached ones).
  * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer),
  * HMOE_TEST_HYBRID_DECODE=1 only its --cpu-moe decode cases (CPU team sizes, handoff statistics).
  * Without a CUDA device it prints one "skipped" line and counts nothing.
@@ -281,7 +282,9 @@ static int64_t hybrid_budget(const struct hmoe_model *m) {
 static void check_preseeded(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
     char name[512];
     struct hmoe_err err = {0};
+    setenv("HMOE_PREFILL_CPU_SHARE", "0", 1); /* the split (on by default) is checked by check_split */
     struct hmoe_ctx *c = open_ctx(m, md, &err);
+    unsetenv("HMOE_PREFILL_CPU_SHARE");
     snprintf(name, sizeof name, "%s [%s] cache filled at load (no profile)", k->name, md->label);
     if (!c) {
         t_check(0, name, "%s", err.msg);
@@ -344,6 +347,47 @@ static void check_split(const struct kind *k, struct golden *gd, const struct hm
                      (ncpu == 0 || strstr(rep, "experts on CPU threads")),
                  name, "%d RAM layers x %d uncached, CPU takes %d each: streamed %llu, expected %llu; report: %s", n_ram,
                  nu, ncpu, (unsigned long long)s1.prefill_streamed_experts, (unsigned long long)want, rep);
+    free(ids);
+    hmoe_ctx_free(c);
+}
+
+/* The default (HMOE_PREFILL_CPU_SHARE unset) is the planned split: the report says so, and a first
+ * streamed prefill already gives CPU threads some experts (the planner measures the CPU before it
+ * plans), and streams the rest: streamed + CPU experts cover every uncached one. The logits of the
+ * default are checked against the goldens by run_mode. */
+static void check_default_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m,
+                                const struct mode *md) {
+    char name[512];
+    struct hmoe_err err = {0};
+    snprintf(name, sizeof name, "%s [%s] default split: planned, CPU threads take part in the first prefill", k->name,
+             md->label);
+    unsetenv("HMOE_PREFILL_CPU_SHARE");
+    struct hmoe_ctx *c = open_ctx(m, md, &err);
+    if (!c) {
+        t_check(0, name, "%s", err.msg);
+        return;
+    }
+    struct hmoe_ctx_stats s0, s1;
+    hmoe_ctx_get_stats(c, &s0);
+    const int E = m->cfg.n_expert;
+    const int n_ram = (int)(s0.ram_experts / (uint64_t)E);
+    const uint64_t nu = s0.ram_experts - s0.cached_experts;
+    const size_t best = longest_prompt(gd);
+    int n_pos;
+    int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n_pos);
+    hmoe_ctx_reset_stats(c);
+    enum hmoe_status st = ids ? hmoe_ctx_decode(c, ids, n_pos, 0, HMOE_LOGITS_NONE, NULL, &err) : HMOE_ERR_FORMAT;
+    hmoe_ctx_get_stats(c, &s1);
+    const char *rep = hmoe_ctx_report(c);
+    const char *at = strstr(rep, "layers: per layer ");
+    double cpu_per_layer = -1;
+    if (at) sscanf(at, "layers: per layer %lf experts on CPU threads", &cpu_per_layer);
+    const double covered = (double)s1.prefill_streamed_experts + cpu_per_layer * n_ram;
+    if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
+    else t_check(n_ram > 0 && n_pos >= md->stream_min && strstr(rep, "prefill split: adaptive (the default") &&
+                     cpu_per_layer > 0 && fabs(covered - (double)nu) < 0.5 * n_ram,
+                 name, "%d RAM layers, %llu uncached experts: streamed %llu, CPU %.2f per layer; report: %s", n_ram,
+                 (unsigned long long)nu, (unsigned long long)s1.prefill_streamed_experts, cpu_per_layer, rep);
     free(ids);
     hmoe_ctx_free(c);
 }
@@ -514,6 +558,7 @@ static void run_kind(const struct kind *k) {
             run_split(k, &gd, m, &ncmoe4); /* several chunks with the CPU's part taken off the end */
             unsetenv("HMOE_STREAM_CHUNK");
             run_split(k, &gd, m, &ncmoe);
+            check_default_split(k, &gd, m, &ncmoe); /* logits of the default: run_mode(ncmoe) above */
             /* a share outside 0..1 is refused with a message */
             setenv("HMOE_PREFILL_CPU_SHARE", "1.5", 1);
             struct hmoe_err e1 = {0};

@@ -100,24 +100,23 @@ static enum hmoe_status seed(struct hmoe_sched_hybrid *h, const uint64_t *counts
 }
 
 /* Prefill split between CPU threads and streaming (hybrid_prefill.c): HMOE_PREFILL_CPU_SHARE
- * (unset or 0: off, every uncached expert streams; auto: sized from measured rates; x in (0, 1]:
- * that share of each layer's uncached experts on CPU threads), the routing's page-locked landing
- * place, the CPU's mapped sum, a side stream and two sets of timing events. Off by default: the
- * first H200 measurement of the split (CPU part on the calling thread) was 3-12 % slower than
- * streaming alone, the version with the CPU job on the side stream is not measured yet. */
+ * (0: off, every uncached expert streams; unset or auto: each layer's CPU part planned from its
+ * measured window, none where it would not pay; x in (0, 1]: that share of each layer's uncached
+ * experts on CPU threads), the routing's page-locked landing place, the CPU's mapped sum, a side
+ * stream, two sets of timing events and the planner's state. On by default since the planner
+ * sizes the CPU part from the measured window (branch hybpf2; the earlier rate model overfilled it
+ * and lost 15 % at 10 GiB, bench/gpu_results.md). */
 static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
-    h->split_share = 0;
+    h->split_share = -1; /* unset, empty or auto: planned */
     const char *v = getenv("HMOE_PREFILL_CPU_SHARE");
-    if (v && *v && !strcmp(v, "auto")) {
-        h->split_share = -1;
-    } else if (v && *v) {
+    if (v && *v && strcmp(v, "auto")) {
         char *end = NULL;
         const double x = strtod(v, &end);
         if (end == v || *end || !(x >= 0 && x <= 1))
             return HMOE_RAISE(err, HMOE_ERR_ARG,
                               "HMOE_PREFILL_CPU_SHARE=%s: expected a number from 0 to 1 (the share of each layer's "
-                              "uncached experts that CPU threads compute in a streamed prefill), auto (sized from "
-                              "measured rates), or unset it (off)",
+                              "uncached experts that CPU threads compute in a streamed prefill), 0 (off), or auto "
+                              "(the default: planned per layer from measured times)",
                               v);
         h->split_share = x;
     }
@@ -129,9 +128,13 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
     if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), false, (void **)&h->sp_h, err);
     if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), true, (void **)&h->sp_out, err);
     if (!st && !(h->sp_mask = calloc(2 * (size_t)h->E, 1))) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    if (!st && !(h->plan_l = calloc((size_t)h->n_layer * HYB_PLAN_CLASSES, sizeof *h->plan_l)))
+        st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
     if (!st) st = hmoe_cuda_stream_create(&h->sp_stream, err);
-    for (int i = 0; i < 2 && !st; i++)
+    for (int i = 0; i < 2 && !st; i++) {
         for (int j = 0; j < 5 && !st; j++) st = hmoe_cuda_event_create(&h->ev_sp[i][j], err);
+        if (!st) st = hmoe_cuda_event_create(&h->ev_sp_end[i], err);
+    }
     return st;
 }
 
@@ -409,8 +412,11 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     hmoe_cuda_host_free(h->pf_h);
     hmoe_cuda_host_free(h->pf_out);
     if (h->sp_stream) hmoe_cuda_stream_sync(h->sp_stream, NULL);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         for (int j = 0; j < 5; j++) hmoe_cuda_event_destroy(h->ev_sp[i][j]);
+        hmoe_cuda_event_destroy(h->ev_sp_end[i]);
+    }
+    free(h->plan_l);
     hmoe_cuda_stream_destroy(h->sp_stream);
     hmoe_cuda_host_free(h->sp_ids);
     hmoe_cuda_host_free(h->sp_wts);
@@ -671,10 +677,11 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
     if (h->stream) {
         const struct hyb_split_acc *a = &h->sp_total;
         const double L = a->layers ? (double)a->layers : 1.0, G = a->gpu_layers ? (double)a->gpu_layers : 1.0;
-        if (!h->split_on) OUT("  prefill split: off (HMOE_PREFILL_CPU_SHARE unset or 0): every uncached expert streams\n");
+        if (!h->split_on) OUT("  prefill split: off (HMOE_PREFILL_CPU_SHARE=0): every uncached expert streams\n");
         else if (h->split_share >= 0) OUT("  prefill split: CPU threads take %.0f%% of each layer's uncached experts (HMOE_PREFILL_CPU_SHARE)\n",
                                           100.0 * h->split_share);
-        else OUT("  prefill split: adaptive (HMOE_PREFILL_CPU_SHARE=auto: CPU and streamed experts sized from measured rates)\n");
+        else OUT("  prefill split: adaptive (the default; HMOE_PREFILL_CPU_SHARE=0 turns it off): each layer's CPU part "
+                 "planned from its measured window, none where it does not pay\n");
         if (a->layers)
             OUT("  prefill split: %llu micro-batches, %llu layers: per layer %.1f experts on CPU threads / %.1f streamed / "
                 "%.1f cached, CPU %.2f ms, GPU %.2f ms (streamed part %.2f); rates CPU %.3f ms/expert at %.0f tokens, "
@@ -682,6 +689,14 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
                 (unsigned long long)a->batches, (unsigned long long)a->layers, (double)a->nc / L, (double)a->ns / L,
                 (double)a->ncached / L, a->cpu_ms / L, a->gpu_ms / G, a->gpu_stream_ms / G, h->r_cpu_ms, h->r_cpu_tok,
                 h->r_gpu_ms, h->r_cached_ms);
+        if (a->layers)
+            OUT("  prefill split planner: n_cpu %llu-%llu over layers, window %.2f ms per layer; layers with a CPU part "
+                "%.1f %%: CPU start %.2f ms, GPU waited for the CPU %.3f ms, add %.3f ms per such layer; %llu layer "
+                "visits latched off\n",
+                (unsigned long long)a->nc_min, (unsigned long long)a->nc_max, a->window_ms / G,
+                100.0 * (double)a->cpu_layers / L, a->cpu_layers ? a->fixed_ms / (double)a->cpu_layers : 0.0,
+                a->cpu_layers ? a->wait_ms / (double)a->cpu_layers : 0.0,
+                a->cpu_layers ? a->add_ms / (double)a->cpu_layers : 0.0, (unsigned long long)a->off_layers);
     }
     if (h->notes[0]) OUT("  note: %s\n", h->notes);
     if (s.steps) {

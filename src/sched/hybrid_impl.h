@@ -12,6 +12,7 @@
 #define HYB_TIMEOUT_MS 10000 /* a side that waits longer than this gives up (error, no hang) */
 #define HYB_MAX_PENDING 256  /* cache copies in flight */
 #define HYB_MAX_EXPERT 512   /* experts per layer the scheduler handles */
+#define HYB_PLAN_CLASSES 16  /* prefill split planner: micro-batch size classes floor(log2 n) */
 
 struct hyb_layer {
     bool ram;                          /* experts live in RAM */
@@ -136,6 +137,7 @@ struct hmoe_sched_hybrid {
     struct hyb_split_meas {
         bool pending;                  /* events recorded, not read yet */
         int n, ns, nc, ncached;        /* tokens; experts streamed, on the CPU, cached */
+        int il;                        /* the layer */
     } sp_meas[2];
     struct hyb_split_job {             /* argument of the CPU job of the layer using the set */
         struct hmoe_sched_hybrid *h;
@@ -143,6 +145,7 @@ struct hmoe_sched_hybrid {
         const uint8_t *mask;
         enum hmoe_status st;
         struct hmoe_err err;
+        uint64_t t0_ns, t1_ns;         /* host clock: the job's start and end (hmoe_hyb_now_ns) */
     } sp_job[2];
     int sp_set;
     /* measured rates (EWMA; 0 = not measured yet) */
@@ -154,6 +157,9 @@ struct hmoe_sched_hybrid {
     struct hyb_split_acc {
         uint64_t batches, layers, gpu_layers, nc, ns, ncached;
         double cpu_ms, gpu_ms, gpu_stream_ms;
+        uint64_t cpu_layers, nc_min, nc_max, off_layers; /* layers with a CPU part; n_cpu range; latched off */
+        double window_ms, wait_ms, fixed_ms, add_ms;      /* sums: window (all layers), the GPU waiting for
+                                                            the CPU, CPU start, the add (CPU layers) */
     } sp_batch, sp_total;
     /* CPU team of a decode step (hybrid_cpu.c) */
     bool cpu_old;                      /* HMOE_HYB_CPU=old: the three-phase split with team barriers */
@@ -170,6 +176,23 @@ struct hmoe_sched_hybrid {
     int64_t clk_rtt_ns;                /* round trip of the best calibration ping (uncertainty x 2) */
     uint64_t clk_at_ns;                /* host time of that calibration */
     double clk_drift_ppm;              /* offset change between the last two calibrations */
+    /* the prefill split's planner (hybrid_prefill.c, split_plan.c): per RAM layer and micro-batch
+     * size class the measured window and the plan, per size class the CPU side's measured rates */
+    void *ev_sp_end[2];                /* per event set: the CPU's sum added (layers with a CPU part) */
+    struct hyb_plan_layer {
+        double w0_ms;                  /* GPU work after the router with every uncached expert streamed:
+                                          the measured t3 + n_cpu * stream_ms (EWMA) */
+        double l0_ms;                  /* the layer (router done -> groups done) with no CPU part (EWMA) */
+        double plan;                   /* CPU experts planned for the next micro-batch (fractional) */
+        int samples, strikes;
+        bool off;                      /* a balanced split measured no faster: streams everything */
+    } *plan_l;                         /* [n_layer][HYB_PLAN_CLASSES] */
+    struct hyb_plan_rates {
+        double cpu_ms, cpu_tok;        /* CPU ms per expert (host stamps), measured at cpu_tok tokens */
+        double fixed_ms;               /* router done -> the CPU's first expert (rows to the host, host
+                                          function start): CPU done - job time */
+        double add_ms;                 /* max(GPU groups, CPU) done -> the sum added */
+    } plan_r[HYB_PLAN_CLASSES];
 };
 
 /* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */

@@ -13,9 +13,12 @@
  * layers' copies (a first version ran the job on the calling thread: the copy engine then starved
  * and pp512 fell by 3-12 %, bench/gpu_results.md); the GPU waits for the job's event after its own
  * groups and adds the sum straight from mapped host memory. n_cpu: HMOE_PREFILL_CPU_SHARE, else
- * from rates measured with events (CPU ms per expert, GPU ms per streamed / cached expert) so that
- * both sides finish together (HMOE_PREFILL_CPU_SHARE=auto; off unless set, see hybrid.c). A
- * layer's n_cpu is fixed when its first chunk is prefetched.
+ * (the default) planned per layer and micro-batch size class from MEASURED times
+ * (hmoe_sched_split_plan): the CPU part only has the GPU's remaining work after the router (the
+ * window: the cached group and the chunks not prefetched during the layer before), so events give
+ * the window, host stamps the CPU's rate, and the CPU aims to end just before the GPU's groups;
+ * a layer where that does not pay, or where a balanced split measured no faster, streams
+ * everything. A layer's n_cpu is fixed when its first chunk is prefetched.
  */
 #include <math.h>
 #include <string.h>
@@ -31,9 +34,14 @@ static int uncached(const struct hmoe_sched_hybrid *h, int il, int *list) {
     return n;
 }
 
-#define SPLIT_EWMA 0.3      /* weight of a new sample in the measured rates */
-#define SPLIT_PROBE_DIV 32  /* before the CPU was measured it takes nu / 32 experts (at least 1) */
-#define SPLIT_MIN_GAIN 1.25 /* split only when the GPU time it saves beats copying the result back by this */
+#define SPLIT_EWMA 0.3      /* weight of a new sample in the measured CPU rates */
+#define SPLIT_W_EWMA 0.5    /* ... in a layer's window and plain layer time (few samples per run) */
+#define SPLIT_PROBE_DIV 32  /* until the CPU was measured at a batch size it takes nu / 32 experts */
+#define SPLIT_PROBE_MIN 2   /* (at least 2) in the layers queued before the first measurement */
+#define SPLIT_MIN_GAIN 0.02 /* a split must save this share of the layer, else none */
+#define SPLIT_MARGIN_MS 0.03 /* the CPU aims to end this much + SPLIT_MARGIN_REL of the window early */
+#define SPLIT_MARGIN_REL 0.05
+#define SPLIT_DAMPING 0.5   /* share of the way to a larger plan taken per measurement */
 
 static void ewma(double *r, double sample) { *r = *r > 0 ? (1 - SPLIT_EWMA) * *r + SPLIT_EWMA * sample : sample; }
 
@@ -41,25 +49,30 @@ static uint64_t expert_bytes(const struct hmoe_moe_weights *w) {
     return (uint64_t)w->gate.mat_bytes + w->up.mat_bytes + w->down.mat_bytes;
 }
 
-/* How many of layer il's nu uncached experts the CPU computes for a micro-batch of n tokens:
- * the forced share, else the n_cpu at which CPU (rows copied back, then n_cpu experts) and GPU
- * (cached group, then nu - n_cpu streamed experts) finish together, and none when the GPU time it
- * saves does not pay for copying the result back. */
+/* Micro-batch size class: the planner keeps its state per floor(log2 n) (CPU time ~ tokens). */
+static int size_class(int n) {
+    int c = 0;
+    while ((n >>= 1) && c < HYB_PLAN_CLASSES - 1) c++;
+    return c;
+}
+
+/* GPU time one expert moved off the stream saves: its copy at the probed PCIe rate. */
+static double stream_ms(const struct hmoe_sched_hybrid *h, int il) {
+    const double gbps = h->h2d_probe_gbps > 1 ? h->h2d_probe_gbps : 20.0;
+    return (double)expert_bytes(&h->moe[il]) / (gbps * 1e6);
+}
+
+/* How many of layer il's nu uncached experts the CPU computes for a micro-batch of n tokens: the
+ * forced share; else a few to measure the CPU at this size class; else the layer's plan (0 until
+ * its window was measured, and for a layer latched off). */
 static int plan_cpu(const struct hmoe_sched_hybrid *h, int il, int n, int nu) {
     if (!h->split_on || nu <= 0) return 0;
     if (h->split_share >= 0) return HMOE_MIN(nu, (int)lround(h->split_share * nu));
-    if (!(h->r_cpu_ms > 0)) return HMOE_MAX(1, nu / SPLIT_PROBE_DIV); /* measure the CPU once */
-    const double gbps = h->h2d_probe_gbps > 1 ? h->h2d_probe_gbps : 20.0;
-    const double tc = h->r_cpu_ms * (double)n / h->r_cpu_tok; /* compute-bound: time per expert ~ tokens */
-    /* streaming is PCIe-bound: an expert costs at least its copy at the probed rate, whatever the
-     * events say (they see chunk 0, copied during the layer before, as free; the first H200 run
-     * measured 0.038 ms per expert against the copy's 0.056) */
-    const double tg = HMOE_MAX(h->r_gpu_ms, (double)expert_bytes(&h->moe[il]) / (gbps * 1e6));
-    const double cached = h->r_cached_ms * (double)(h->E - nu), d2h = h->r_d2h_ms_tok * n;
-    const double back_ms = (double)n * (double)h->d * 4.0 / (gbps * 1e6);
-    int nc = (int)floor((cached + nu * tg - d2h) / (tc + tg));
-    nc = HMOE_MAX(0, HMOE_MIN(nu, nc));
-    return nc * tg > SPLIT_MIN_GAIN * back_ms ? nc : 0;
+    const int c = size_class(n);
+    if (!(h->plan_r[c].cpu_ms > 0)) return HMOE_MIN(nu, HMOE_MAX(SPLIT_PROBE_MIN, nu / SPLIT_PROBE_DIV));
+    const struct hyb_plan_layer *p = &h->plan_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
+    if (p->off || p->samples == 0 || !(p->plan > 0)) return 0;
+    return HMOE_MIN(nu, (int)floor(p->plan + 1e-9));
 }
 
 /* Queue the copy of chunk c of the ns streamed experts of layer il (its first ns uncached ones)
@@ -147,6 +160,7 @@ static enum hmoe_status prefetch_next_layer(struct hmoe_sched_hybrid *h, int il,
 }
 
 static void acc_add(struct hyb_split_acc *a, const struct hyb_split_acc *b) {
+    if (b->layers && (!a->layers || b->nc_min < a->nc_min)) a->nc_min = b->nc_min;
     a->batches += b->batches;
     a->layers += b->layers;
     a->gpu_layers += b->gpu_layers;
@@ -156,11 +170,76 @@ static void acc_add(struct hyb_split_acc *a, const struct hyb_split_acc *b) {
     a->cpu_ms += b->cpu_ms;
     a->gpu_ms += b->gpu_ms;
     a->gpu_stream_ms += b->gpu_stream_ms;
+    a->nc_max = HMOE_MAX(a->nc_max, b->nc_max);
+    a->cpu_layers += b->cpu_layers;
+    a->off_layers += b->off_layers;
+    a->window_ms += b->window_ms;
+    a->wait_ms += b->wait_ms;
+    a->fixed_ms += b->fixed_ms;
+    a->add_ms += b->add_ms;
+}
+
+/* The planner's update from one measured layer (times from the router's end, ms): t3 its GPU
+ * groups done; with a CPU part t4 the CPU done, t5 the sum added, job_ms the CPU job itself. */
+static void plan_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas *m, double t3, double t4, double t5,
+                        double job_ms) {
+    const int c = size_class(m->n);
+    struct hyb_plan_rates *r = &h->plan_r[c];
+    struct hyb_plan_layer *p = &h->plan_l[(size_t)m->il * HYB_PLAN_CLASSES + (size_t)c];
+    struct hyb_split_acc *a = &h->sp_batch;
+    const double tg = stream_ms(h, m->il);
+    if (m->nc > 0) {
+        if (r->cpu_tok > 0) r->cpu_ms *= m->n / r->cpu_tok; /* the estimate at this batch size */
+        ewma(&r->cpu_ms, job_ms / m->nc);
+        r->cpu_tok = m->n;
+        ewma(&r->fixed_ms, HMOE_MAX(0.0, t4 - job_ms));
+        ewma(&r->add_ms, HMOE_MAX(0.0, t5 - HMOE_MAX(t3, t4)));
+        a->cpu_layers++;
+        a->wait_ms += HMOE_MAX(0.0, t4 - t3);
+        a->fixed_ms += HMOE_MAX(0.0, t4 - job_ms);
+        a->add_ms += HMOE_MAX(0.0, t5 - HMOE_MAX(t3, t4));
+        h->r_cpu_ms = r->cpu_ms;
+        h->r_cpu_tok = r->cpu_tok;
+    }
+    /* moving an expert off the stream shortens the GPU's part by about its copy: the window with
+     * everything streamed; any error in that slope only slows the convergence to t4 = t3 - margin */
+    const double w0 = t3 + m->nc * tg;
+    p->w0_ms = p->samples ? (1 - SPLIT_W_EWMA) * p->w0_ms + SPLIT_W_EWMA * w0 : w0;
+    a->window_ms += w0;
+    if (m->nc == 0) {
+        p->l0_ms = p->l0_ms > 0 ? (1 - SPLIT_W_EWMA) * p->l0_ms + SPLIT_W_EWMA * t3 : t3;
+    } else if (h->split_share < 0 && p->l0_ms > 0 && t4 <= t3) {
+        /* the CPU was in time, yet the layer is not faster than without it: a clear loss latches
+         * the layer off at once, a gain under half the threshold twice in a row */
+        if (t5 >= p->l0_ms) p->strikes = 2;
+        else if (t5 > p->l0_ms * (1 - SPLIT_MIN_GAIN / 2)) p->strikes++;
+        else p->strikes = 0;
+        if (p->strikes >= 2) p->off = true;
+    }
+    p->samples++;
+    if (h->split_share >= 0 || p->off || !(r->cpu_ms > 0)) return;
+    const double gbps = h->h2d_probe_gbps > 1 ? h->h2d_probe_gbps : 20.0;
+    const struct hmoe_sched_split_plan_in in = {
+        .window_ms = p->w0_ms,
+        .fixed_ms = r->fixed_ms,
+        .cpu_ms = r->cpu_ms * m->n / r->cpu_tok,
+        .stream_ms = tg,
+        /* before the first add was timed: its read of the sum over PCIe */
+        .add_ms = r->add_ms > 0 ? r->add_ms : (double)m->n * (double)h->d * 4.0 / (gbps * 1e6),
+        .layer_ms = p->l0_ms,
+        .margin_ms = SPLIT_MARGIN_MS + SPLIT_MARGIN_REL * p->w0_ms,
+        .min_gain = SPLIT_MIN_GAIN,
+        .damping = SPLIT_DAMPING,
+        .prev = p->plan,
+        .nu = m->nc + m->ns,
+    };
+    p->plan = hmoe_sched_split_plan(&in);
 }
 
 /* Read the timings of an earlier layer recorded in event set `set` (waiting for its GPU groups
- * and its CPU job) into the rates and the micro-batch's statistics, and pass on the CPU job's
- * failure. An unreadable event only loses the sample: a device error surfaces at the next sync. */
+ * and, with a CPU part, the add of its sum) into the planner and the micro-batch's statistics, and
+ * pass on the CPU job's failure. An unreadable event only loses the sample: a device error
+ * surfaces at the next sync. */
 static enum hmoe_status collect(struct hmoe_sched_hybrid *h, int set, struct hmoe_err *err) {
     struct hyb_split_meas *m = &h->sp_meas[set];
     if (!m->pending) return HMOE_OK;
@@ -168,28 +247,29 @@ static enum hmoe_status collect(struct hmoe_sched_hybrid *h, int set, struct hmo
     void **ev = h->ev_sp[set];
     enum hmoe_status st = hmoe_cuda_event_sync(ev[3], err);
     if (!st && m->nc > 0) st = hmoe_cuda_event_sync(ev[4], err);
+    if (!st && m->nc > 0) st = hmoe_cuda_event_sync(h->ev_sp_end[set], err);
     if (st) return st;
-    if (m->nc > 0 && h->sp_job[set].st) {
-        *err = h->sp_job[set].err;
-        return h->sp_job[set].st;
+    const struct hyb_split_job *j = &h->sp_job[set];
+    if (m->nc > 0 && j->st) {
+        *err = j->err;
+        return j->st;
     }
     struct hmoe_err e = {0};
-    double cached_ms = 0, stream_ms = 0, d2h_ms = 0, cpu_ms = 0;
-    if (hmoe_cuda_event_elapsed_ms(ev[0], ev[2], &cached_ms, &e) || hmoe_cuda_event_elapsed_ms(ev[2], ev[3], &stream_ms, &e))
+    double cached_ms = 0, t3 = 0, t4 = 0, t5 = 0;
+    if (hmoe_cuda_event_elapsed_ms(ev[0], ev[2], &cached_ms, &e) || hmoe_cuda_event_elapsed_ms(ev[0], ev[3], &t3, &e))
         return HMOE_OK;
-    if (m->nc > 0 && !hmoe_cuda_event_elapsed_ms(ev[0], ev[1], &d2h_ms, &e) &&
-        !hmoe_cuda_event_elapsed_ms(ev[1], ev[4], &cpu_ms, &e)) {
-        ewma(&h->r_d2h_ms_tok, d2h_ms / m->n);
-        if (h->r_cpu_tok > 0) h->r_cpu_ms *= m->n / h->r_cpu_tok; /* the estimate at this batch size */
-        ewma(&h->r_cpu_ms, cpu_ms / m->nc);
-        h->r_cpu_tok = m->n;
-        h->sp_batch.cpu_ms += cpu_ms;
+    const double stream_part = t3 - cached_ms, job_ms = (double)(j->t1_ns - j->t0_ns) / 1e6;
+    if (m->nc > 0) {
+        if (hmoe_cuda_event_elapsed_ms(ev[0], ev[4], &t4, &e) || hmoe_cuda_event_elapsed_ms(ev[0], h->ev_sp_end[set], &t5, &e))
+            return HMOE_OK;
+        h->sp_batch.cpu_ms += job_ms;
     }
-    if (m->ns > 0) ewma(&h->r_gpu_ms, stream_ms / m->ns);
+    plan_update(h, m, t3, t4, t5, job_ms);
+    if (m->ns > 0) ewma(&h->r_gpu_ms, stream_part / m->ns);
     if (m->ncached > 0) ewma(&h->r_cached_ms, cached_ms / m->ncached);
     h->sp_batch.gpu_layers++;
-    h->sp_batch.gpu_ms += cached_ms + stream_ms;
-    h->sp_batch.gpu_stream_ms += stream_ms;
+    h->sp_batch.gpu_ms += t3;
+    h->sp_batch.gpu_stream_ms += stream_part;
     return HMOE_OK;
 }
 
@@ -200,13 +280,18 @@ static enum hmoe_status end_batch(struct hmoe_sched_hybrid *h, int n, struct hmo
     struct hyb_split_acc *a = &h->sp_batch;
     if (!st && a->layers) {
         const double L = (double)a->layers, G = a->gpu_layers ? (double)a->gpu_layers : 1.0;
+        const double C = a->cpu_layers ? (double)a->cpu_layers : 1.0;
         a->batches = 1;
-        HMOE_INFO("hybrid prefill of %d tokens, %llu RAM layers: per layer %.1f experts on CPU threads / %.1f streamed / "
-                  "%.1f cached; CPU %.2f ms, GPU %.2f ms (streamed part %.2f); rates CPU %.3f ms/expert, streamed "
-                  "%.3f ms/expert (%s)",
-                  n, (unsigned long long)a->layers, (double)a->nc / L, (double)a->ns / L, (double)a->ncached / L,
-                  a->cpu_ms / L, a->gpu_ms / G, a->gpu_stream_ms / G, h->r_cpu_ms * n / (h->r_cpu_tok > 0 ? h->r_cpu_tok : n),
-                  h->r_gpu_ms, h->split_share >= 0 ? "forced share" : "adaptive");
+        HMOE_INFO("hybrid prefill of %d tokens, %llu RAM layers: per layer %.1f experts on CPU threads (n_cpu %llu-%llu "
+                  "over layers, %llu on the CPU side) / %.1f streamed / %.1f cached; window %.2f ms; GPU %.2f ms "
+                  "(streamed part %.2f); per layer with a CPU part: CPU job %.2f ms, start %.2f ms, GPU waited for "
+                  "the CPU %.3f ms, add %.3f ms; rates CPU %.3f ms/expert, streamed %.3f ms/expert (%s)",
+                  n, (unsigned long long)a->layers, (double)a->nc / L, (unsigned long long)a->nc_min,
+                  (unsigned long long)a->nc_max, (unsigned long long)a->cpu_layers, (double)a->ns / L,
+                  (double)a->ncached / L, a->window_ms / G, a->gpu_ms / G, a->gpu_stream_ms / G, a->cpu_ms / C,
+                  a->fixed_ms / C, a->wait_ms / C, a->add_ms / C,
+                  h->r_cpu_ms * n / (h->r_cpu_tok > 0 ? h->r_cpu_tok : n), h->r_gpu_ms,
+                  h->split_share >= 0 ? "forced share" : "planned");
         acc_add(&h->sp_total, a);
     }
     memset(a, 0, sizeof *a);
@@ -219,8 +304,10 @@ static void cpu_job(void *arg) {
     struct hyb_split_job *j = arg;
     struct hmoe_sched_hybrid *h = j->h;
     j->err = (struct hmoe_err){0};
+    j->t0_ns = hmoe_hyb_now_ns();
     j->st = hmoe_sched_moe_ffn_subset(h->cpu_moe, &h->moe[j->il], h->sp_h, j->n, h->sp_ids, h->sp_wts, j->mask, h->sp_out,
                                       &j->err);
+    j->t1_ns = hmoe_hyb_now_ns();
 }
 
 /* Queue the CPU part of a split layer on the side stream: the rows and routing to the host once
@@ -311,10 +398,15 @@ static enum hmoe_status prefill_stream(struct hmoe_sched_hybrid *h, int il, int 
     /* after its own groups the GPU waits for the CPU's sum and adds it from mapped memory */
     if (!st && ncpu > 0) st = hmoe_cuda_stream_wait_event(stream, ev[4], err);
     if (!st && ncpu > 0) st = hmoe_cuda_add(b->x, h->sp_out, (int64_t)n * h->d, b->x, stream, err);
+    if (!st && ncpu > 0) st = hmoe_cuda_event_record(h->ev_sp_end[h->sp_set], stream, err);
     if (st) return st;
     if (timed) {
-        h->sp_meas[h->sp_set] = (struct hyb_split_meas){.pending = true, .n = n, .ns = ns, .nc = ncpu, .ncached = h->E - nu};
+        h->sp_meas[h->sp_set] =
+            (struct hyb_split_meas){.pending = true, .n = n, .ns = ns, .nc = ncpu, .ncached = h->E - nu, .il = il};
         struct hyb_split_acc *a = &h->sp_batch;
+        if (!a->layers || (uint64_t)ncpu < a->nc_min) a->nc_min = (uint64_t)ncpu;
+        a->nc_max = HMOE_MAX(a->nc_max, (uint64_t)ncpu);
+        if (h->split_share < 0 && h->plan_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)size_class(n)].off) a->off_layers++;
         a->layers++;
         a->nc += (uint64_t)ncpu;
         a->ns += (uint64_t)ns;
