@@ -538,11 +538,11 @@ hybpf2)
         echo "rc=$?" >> "$D/$lab.log"; unset HMOE_PREFILL_CPU_SHARE
         grep -E "hybrid prefill of|prefill split|host->device|error|rc=[1-9]" "$D/$lab.log" | grep -v "^  prefill split: adaptive" >> "$OUT/summary.txt"
         grep -E "^\| qwen" "$D/$lab.log" | sed "s/^/$lab $sh: /" | tee -a "$OUT/summary.txt"; }
-    hp2 off2048 2048 0 -p 512 -r 3; hp2 def2048 2048 - -p 512 -r 3
-    hp2 off10240 10240 0 -p 512 -r 3; hp2 def10240 10240 - -p 512 -r 3
-    hp2 off14336 14336 0 -p 512 -r 3; hp2 def14336 14336 - -p 512 -r 3
+    hp2 off2048 2048 0 -p 512 -r 4; hp2 def2048 2048 - -p 512 -r 4
+    hp2 off10240 10240 0 -p 512 -r 4; hp2 def10240 10240 - -p 512 -r 4
+    hp2 off14336 14336 0 -p 512 -r 4; hp2 def14336 14336 - -p 512 -r 4
     hp2 off4096 2048 0 -p 4096 -ub 4096 -r 2; hp2 def4096 2048 - -p 4096 -ub 4096 -r 2
-    hp2 def10240r6 10240 - -p 512 -r 6
+    hp2 def2048r8 2048 - -p 512 -r 8; hp2 def10240r8 10240 - -p 512 -r 8
     log "end at $(el) s"
     ;;
 hybcpu)

@@ -128,7 +128,8 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
     if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), false, (void **)&h->sp_h, err);
     if (!st) st = hmoe_cuda_host_alloc(nd * sizeof(float), true, (void **)&h->sp_out, err);
     if (!st && !(h->sp_mask = calloc(2 * (size_t)h->E, 1))) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    if (!st && !(h->plan_l = calloc((size_t)h->n_layer * HYB_PLAN_CLASSES, sizeof *h->plan_l)))
+    if (!st && (!(h->plan_l = calloc((size_t)h->n_layer * HYB_PLAN_CLASSES, sizeof *h->plan_l)) ||
+                !(h->sp_w0s = calloc((size_t)h->n_layer, sizeof *h->sp_w0s))))
         st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
     if (!st) st = hmoe_cuda_stream_create(&h->sp_stream, err);
     for (int i = 0; i < 2 && !st; i++) {
@@ -417,6 +418,7 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
         hmoe_cuda_event_destroy(h->ev_sp_end[i]);
     }
     free(h->plan_l);
+    free(h->sp_w0s);
     hmoe_cuda_stream_destroy(h->sp_stream);
     hmoe_cuda_host_free(h->sp_ids);
     hmoe_cuda_host_free(h->sp_wts);

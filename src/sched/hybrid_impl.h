@@ -186,13 +186,20 @@ struct hmoe_sched_hybrid {
         double plan;                   /* CPU experts planned for the next micro-batch (fractional) */
         int samples, strikes;
         bool off;                      /* a balanced split measured no faster: streams everything */
+        int l0_samples;
+        bool pending;                  /* measured in this micro-batch: plan at its end */
+        int last_nc;                   /* CPU experts of that measurement */
+        double last_wait_ms;           /* the GPU waiting for the CPU then */
     } *plan_l;                         /* [n_layer][HYB_PLAN_CLASSES] */
     struct hyb_plan_rates {
         double cpu_ms, cpu_tok;        /* CPU ms per expert (host stamps), measured at cpu_tok tokens */
         double fixed_ms;               /* router done -> the CPU's first expert (rows to the host, host
                                           function start): CPU done - job time */
         double add_ms;                 /* max(GPU groups, CPU) done -> the sum added */
+        int n;                         /* samples (the first, cold one is replaced by the second) */
     } plan_r[HYB_PLAN_CLASSES];
+    double *sp_w0s;                    /* [n_layer] window samples of this micro-batch (its median) */
+    int sp_w0n;
 };
 
 /* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */

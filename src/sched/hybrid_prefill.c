@@ -21,7 +21,9 @@
  * everything. A layer's n_cpu is fixed when its first chunk is prefetched.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sched/hybrid_impl.h"
 
@@ -36,12 +38,13 @@ static int uncached(const struct hmoe_sched_hybrid *h, int il, int *list) {
 
 #define SPLIT_EWMA 0.3      /* weight of a new sample in the measured CPU rates */
 #define SPLIT_W_EWMA 0.5    /* ... in a layer's window and plain layer time (few samples per run) */
-#define SPLIT_PROBE_DIV 32  /* until the CPU was measured at a batch size it takes nu / 32 experts */
+#define SPLIT_PROBE_DIV 16  /* until the CPU was measured at a batch size it takes nu / 16 experts */
 #define SPLIT_PROBE_MIN 2   /* (at least 2) in the layers queued before the first measurement */
 #define SPLIT_MIN_GAIN 0.02 /* a split must save this share of the layer, else none */
 #define SPLIT_MARGIN_MS 0.03 /* the CPU aims to end this much + SPLIT_MARGIN_REL of the window early */
 #define SPLIT_MARGIN_REL 0.05
 #define SPLIT_DAMPING 0.5   /* share of the way to a larger plan taken per measurement */
+#define SPLIT_W_CAP 1.25    /* a layer's window counts at most this x the micro-batch's median */
 
 static void ewma(double *r, double sample) { *r = *r > 0 ? (1 - SPLIT_EWMA) * *r + SPLIT_EWMA * sample : sample; }
 
@@ -63,13 +66,14 @@ static double stream_ms(const struct hmoe_sched_hybrid *h, int il) {
 }
 
 /* How many of layer il's nu uncached experts the CPU computes for a micro-batch of n tokens: the
- * forced share; else a few to measure the CPU at this size class; else the layer's plan (0 until
- * its window was measured, and for a layer latched off). */
+ * forced share; else a few to measure the CPU at this size class (until two layers were timed: the
+ * first sample is cold); else the layer's plan (0 until its window was measured, and for a layer
+ * latched off). */
 static int plan_cpu(const struct hmoe_sched_hybrid *h, int il, int n, int nu) {
     if (!h->split_on || nu <= 0) return 0;
     if (h->split_share >= 0) return HMOE_MIN(nu, (int)lround(h->split_share * nu));
     const int c = size_class(n);
-    if (!(h->plan_r[c].cpu_ms > 0)) return HMOE_MIN(nu, HMOE_MAX(SPLIT_PROBE_MIN, nu / SPLIT_PROBE_DIV));
+    if (h->plan_r[c].n < 2) return HMOE_MIN(nu, HMOE_MAX(SPLIT_PROBE_MIN, nu / SPLIT_PROBE_DIV));
     const struct hyb_plan_layer *p = &h->plan_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
     if (p->off || p->samples == 0 || !(p->plan > 0)) return 0;
     return HMOE_MIN(nu, (int)floor(p->plan + 1e-9));
@@ -179,8 +183,18 @@ static void acc_add(struct hyb_split_acc *a, const struct hyb_split_acc *b) {
     a->add_ms += b->add_ms;
 }
 
-/* The planner's update from one measured layer (times from the router's end, ms): t3 its GPU
- * groups done; with a CPU part t4 the CPU done, t5 the sum added, job_ms the CPU job itself. */
+/* A measured time into its running estimate: the first sample of a process or size class is cold
+ * (lazy kernel loads, thread start, first touches: up to 10x the steady value on the H200) and is
+ * replaced by the second; then an EWMA of weight w, or, with fast_down, a lower sample at once. */
+static void track(double *est, int n_before, double sample, double w, bool fast_down) {
+    if (n_before <= 1 || (fast_down && sample < *est)) *est = sample;
+    else *est = (1 - w) * *est + w * sample;
+}
+
+/* One measured layer (times from the router's end, ms): t3 its GPU groups done; with a CPU part
+ * t4 the CPU done, t5 the sum added, job_ms the CPU job itself. Updates the size class's CPU
+ * rates and the layer's window and plain time; its plan is made at the end of the micro-batch
+ * (plan_batch), when every layer's window is known. */
 static void plan_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas *m, double t3, double t4, double t5,
                         double job_ms) {
     const int c = size_class(m->n);
@@ -188,27 +202,33 @@ static void plan_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas
     struct hyb_plan_layer *p = &h->plan_l[(size_t)m->il * HYB_PLAN_CLASSES + (size_t)c];
     struct hyb_split_acc *a = &h->sp_batch;
     const double tg = stream_ms(h, m->il);
+    const double wait = m->nc > 0 ? HMOE_MAX(0.0, t4 - t3) : 0.0;
     if (m->nc > 0) {
+        const double fixed = HMOE_MAX(0.0, t4 - job_ms), add = HMOE_MAX(0.0, t5 - HMOE_MAX(t3, t4));
         if (r->cpu_tok > 0) r->cpu_ms *= m->n / r->cpu_tok; /* the estimate at this batch size */
-        ewma(&r->cpu_ms, job_ms / m->nc);
+        track(&r->cpu_ms, r->n, job_ms / m->nc, SPLIT_EWMA, false);
+        track(&r->fixed_ms, r->n, fixed, SPLIT_EWMA, false);
+        track(&r->add_ms, r->n, add, SPLIT_EWMA, false);
         r->cpu_tok = m->n;
-        ewma(&r->fixed_ms, HMOE_MAX(0.0, t4 - job_ms));
-        ewma(&r->add_ms, HMOE_MAX(0.0, t5 - HMOE_MAX(t3, t4)));
+        r->n++;
         a->cpu_layers++;
-        a->wait_ms += HMOE_MAX(0.0, t4 - t3);
-        a->fixed_ms += HMOE_MAX(0.0, t4 - job_ms);
-        a->add_ms += HMOE_MAX(0.0, t5 - HMOE_MAX(t3, t4));
+        a->wait_ms += wait;
+        a->fixed_ms += fixed;
+        a->add_ms += add;
         h->r_cpu_ms = r->cpu_ms;
         h->r_cpu_tok = r->cpu_tok;
     }
     /* moving an expert off the stream shortens the GPU's part by about its copy: the window with
-     * everything streamed; any error in that slope only slows the convergence to t4 = t3 - margin */
+     * everything streamed; any error in that slope only slows the convergence to t4 = t3 - margin.
+     * A lower window is taken at once (a high one is a cold or disturbed layer). */
     const double w0 = t3 + m->nc * tg;
-    p->w0_ms = p->samples ? (1 - SPLIT_W_EWMA) * p->w0_ms + SPLIT_W_EWMA * w0 : w0;
+    track(&p->w0_ms, p->samples, w0, SPLIT_W_EWMA, true);
     a->window_ms += w0;
+    if (h->sp_w0n < h->n_layer) h->sp_w0s[h->sp_w0n++] = w0;
     if (m->nc == 0) {
-        p->l0_ms = p->l0_ms > 0 ? (1 - SPLIT_W_EWMA) * p->l0_ms + SPLIT_W_EWMA * t3 : t3;
-    } else if (h->split_share < 0 && p->l0_ms > 0 && t4 <= t3) {
+        track(&p->l0_ms, p->l0_samples, t3, SPLIT_W_EWMA, true);
+        p->l0_samples++;
+    } else if (h->split_share < 0 && p->l0_ms > 0 && wait <= 0) {
         /* the CPU was in time, yet the layer is not faster than without it: a clear loss latches
          * the layer off at once, a gain under half the threshold twice in a row */
         if (t5 >= p->l0_ms) p->strikes = 2;
@@ -217,23 +237,75 @@ static void plan_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas
         if (p->strikes >= 2) p->off = true;
     }
     p->samples++;
-    if (h->split_share >= 0 || p->off || !(r->cpu_ms > 0)) return;
+    p->pending = true;
+    p->last_nc = m->nc;
+    p->last_wait_ms = wait;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The end of a micro-batch of n tokens: the plan of every layer measured in it. A layer's window
+ * counts at most SPLIT_W_CAP x the batch's median window, at most the median while it has a
+ * single sample (one cold or disturbed layer must not
+ * hand the CPU a part it cannot finish: the first H200 run of this planner gave one layer 26
+ * experts from a 40 ms first-pass window and the GPU waited 19 ms); a layer whose GPU waited
+ * longer for the CPU than the split could save gets at most half its last part. */
+static void plan_batch(struct hmoe_sched_hybrid *h, int n) {
+    const int c = size_class(n);
+    const struct hyb_plan_rates *r = &h->plan_r[c];
+    double median = 0;
+    if (h->sp_w0n > 0) {
+        qsort(h->sp_w0s, (size_t)h->sp_w0n, sizeof *h->sp_w0s, cmp_double);
+        median = h->sp_w0s[h->sp_w0n / 2];
+    }
+    h->sp_w0n = 0;
     const double gbps = h->h2d_probe_gbps > 1 ? h->h2d_probe_gbps : 20.0;
-    const struct hmoe_sched_split_plan_in in = {
-        .window_ms = p->w0_ms,
-        .fixed_ms = r->fixed_ms,
-        .cpu_ms = r->cpu_ms * m->n / r->cpu_tok,
-        .stream_ms = tg,
-        /* before the first add was timed: its read of the sum over PCIe */
-        .add_ms = r->add_ms > 0 ? r->add_ms : (double)m->n * (double)h->d * 4.0 / (gbps * 1e6),
-        .layer_ms = p->l0_ms,
-        .margin_ms = SPLIT_MARGIN_MS + SPLIT_MARGIN_REL * p->w0_ms,
-        .min_gain = SPLIT_MIN_GAIN,
-        .damping = SPLIT_DAMPING,
-        .prev = p->plan,
-        .nu = m->nc + m->ns,
-    };
-    p->plan = hmoe_sched_split_plan(&in);
+    int list[HYB_MAX_EXPERT];
+    for (int il = 0; il < h->n_layer; il++) {
+        struct hyb_plan_layer *p = &h->plan_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
+        if (!p->pending) continue;
+        p->pending = false;
+        if (h->split_share >= 0 || !h->L[il].ram) continue;
+        /* none without two CPU samples (the first is cold) or for a layer latched off; a layer
+         * with a single window sample (the first pass, maybe cold) gets at most the median */
+        if (p->off || r->n < 2 || !(r->cpu_ms > 0)) {
+            p->plan = 0;
+            continue;
+        }
+        const double cap = median * (p->samples < 2 ? 1.0 : SPLIT_W_CAP), tg = stream_ms(h, il);
+        const double w = cap > 0 ? HMOE_MIN(p->w0_ms, cap) : p->w0_ms;
+        const struct hmoe_sched_split_plan_in in = {
+            .window_ms = w,
+            .fixed_ms = r->fixed_ms,
+            .cpu_ms = r->cpu_ms * n / r->cpu_tok,
+            .stream_ms = tg,
+            /* before the first add was timed: its read of the sum over PCIe */
+            .add_ms = r->add_ms > 0 ? r->add_ms : (double)n * (double)h->d * 4.0 / (gbps * 1e6),
+            .layer_ms = p->l0_ms,
+            .margin_ms = SPLIT_MARGIN_MS + SPLIT_MARGIN_REL * w,
+            .min_gain = SPLIT_MIN_GAIN,
+            .damping = SPLIT_DAMPING,
+            .prev = p->plan,
+            .nu = uncached(h, il, list),
+        };
+        double plan = hmoe_sched_split_plan(&in);
+        if (p->last_nc > 0 && p->last_wait_ms > p->last_nc * tg) plan = HMOE_MIN(plan, floor(p->last_nc / 2.0));
+        p->plan = plan;
+    }
+}
+
+/* Wait for an event without spinning a core: the CPU job's thread team needs all of them (the
+ * CUDA runtime's blocking wait spins when there are more cores than GPUs). */
+static enum hmoe_status wait_event(void *ev, struct hmoe_err *err) {
+    for (;;) {
+        const int q = hmoe_cuda_event_query(ev);
+        if (q != 0) return q > 0 ? HMOE_OK : hmoe_cuda_event_sync(ev, err);
+        const struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* Read the timings of an earlier layer recorded in event set `set` (waiting for its GPU groups
@@ -245,9 +317,9 @@ static enum hmoe_status collect(struct hmoe_sched_hybrid *h, int set, struct hmo
     if (!m->pending) return HMOE_OK;
     m->pending = false;
     void **ev = h->ev_sp[set];
-    enum hmoe_status st = hmoe_cuda_event_sync(ev[3], err);
-    if (!st && m->nc > 0) st = hmoe_cuda_event_sync(ev[4], err);
-    if (!st && m->nc > 0) st = hmoe_cuda_event_sync(h->ev_sp_end[set], err);
+    enum hmoe_status st = wait_event(ev[3], err);
+    if (!st && m->nc > 0) st = wait_event(ev[4], err);
+    if (!st && m->nc > 0) st = wait_event(h->ev_sp_end[set], err);
     if (st) return st;
     const struct hyb_split_job *j = &h->sp_job[set];
     if (m->nc > 0 && j->st) {
@@ -294,6 +366,8 @@ static enum hmoe_status end_batch(struct hmoe_sched_hybrid *h, int n, struct hmo
                   h->split_share >= 0 ? "forced share" : "planned");
         acc_add(&h->sp_total, a);
     }
+    if (!st) plan_batch(h, n);
+    h->sp_w0n = 0;
     memset(a, 0, sizeof *a);
     return st;
 }
