@@ -152,7 +152,6 @@ struct hmoe_sched_hybrid {
     double r_cpu_ms, r_cpu_tok;        /* CPU ms per expert, at r_cpu_tok tokens per micro-batch */
     double r_gpu_ms;                   /* GPU ms per streamed expert (copy + GEMMs, chunks overlapped) */
     double r_cached_ms;                /* GPU ms per cached expert (the cached group) */
-    double r_d2h_ms_tok;               /* routing + rows to the host, ms per token */
     /* statistics: this micro-batch (logged with -v at its last RAM layer) and since the last reset */
     struct hyb_split_acc {
         uint64_t batches, layers, gpu_layers, nc, ns, ncached;

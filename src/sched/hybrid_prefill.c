@@ -14,11 +14,11 @@
  * and pp512 fell by 3-12 %, bench/gpu_results.md); the GPU waits for the job's event after its own
  * groups and adds the sum straight from mapped host memory. n_cpu: HMOE_PREFILL_CPU_SHARE, else
  * (the default) planned per layer and micro-batch size class from MEASURED times
- * (hmoe_sched_split_plan): the CPU part only has the GPU's remaining work after the router (the
- * window: the cached group and the chunks not prefetched during the layer before), so events give
- * the window, host stamps the CPU's rate, and the CPU aims to end just before the GPU's groups;
- * a layer where that does not pay, or where a balanced split measured no faster, streams
- * everything. A layer's n_cpu is fixed when its first chunk is prefetched.
+ * (hmoe_sched_split_plan): the CPU part only has the GPU's own work after the router (the window:
+ * the cached group and the streamed chunks, copy waits included), so events give the window, host
+ * stamps the CPU's rate, and the CPU aims to end just before the GPU's groups; a layer where that
+ * does not pay, or where a split measured no faster, streams everything (gpu_results.md, hybpf2).
+ * A layer's n_cpu is fixed when its first chunk is prefetched.
  */
 #include <math.h>
 #include <stdlib.h>
