@@ -13,6 +13,7 @@
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT, Q4 / ZIPF (file paths),
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds).
 # amx (CPU AMX GEMM): AMX_END, AMX_GPU_T, AMX_BENCH_T, AMX_BENCH_S, AMX_PP_T, AMX_PP (extra pp512 variants).
+# amx2 (AMX GEMM variants, branch amx2): AMX2_TV (test variants), AMX2_V (bench variants), AMX2_S, AMX2_BT.
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds),
 # HC_END / HC_BT / HC_TEST_T / HC_SAN_T / HC_CPU_T (the same for step hybcpu: hybrid decode CPU phase + handoff).
 set -u
@@ -355,6 +356,29 @@ amx)
         env $e timeout ${AMX_PP_T:-45} ./hmoe bench -m $Q4 -p 512 -n 32 -r 1 --vram-budget 2048 --no-profile --stream-min 1024 -v > "$D/hy_$i.log" 2>&1
         echo "rc=$?" >> "$D/hy_$i.log"; grep -E "^\| qwen|error|rc=" "$D/hy_$i.log" | tee -a "$OUT/summary.txt"; done
     log "amx step done at $(el) s"
+    ;;
+amx2)
+    # branch amx2 (AMX GEMM speed, issue #6 prefill split), call 1: the CPU's shape (lscpu), test_cpu_amx on
+    # real AMX (HMOE_EXPECT_AMX=1) for every kernel variant of AMX2_TV, then with the CPU to itself
+    # bench_cpu_gemm_amx over the variants AMX2_V (AMXV_* bit flags of src/cpu/amx_impl.h; 1/2/4/32 are
+    # attribution variants that skip or cheapen work): 16 threads out of RAM (512 MiB per type), then one
+    # thread with the experts in L2 (-m 2). Shapes: Q4_K 768x2048 whole, Q4_K / Q6_K 2048x768 32-row items.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    log "amx2: $(nproc) cpus; $(lscpu | grep -E '^(Model name|Thread|Core|Socket|L1d|L2|L3|CPU max|NUMA node\(s\))' | tr -s ' ' | tr '\n' ';')"
+    for t in tests/test_cpu_amx.c bench/bench_cpu_gemm_amx.c; do n=$(basename $t .c); o=$B/tests/$n; case $n in bench_*) o=$B/bench/$n;; esac
+        cc $CF -o $o $t $LIB $LD >> "$D/link.log" 2>&1 & done
+    wait; grep -E "error|undefined" "$D/link.log" | head -5 | tee -a "$OUT/summary.txt"; log "linked at $(el) s"
+    for v in ${AMX2_TV:-0 8 16 64 80 128 256 464 456}; do
+        HMOE_AMX_VARIANT=$v HMOE_EXPECT_AMX=1 HMOE_SHARED=$SHARED timeout 60 $B/tests/test_cpu_amx > "$D/test_amx_$v.log" 2>&1; echo "rc=$?" >> "$D/test_amx_$v.log"
+        grep -vE " ok$" "$D/test_amx_$v.log" | grep -vE "^AMX hardware|^running" | sed "s/^/variant $v: /" | tee -a "$OUT/summary.txt"; done
+    VL=${AMX2_V:-0,1,2,4,6,5,3,7,32,8,16,64,128,256,80,464,456}
+    log "bench_cpu_gemm_amx 16 threads, variants $VL (at $(el) s)"
+    timeout ${AMX2_BT:-90} $B/bench/bench_cpu_gemm_amx -t $(nproc) -s ${AMX2_S:-0.08} -n 16,32,64,128 -x 0,2,4 -V $VL > "$OUT/bench_amx2_t16.txt" 2>&1
+    echo "rc=$?" >> "$OUT/bench_amx2_t16.txt"; grep -vE "^$" "$OUT/bench_amx2_t16.txt" | grep -v " t1 " | tee -a "$OUT/summary.txt"
+    log "bench_cpu_gemm_amx 1 thread, in L2 (-m 2) (at $(el) s)"
+    timeout ${AMX2_BT:-90} $B/bench/bench_cpu_gemm_amx -t 1 -m 2 -s ${AMX2_S:-0.08} -n 16,32,128 -x 0,4 -V $VL > "$OUT/bench_amx2_l2.txt" 2>&1
+    echo "rc=$?" >> "$OUT/bench_amx2_l2.txt"; grep -vE "^$" "$OUT/bench_amx2_l2.txt" | tee -a "$OUT/summary.txt"
+    log "amx2 done at $(el) s"
     ;;
 final)
     # the lead's validation of merged main: every GPU test while the three synthetic files are written,

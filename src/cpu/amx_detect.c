@@ -18,6 +18,8 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
+int hmoe_cpu_amx_variant;
+
 static sigjmp_buf amx_jump;
 static void amx_on_signal(int sig) { siglongjmp(amx_jump, sig); }
 
