@@ -9,6 +9,7 @@
 #include <cpuid.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,6 +53,8 @@ static bool guarded_selftest(const char **why) {
 }
 
 bool hmoe_cpu_amx_detect(const char **why) {
+    const char *var = getenv("HMOE_AMX_VARIANT"); /* bench-only: kernel variant flags (amx_impl.h) */
+    if (var && *var) hmoe_cpu_amx_variant = atoi(var);
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) {
         *why = "the CPU has no AMX-TILE / AMX-INT8";

@@ -44,6 +44,8 @@ enum {
     AMXV_MUL = 64,     /* Q4_K digit products by vpmullw instead of vpermt2b lookups */
     AMXV_PFB = 128,    /* prefetch the next super-block's B tiles into L1 before the A-build */
     AMXV_KEEPCFG = 256, /* tile config kept loaded between calls (no LDTILECFG / TILERELEASE per call) */
+    AMXV_KOUTER = 512, /* super-block outer, 16-row tiles inner: one super-block's B tiles stay in L1 */
+    AMXV_MUL2 = 1024,  /* Q4_K digit words by broadcast loads from a per-row dword table, then vpmullw */
 };
 extern int hmoe_cpu_amx_variant;
 
