@@ -11,11 +11,12 @@
  *
  * Build: make bench CUDA=0   (AMX rows need a CPU that passes the run-time AMX check)
  * Run:   ./build/bench/bench_cpu_gemm_amx [-t threads] [-m MiB] [-n 8,16,32,64,128] [-s seconds]
- *                                      [-V variant,..] [-x shape,..] [-e]
+ *                                      [-A flags,..] [-x shape,..] [-R rounds] [-e]
  *        (-e: the tile emulator instead of AMX, to check this program on a machine without AMX; slow;
- *         -R: rounds, the variants interleaved per round, the median reported;
- *         -V: kernel variants, AMXV_* bit flags of src/cpu/amx_impl.h, 0 = default; attribution
- *         variants (flags 1, 2, 4) skip work and are not checked; -x: indexes into shapes[] below)
+ *         -A: attribution runs of the AMX kernel, AMXV_* bit flags of src/cpu/amx_impl.h (1 no tile
+ *         ops, 2 A tiles built once, 4 no epilogue; 0 = the kernel, the only one checked), each
+ *         printed as "vN"; -R: rounds, the runs interleaved per round, the median reported;
+ *         -x: indexes into shapes[] below)
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -96,14 +97,14 @@ int main(int argc, char **argv) {
             ntoks = argv[++i];
         else if (!strcmp(argv[i], "-s") && i + 1 < argc)
             secs = atof(argv[++i]);
-        else if (!strcmp(argv[i], "-V") && i + 1 < argc)
+        else if (!strcmp(argv[i], "-A") && i + 1 < argc)
             variants = argv[++i];
         else if (!strcmp(argv[i], "-x") && i + 1 < argc)
             shape_list = argv[++i];
         else if (!strcmp(argv[i], "-R") && i + 1 < argc)
             rounds = atoi(argv[++i]) < 1 ? 1 : atoi(argv[i]);
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-m MiB per type] [-n ntok,..] [-s seconds] [-V variant,..] [-x shape,..] [-R rounds] [-e]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-m MiB per type] [-n ntok,..] [-s seconds] [-A flags,..] [-x shape,..] [-R rounds] [-e]\n", argv[0]);
             return 2;
         }
     }
@@ -155,8 +156,6 @@ int main(int argc, char **argv) {
     }
 
     int var[32], n_var = 0;
-    int n_scored = 0;
-    double score[32] = {0}; /* Σ log(median / median of the first variant) over the multi-thread lines */
     for (const char *p = variants; p && *p && n_var < 32; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
         var[n_var++] = atoi(p);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -174,12 +173,8 @@ int main(int argc, char **argv) {
         if (!check(s, stack[k], row_bytes, xq[c], act_bytes[c], 37, "vnni")) return 1;
         if (amx == on) {
             hmoe_cpu_force_amx(on, 1);
-            for (int vi = 0; vi < n_var; vi++) {
-                if (var[vi] & (AMXV_NOTILE | AMXV_NOABUILD | AMXV_NOEPI | AMXV_F32)) continue; /* wrong on purpose / not exact enough */
-                hmoe_cpu_amx_variant = var[vi];
-                if (!check(s, stack[k], row_bytes, xq[c], act_bytes[c], 37, "amx")) return 1;
-            }
-            hmoe_cpu_amx_variant = 0;
+            hmoe_cpu_amx_attrib = 0; /* the kernel itself; attribution runs are wrong on purpose */
+            if (!check(s, stack[k], row_bytes, xq[c], act_bytes[c], 37, "amx")) return 1;
         }
         for (const char *p = ntoks; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
             const int64_t ntok = atoi(p);
@@ -194,12 +189,12 @@ int main(int argc, char **argv) {
                 printf("%s %lldx%lld items of %4lld rows ntok %3lld t%-2d GMAC/s: vnni %6.1f", hmoe_type_info[s->type].name,
                        (long long)s->rows, (long long)s->cols, (long long)s->chunk, (long long)ntok, nt, vnni);
                 double gbs0 = 0, med[32] = {0};
-                /* variants interleaved in rounds (v0 v1 .. v0 v1 ..), the median per variant */
+                /* runs interleaved in rounds (v0 v1 .. v0 v1 ..), the median per run */
                 double g[32][16];
                 for (int r = 0; r < rounds && amx == on; r++)
                     for (int vi = 0; vi < n_var; vi++) {
                         hmoe_cpu_force_amx(on, 1);
-                        hmoe_cpu_amx_variant = var[vi];
+                        hmoe_cpu_amx_attrib = var[vi];
                         rows = (double)run(s, stack[k], mat, row_bytes, n_exp, xq[c], act_bytes[c], ntok, nt, secs, &dt) *
                                (double)s->chunk;
                         g[vi][r < 16 ? r : 15] = rows * (double)s->cols * (double)ntok / dt / 1e9;
@@ -207,7 +202,7 @@ int main(int argc, char **argv) {
                     }
                 for (int vi = 0; vi < n_var && amx == on; vi++) {
                     const int nr = rounds < 16 ? rounds : 16;
-                    for (int a = 1; a < nr; a++) /* insertion sort of this variant's rounds */
+                    for (int a = 1; a < nr; a++) /* insertion sort of this run's rounds */
                         for (int b = a; b > 0 && g[vi][b] < g[vi][b - 1]; b--) {
                             const double tmp = g[vi][b];
                             g[vi][b] = g[vi][b - 1];
@@ -215,20 +210,12 @@ int main(int argc, char **argv) {
                         }
                     med[vi] = g[vi][nr / 2];
                     printf(" | v%d %6.1f", var[vi], med[vi]);
-                    if (nt > 1 && med[0] > 0) score[vi] += log(med[vi] / med[0]), n_scored += vi == 0;
                 }
-                hmoe_cpu_amx_variant = 0;
+                hmoe_cpu_amx_attrib = 0;
                 printf("  (v%d: %.1f GB/s = %.2f of read)\n", n_var ? var[0] : 0, gbs0, gbs0 / probe[ti]);
                 fflush(stdout);
             }
         }
-    }
-    if (amx == on && n_var > 0) {
-        int best = 0;
-        for (int vi = 1; vi < n_var; vi++)
-            if (score[vi] > score[best]) best = vi;
-        printf("best variant (geometric mean over the %d-thread lines vs v%d): %d (%+.1f %%)\n", max_threads, var[0],
-               var[best], (exp(score[best] / (n_scored ? n_scored : 1)) - 1) * 100);
     }
     hmoe_cpu_force_amx(HMOE_CPU_AMX_OFF, 0);
     free(x);

@@ -178,7 +178,6 @@ static void check_env(void) {
 }
 
 int main(void) {
-    if (getenv("HMOE_AMX_VARIANT")) hmoe_cpu_amx_variant = atoi(getenv("HMOE_AMX_VARIANT"));
     hmoe_cpu_init();
     check_env();
     if (hmoe_cpu_path() != HMOE_CPU_AVX512) {

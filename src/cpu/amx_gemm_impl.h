@@ -49,8 +49,6 @@ static void *amx_scratch(size_t bytes) {
     return amx_scratch_p;
 }
 
-static _Thread_local int amx_cfg_loaded; /* AMXV_KEEPCFG: this thread's tiles are configured */
-
 static void amx_config_all(struct hmoe_amx_cfg *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->palette = 1;
@@ -64,7 +62,6 @@ static void amx_config_all(struct hmoe_amx_cfg *cfg) {
 struct amx_acts {
     uint8_t *b;    /* [ntt][nb][4 chunks] VNNI tiles of 1 KiB */
     double *da;    /* [ntt][nb][16] Q8_K d per token (0 past ntok) */
-    float *daf;    /* the same as float */
     int32_t *mb;   /* [ntt][nb][4][16] Q4_K only: word pairs (S_2p, S_2p+1), S_j = bsums[2j] + bsums[2j+1] */
     int64_t nb;
 };
@@ -112,13 +109,12 @@ static void amx_prep_acts(const char *xq, size_t xq_stride, int64_t ntok, int64_
                 amx_transpose16(r, o);
                 for (int k = 0; k < 16; k++) _mm512_store_si512(bt + c * AMX_TILE_BYTES + 64 * k, o[k]);
             }
-            /* d of the 16 tokens (a gather, zeros past ntok), as float and double */
+            /* d of the 16 tokens (a gather, zeros past ntok), as double */
             const __mmask16 live = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1);
             const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                     _mm512_set1_epi32((int)xq_stride));
             const __m512 d16 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, vidx, base, 1);
             const size_t o = (size_t)(tt * nb + i) * 16;
-            _mm512_store_ps(A->daf + o, d16);
             _mm512_store_pd(A->da + o, _mm512_cvtps_pd(_mm512_castps512_ps256(d16)));
             _mm512_store_pd(A->da + o + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d16), 1))));
             if (!with_mins) continue;
@@ -171,7 +167,7 @@ static inline void amx_q4k_scales(const uint8_t *s12, uint64_t *sc8, uint64_t *m
  * in element order; per row d, dmin and the mins as word pairs. Rows past nrows are zero. */
 static void amx_q4k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_left, int64_t i, const __m512i T0,
                               const __m512i T1, uint8_t *alo, uint8_t *ahi, double *d, double *dmin,
-                              int32_t *mpair, float *df, float *dminf, size_t pf) {
+                              int32_t *mpair) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
     for (int m = 0; m < 16; m++) {
@@ -179,15 +175,14 @@ static void amx_q4k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_
             memset(alo + 256 * m, 0, 256);
             memset(ahi + 256 * m, 0, 256);
             d[m] = dmin[m] = 0;
-            df[m] = dminf[m] = 0;
             memset(mpair + 4 * m, 0, 16);
             continue;
         }
         const uint8_t *b = w + (size_t)m * row_bytes + (size_t)i * sizeof(struct hmoe_block_q4_k);
         const struct hmoe_block_q4_k *blk = (const struct hmoe_block_q4_k *)b;
-        __builtin_prefetch(b + pf);
-        __builtin_prefetch(b + pf + 64);
-        __builtin_prefetch(b + pf + 128);
+        __builtin_prefetch(b + sizeof(struct hmoe_block_q4_k));
+        __builtin_prefetch(b + sizeof(struct hmoe_block_q4_k) + 64);
+        __builtin_prefetch(b + sizeof(struct hmoe_block_q4_k) + 128);
         uint64_t sc8, mn8;
         amx_q4k_scales(blk->scales, &sc8, &mn8);
         /* vpermt2b index = (digit << 4) | q into the 128-byte product table T */
@@ -203,10 +198,8 @@ static void amx_q4k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_
             _mm512_store_si512(alo + 256 * m + 64 * c, _mm512_permutex2var_epi8(T0, il, T1));
             _mm512_store_si512(ahi + 256 * m + 64 * c, _mm512_permutex2var_epi8(T0, ih, T1));
         }
-        df[m] = _cvtsh_ss(blk->d);
-        dminf[m] = _cvtsh_ss(blk->dmin);
-        d[m] = df[m];
-        dmin[m] = dminf[m];
+        d[m] = _cvtsh_ss(blk->d);
+        dmin[m] = _cvtsh_ss(blk->dmin);
         for (int p = 0; p < 4; p++)
             mpair[4 * m + p] = (int32_t)(((mn8 >> (16 * p)) & 0xff) | ((mn8 >> (16 * p + 8)) & 0xff) << 16);
     }
@@ -256,305 +249,113 @@ static void amx_store_y(const double *acc, size_t ld_acc, int64_t nr, int64_t nt
     }
 }
 
-/* Variant of amx_q4k_prep_rows: the digit products by 16-bit multiplies instead of table
- * lookups. A word holds two neighbouring quants (same sub-block) q_e + 256·q_o and the digit
- * word s (high byte zero): q·s <= 105 never carries, so one vpmullw makes both bytes. */
-static void amx_q4k_prep_rows_mul(const uint8_t *w, size_t row_bytes, int64_t nrows_left, int64_t i, uint8_t *alo,
-                                  uint8_t *ahi, double *d, double *dmin, int32_t *mpair, float *df, float *dminf,
-                                  size_t pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    const __mmask64 even = 0x5555555555555555ull;
-    for (int m = 0; m < 16; m++) {
-        if (m >= nrows_left) {
-            memset(alo + 256 * m, 0, 256);
-            memset(ahi + 256 * m, 0, 256);
-            d[m] = dmin[m] = 0;
-            df[m] = dminf[m] = 0;
-            memset(mpair + 4 * m, 0, 16);
-            continue;
-        }
-        const uint8_t *b = w + (size_t)m * row_bytes + (size_t)i * sizeof(struct hmoe_block_q4_k);
-        const struct hmoe_block_q4_k *blk = (const struct hmoe_block_q4_k *)b;
-        __builtin_prefetch(b + pf);
-        __builtin_prefetch(b + pf + 64);
-        __builtin_prefetch(b + pf + 128);
-        uint64_t sc8, mn8;
-        amx_q4k_scales(blk->scales, &sc8, &mn8);
-        const __m512i sl = _mm512_set1_epi64((long long)(sc8 & 0x0707070707070707ull));
-        const __m512i sh = _mm512_set1_epi64((long long)((sc8 >> 3) & 0x0707070707070707ull));
-        for (int c = 0; c < 4; c++) {
-            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c)));
-            const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, shift), m4);
-            const __m512i sub = _mm512_inserti64x4(_mm512_set1_epi8((char)(2 * c)), _mm256_set1_epi8((char)(2 * c + 1)), 1);
-            _mm512_store_si512(alo + 256 * m + 64 * c, _mm512_mullo_epi16(q, _mm512_maskz_permutexvar_epi8(even, sub, sl)));
-            _mm512_store_si512(ahi + 256 * m + 64 * c, _mm512_mullo_epi16(q, _mm512_maskz_permutexvar_epi8(even, sub, sh)));
-        }
-        df[m] = _cvtsh_ss(blk->d);
-        dminf[m] = _cvtsh_ss(blk->dmin);
-        d[m] = df[m];
-        dmin[m] = dminf[m];
-        for (int p = 0; p < 4; p++)
-            mpair[4 * m + p] = (int32_t)(((mn8 >> (16 * p)) & 0xff) | ((mn8 >> (16 * p + 8)) & 0xff) << 16);
-    }
-}
-
-/* Variant of amx_q4k_prep_rows_mul (AMXV_MUL2): the digit words of a row's 8 sub-blocks are
- * expanded once to dwords (s | s << 16) on the stack; each chunk takes its two by broadcast
- * loads (one masked) instead of a byte permute; the mins by one zero-extension. */
-static void amx_q4k_prep_rows_mul2(const uint8_t *w, size_t row_bytes, int64_t nrows_left, int64_t i, uint8_t *alo,
-                                   uint8_t *ahi, double *d, double *dmin, int32_t *mpair, float *df, float *dminf,
-                                   size_t pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    _Alignas(64) uint32_t dg[16]; /* lo digits of sub-blocks 0..7, then hi digits */
-    for (int m = 0; m < 16; m++) {
-        if (m >= nrows_left) {
-            memset(alo + 256 * m, 0, 256);
-            memset(ahi + 256 * m, 0, 256);
-            d[m] = dmin[m] = 0;
-            df[m] = dminf[m] = 0;
-            memset(mpair + 4 * m, 0, 16);
-            continue;
-        }
-        const uint8_t *b = w + (size_t)m * row_bytes + (size_t)i * sizeof(struct hmoe_block_q4_k);
-        const struct hmoe_block_q4_k *blk = (const struct hmoe_block_q4_k *)b;
-        __builtin_prefetch(b + pf);
-        __builtin_prefetch(b + pf + 64);
-        __builtin_prefetch(b + pf + 128);
-        uint64_t sc8, mn8;
-        amx_q4k_scales(blk->scales, &sc8, &mn8);
-        const __m512i dw = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)((sc8 >> 3) & 0x0707070707070707ull),
-                                                               (long long)(sc8 & 0x0707070707070707ull)));
-        _mm512_store_si512(dg, _mm512_or_si512(dw, _mm512_slli_epi32(dw, 16)));
-        _mm_storeu_si128((__m128i *)(mpair + 4 * m), _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8)));
-        for (int c = 0; c < 4; c++) {
-            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c)));
-            const __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(raw, (__mmask32)0xFFFF0000u, raw, 4), m4);
-            const __m512i dl = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)dg[2 * c]), (__mmask16)0xFF00, (int)dg[2 * c + 1]);
-            const __m512i dh = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)dg[8 + 2 * c]), (__mmask16)0xFF00,
-                                                      (int)dg[8 + 2 * c + 1]);
-            _mm512_store_si512(alo + 256 * m + 64 * c, _mm512_mullo_epi16(q, dl));
-            _mm512_store_si512(ahi + 256 * m + 64 * c, _mm512_mullo_epi16(q, dh));
-        }
-        df[m] = _cvtsh_ss(blk->d);
-        dminf[m] = _cvtsh_ss(blk->dmin);
-        d[m] = df[m];
-        dmin[m] = dminf[m];
-    }
-}
-
-/* amx_q4k_epilogue in float (16 lanes). */
-static inline void amx_q4k_epilogue_f32(const int32_t *clo, const int32_t *chi, const float *d, const float *dmin,
-                                        const int32_t *mpair, const int32_t *mb, const float *da, float *acc,
-                                        size_t ld_acc) {
-    const __m512 vda = _mm512_load_ps(da);
-    const __m512i mb0 = _mm512_load_si512(mb), mb1 = _mm512_load_si512(mb + 16);
-    const __m512i mb2 = _mm512_load_si512(mb + 32), mb3 = _mm512_load_si512(mb + 48);
-    for (int m = 0; m < 16; m++) {
-        const __m512i is = _mm512_add_epi32(_mm512_load_si512(clo + 16 * m),
-                                            _mm512_slli_epi32(_mm512_load_si512(chi + 16 * m), 3));
-        __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_set1_epi32(mpair[4 * m]), mb0);
-        im = _mm512_dpwssd_epi32(im, _mm512_set1_epi32(mpair[4 * m + 1]), mb1);
-        im = _mm512_dpwssd_epi32(im, _mm512_set1_epi32(mpair[4 * m + 2]), mb2);
-        im = _mm512_dpwssd_epi32(im, _mm512_set1_epi32(mpair[4 * m + 3]), mb3);
-        const __m512 v = _mm512_fmsub_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(d[m]),
-                                         _mm512_mul_ps(_mm512_cvtepi32_ps(im), _mm512_set1_ps(dmin[m])));
-        float *a = acc + (size_t)m * ld_acc;
-        _mm512_store_ps(a, _mm512_fmadd_ps(v, vda, _mm512_load_ps(a)));
-    }
-}
-
-/* amx_store_y for a float accumulator. */
-static void amx_store_y_f32(const float *acc, size_t ld_acc, int64_t nr, int64_t ntok, float *y, size_t y_stride) {
-    const __mmask16 rows = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
-    for (int64_t t0 = 0; t0 < ntok; t0 += 16) {
-        __m512i r[16], o[16];
-        for (int m = 0; m < 16; m++) r[m] = _mm512_load_si512(acc + (size_t)m * ld_acc + t0);
-        amx_transpose16(r, o);
-        const int64_t nt = ntok - t0 < 16 ? ntok - t0 : 16;
-        for (int64_t t = 0; t < nt; t++)
-            _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * y_stride, rows, _mm512_castsi512_ps(o[t]));
-    }
-}
-
-/* Per-row data of one super-block's A tiles (three sets: built, in the tiles, in the epilogue). */
+/* Per-row data of one super-block's A tiles (double-buffered, see the main loops). */
 struct amx_rows {
     uint8_t *a[3];            /* [16 rows][256] per digit tile set */
     double *d, *dmin;         /* [16] */
-    float *df, *dminf;        /* [16] */
     int32_t *mpair;           /* [16][4] */
 };
 
-/* Bench-only variants (hmoe_cpu_amx_variant, amx_impl.h): AT() skips tile ops for attribution. */
+/* hmoe_cpu_amx_attrib (bench attribution, amx_impl.h): AT() makes a tile operation a no-op. */
 #define AT(op)                                                                                                         \
     do {                                                                                                               \
         if (!(v & AMXV_NOTILE)) { op; }                                                                                \
     } while (0)
 
-/* Main loops, both types: per 16-row tile and super-block i, the tile products of i; then the A
- * tiles of i+1 (vector work overlapping the tile unit). Default order: C tiles of i stored right
- * after the products, read back after the A-build. AMXV_LATE: the last C tiles stored after the
- * A-build (their chains are done by then, so the A-build's vector stores do not queue behind
- * them). AMXV_LAG: also the epilogue of i-1 runs after the A-build of i+1, from the other half
- * of a double-buffered C scratch, before the C tiles of i are stored. */
+/* Main loops, both types: per 16-row tile, super-block i's tile products for all token tiles
+ * are issued and their C tiles stored; then super-block i+1's A tiles are built (vector work
+ * that overlaps the tile unit still computing), and only then the C tiles of i are read back
+ * for the float part. So no vector load waits on a tile store just issued, and no tile load
+ * on vector stores just issued (store-to-load forwarding between the tile and vector units
+ * cannot help there), and the A-tile work of the vector units overlaps the tile products. */
 void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
-    const int v = hmoe_cpu_amx_variant;
-    const int late = (v & (AMXV_LATE | AMXV_LAG)) != 0, lag = (v & AMXV_LAG) != 0, f32 = (v & AMXV_F32) != 0;
-    const int ko = (v & AMXV_KOUTER) != 0;
-    const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16, nrt = (nrows + 15) / 16, nsteps = nb * nrt;
+    const int v = hmoe_cpu_amx_attrib;
+    const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16;
     const size_t ld_acc = (size_t)ntt * 16;
-    const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 12;
-    const size_t mb_bytes = (size_t)(ntt * nb) * 64 * 4, acc_bytes = (size_t)nrt * 16 * ld_acc * 8;
-    const size_t c_half = (size_t)ntt * 512;                             /* int32s: C lo, hi per token tile */
-    const size_t set_bytes = 2 * 4096 + 16 * 8 * 2 + 16 * 4 * 2 + 16 * 16; /* A set + d, dmin, df, dminf, mpair */
-    uint8_t *s = amx_scratch(b_bytes + da_bytes + mb_bytes + acc_bytes + 2 * c_half * 4 + 3 * set_bytes + 128);
+    const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
+    const size_t mb_bytes = (size_t)(ntt * nb) * 64 * 4, acc_bytes = 16 * ld_acc * 8;
+    const size_t c_bytes = (size_t)ntt * 2 * AMX_TILE_BYTES;            /* C lo, hi per token tile */
+    const size_t set_bytes = 2 * 4096 + 16 * 8 * 2 + 16 * 16;            /* one A set + d, dmin, mpair */
+    uint8_t *s = amx_scratch(b_bytes + da_bytes + mb_bytes + acc_bytes + c_bytes + 2 * set_bytes + 128);
     if (!s) {
         hmoe_cpu_gemm_q4_k_avx512(ncols, w, row_bytes, nrows, xq, xq_stride, ntok, y, y_stride);
         return;
     }
-    struct amx_acts A = {.b = s,
-                         .da = (double *)(s + b_bytes),
-                         .daf = (float *)(s + b_bytes + (size_t)(ntt * nb) * 16 * 8),
-                         .mb = (int32_t *)(s + b_bytes + da_bytes),
-                         .nb = nb};
+    struct amx_acts A = {.b = s, .da = (double *)(s + b_bytes), .mb = (int32_t *)(s + b_bytes + da_bytes), .nb = nb};
     uint8_t *p = s + b_bytes + da_bytes + mb_bytes;
     double *acc = (double *)p;
-    float *accf = (float *)p;
     int32_t *cbuf = (int32_t *)(p + acc_bytes);
-    p += acc_bytes + 2 * c_half * 4;
-    struct amx_rows R[3];
-    for (int k = 0; k < 3; k++, p += set_bytes) {
+    p += acc_bytes + c_bytes;
+    struct amx_rows R[2];
+    for (int k = 0; k < 2; k++, p += set_bytes) {
         R[k].a[0] = p;
         R[k].a[1] = p + 4096;
         R[k].d = (double *)(p + 8192);
         R[k].dmin = R[k].d + 16;
-        R[k].df = (float *)(R[k].dmin + 16);
-        R[k].dminf = R[k].df + 16;
-        R[k].mpair = (int32_t *)(R[k].dminf + 16);
+        R[k].mpair = (int32_t *)(R[k].dmin + 16);
     }
     uint8_t *tbl = p;
     for (int k = 0; k < 128; k++) tbl[k] = (uint8_t)((k >> 4) * (k & 15)); /* T[s·16 + q] = s·q */
     const __m512i T0 = _mm512_load_si512(tbl), T1 = _mm512_load_si512(tbl + 64);
 
     amx_prep_acts((const char *)xq, xq_stride, ntok, nb, 1, &A);
-    memset(acc, 0, acc_bytes);
-    if (!(v & AMXV_KEEPCFG) || !amx_cfg_loaded) {
-        struct hmoe_amx_cfg cfg;
-        amx_config_all(&cfg);
-        TILE_CFG(&cfg);
-        amx_cfg_loaded = 1;
-    }
-    const int64_t tt_last = (ntt - 1) / 2 * 2; /* the last token-tile pair */
-    /* step st = (super-block, 16-row tile): row tiles outer (default) or super-blocks outer (ko) */
-    const size_t pf = ko ? 16 * row_bytes : sizeof(struct hmoe_block_q4_k); /* where the step after next reads */
-#define ST_I(st) (ko ? (st) / nrt : (st) % nb)
-#define ST_RT(st) (ko ? (st) % nrt : (st) / nb)
-#define Q4_PREP(st)                                                                                                    \
-    do {                                                                                                               \
-        struct amx_rows *X = &R[(st) % 3];                                                                             \
-        const int64_t rt_ = ST_RT(st), i_ = ST_I(st), nr_ = nrows - rt_ * 16 < 16 ? nrows - rt_ * 16 : 16;            \
-        const uint8_t *wr_ = (const uint8_t *)w + (size_t)(rt_ * 16) * row_bytes;                                      \
-        if ((v & AMXV_NOABUILD) && (st) >= 3) break;                                                                   \
-        if (v & AMXV_MUL2)                                                                                             \
-            amx_q4k_prep_rows_mul2(wr_, row_bytes, nr_, i_, X->a[0], X->a[1], X->d, X->dmin, X->mpair, X->df,          \
-                                   X->dminf, pf);                                                                      \
-        else if (v & AMXV_MUL)                                                                                         \
-            amx_q4k_prep_rows_mul(wr_, row_bytes, nr_, i_, X->a[0], X->a[1], X->d, X->dmin, X->mpair, X->df, X->dminf, \
-                                  pf);                                                                                 \
-        else                                                                                                           \
-            amx_q4k_prep_rows(wr_, row_bytes, nr_, i_, T0, T1, X->a[0], X->a[1], X->d, X->dmin, X->mpair, X->df,       \
-                              X->dminf, pf);                                                                           \
-    } while (0)
-#define Q4_EPI(st)                                                                                                     \
-    do {                                                                                                               \
-        const struct amx_rows *E = &R[(st) % 3];                                                                       \
-        const int32_t *cb_ = cbuf + ((st) & 1) * c_half;                                                               \
-        const int64_t rt_ = ST_RT(st), i_ = ST_I(st);                                                                  \
-        double *acc_ = acc + (size_t)(rt_ * 16) * ld_acc;                                                              \
-        float *accf_ = accf + (size_t)(rt_ * 16) * ld_acc;                                                             \
-        if (!(v & AMXV_NOEPI))                                                                                         \
-            for (int64_t tt = 0; tt < ntt; tt++) {                                                                     \
-                const size_t o_ = (size_t)(tt * nb + i_);                                                              \
-                if (f32)                                                                                               \
-                    amx_q4k_epilogue_f32(cb_ + tt * 512, cb_ + tt * 512 + 256, E->df, E->dminf, E->mpair,              \
-                                         A.mb + o_ * 64, A.daf + o_ * 16, accf_ + tt * 16, ld_acc);                    \
-                else                                                                                                   \
-                    amx_q4k_epilogue(cb_ + tt * 512, cb_ + tt * 512 + 256, E->d, E->dmin, E->mpair, A.mb + o_ * 64,    \
-                                     A.da + o_ * 16, acc_ + tt * 16, ld_acc);                                          \
-            }                                                                                                          \
-        if (i_ == nb - 1) {                                                                                            \
-            const int64_t nr_ = nrows - rt_ * 16 < 16 ? nrows - rt_ * 16 : 16;                                         \
-            if (f32)                                                                                                   \
-                amx_store_y_f32(accf_, ld_acc, nr_, ntok, y + rt_ * 16, y_stride);                                     \
-            else                                                                                                       \
-                amx_store_y(acc_, ld_acc, nr_, ntok, y + rt_ * 16, y_stride);                                          \
-        }                                                                                                              \
-    } while (0)
-    Q4_PREP(0);
-    for (int64_t st = 0; st < nsteps; st++) {
-        const int64_t i = ST_I(st);
-        const struct amx_rows *cur = &R[st % 3];
-        const uint8_t *alo = cur->a[0], *ahi = cur->a[1];
-        int32_t *cb = cbuf + (st & 1) * c_half;
-        for (int64_t tt = 0; tt < ntt; tt += 2) {
-            const int two = tt + 1 < ntt;
-            const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
-            const uint8_t *b1 = A.b + (size_t)((tt + 1) * nb + i) * 4 * AMX_TILE_BYTES;
-            int32_t *c0 = cb + tt * 512, *c1 = c0 + 512;
-            AT(TILE_ZERO(0));
-            AT(TILE_ZERO(2));
-            if (two) {
-                AT(TILE_ZERO(1));
-                AT(TILE_ZERO(3));
-            }
-            for (int c = 0; c < 4; c++) {
-                AT(TILE_LOAD(4, alo + 64 * c, 256));
-                AT(TILE_LOAD(5, ahi + 64 * c, 256));
-                AT(TILE_LOAD(6, b0 + c * AMX_TILE_BYTES, 64));
-                AT(TILE_DPBUSD(0, 4, 6));
-                AT(TILE_DPBUSD(2, 5, 6));
+    struct hmoe_amx_cfg cfg;
+    amx_config_all(&cfg);
+    TILE_CFG(&cfg);
+    for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
+        const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
+        memset(acc, 0, acc_bytes);
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
+        const int build = !(v & AMXV_NOABUILD) || r0 == 0;
+        if (build)
+            amx_q4k_prep_rows(wr, row_bytes, nr, 0, T0, T1, R[0].a[0], R[0].a[1], R[0].d, R[0].dmin, R[0].mpair);
+        for (int64_t i = 0; i < nb; i++) {
+            const struct amx_rows *cur = &R[i & 1];
+            const uint8_t *alo = cur->a[0], *ahi = cur->a[1];
+            for (int64_t tt = 0; tt < ntt; tt += 2) {
+                const int two = tt + 1 < ntt;
+                const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
+                const uint8_t *b1 = A.b + (size_t)((tt + 1) * nb + i) * 4 * AMX_TILE_BYTES;
+                int32_t *c0 = cbuf + tt * 512, *c1 = c0 + 512;
+                AT(TILE_ZERO(0));
+                AT(TILE_ZERO(2));
                 if (two) {
-                    AT(TILE_LOAD(7, b1 + c * AMX_TILE_BYTES, 64));
-                    AT(TILE_DPBUSD(1, 4, 7));
-                    AT(TILE_DPBUSD(3, 5, 7));
+                    AT(TILE_ZERO(1));
+                    AT(TILE_ZERO(3));
+                }
+                for (int c = 0; c < 4; c++) {
+                    AT(TILE_LOAD(4, alo + 64 * c, 256));
+                    AT(TILE_LOAD(5, ahi + 64 * c, 256));
+                    AT(TILE_LOAD(6, b0 + c * AMX_TILE_BYTES, 64));
+                    AT(TILE_DPBUSD(0, 4, 6));
+                    AT(TILE_DPBUSD(2, 5, 6));
+                    if (two) {
+                        AT(TILE_LOAD(7, b1 + c * AMX_TILE_BYTES, 64));
+                        AT(TILE_DPBUSD(1, 4, 7));
+                        AT(TILE_DPBUSD(3, 5, 7));
+                    }
+                }
+                AT(TILE_STORE(0, c0, 64));
+                AT(TILE_STORE(2, c0 + 256, 64));
+                if (two) {
+                    AT(TILE_STORE(1, c1, 64));
+                    AT(TILE_STORE(3, c1 + 256, 64));
                 }
             }
-            if (late && tt == tt_last) continue;
-            AT(TILE_STORE(0, c0, 64));
-            AT(TILE_STORE(2, c0 + 256, 64));
-            if (two) {
-                AT(TILE_STORE(1, c1, 64));
-                AT(TILE_STORE(3, c1 + 256, 64));
+            if (i + 1 < nb && build) {
+                struct amx_rows *nx = &R[(i + 1) & 1];
+                amx_q4k_prep_rows(wr, row_bytes, nr, i + 1, T0, T1, nx->a[0], nx->a[1], nx->d, nx->dmin, nx->mpair);
             }
+            for (int64_t tt = 0; tt < ntt && !(v & AMXV_NOEPI); tt++)
+                amx_q4k_epilogue(cbuf + tt * 512, cbuf + tt * 512 + 256, cur->d, cur->dmin, cur->mpair,
+                                 A.mb + (size_t)(tt * nb + i) * 64, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16,
+                                 ld_acc);
         }
-        if ((v & AMXV_PFB) && st + 1 < nsteps)
-            for (int64_t tt = 0; tt < ntt; tt++)
-                for (int o = 0; o < 4 * AMX_TILE_BYTES; o += 64)
-                    _mm_prefetch((const char *)A.b + (size_t)(tt * nb + ST_I(st + 1)) * 4 * AMX_TILE_BYTES + o, _MM_HINT_T0);
-        if (st + 1 < nsteps) Q4_PREP(st + 1);
-        if (lag && st > 0) Q4_EPI(st - 1);
-        if (late) {
-            int32_t *c0 = cb + tt_last * 512, *c1 = c0 + 512;
-            AT(TILE_STORE(0, c0, 64));
-            AT(TILE_STORE(2, c0 + 256, 64));
-            if (tt_last + 1 < ntt) {
-                AT(TILE_STORE(1, c1, 64));
-                AT(TILE_STORE(3, c1 + 256, 64));
-            }
-        }
-        if (!lag) Q4_EPI(st);
+        amx_store_y(acc, ld_acc, nr, ntok, y + r0, y_stride);
     }
-    if (lag) Q4_EPI(nsteps - 1);
-#undef Q4_PREP
-#undef Q4_EPI
-#undef ST_I
-#undef ST_RT
-    if (!(v & AMXV_KEEPCFG)) {
-        TILE_RELEASE();
-        amx_cfg_loaded = 0;
-    }
+    TILE_RELEASE();
 }
 
 /* ---------------------------------------------------------------- Q6_K */
@@ -562,7 +363,7 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
 /* A tiles of 16 rows for super-block i: a[k][16 rows][256] = (q - 32)·e_k with the sub-block
  * scale sc = e0 + 8·e1 + 64·e2 (e in -3..4), in element order; per row d. */
 static void amx_q6k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_left, int64_t i, uint8_t *a0,
-                              uint8_t *a1, uint8_t *a2, double *d, float *df, size_t pf) {
+                              uint8_t *a1, uint8_t *a2, double *d) {
     const struct q6k_unpack_consts qc = q6k_unpack_consts();
     const __m512i b32 = _mm512_set1_epi8(32);
     const __m512i lowb = _mm512_set1_epi16(0x00ff), highb = _mm512_set1_epi16((short)0xff00);
@@ -576,12 +377,11 @@ static void amx_q6k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_
             memset(a1 + 256 * m, 0, 256);
             memset(a2 + 256 * m, 0, 256);
             d[m] = 0;
-            df[m] = 0;
             continue;
         }
         const struct hmoe_block_q6_k *b =
             (const struct hmoe_block_q6_k *)(w + (size_t)m * row_bytes) + i;
-        for (int o = 0; o < 256; o += 64) __builtin_prefetch((const char *)b + pf + o);
+        for (int o = 0; o < 256; o += 64) __builtin_prefetch((const char *)(b + 1) + o);
         /* digits of the 16 scales, as words */
         const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
         const __m256i e0 = _mm256_sub_epi16(_mm256_and_si256(_mm256_add_epi16(sc, three), seven), three);
@@ -605,8 +405,7 @@ static void amx_q6k_prep_rows(const uint8_t *w, size_t row_bytes, int64_t nrows_
             _mm512_store_si512(a2 + 256 * m + 64 * c, _mm512_ternarylogic_epi32(_mm512_mullo_epi16(x, D2), lowb,
                                                                                _mm512_mullo_epi16(xo, D2), 0xEA));
         }
-        df[m] = _cvtsh_ss(b->d);
-        d[m] = df[m];
+        d[m] = _cvtsh_ss(b->d);
     }
 }
 
@@ -626,145 +425,75 @@ static inline void amx_q6k_epilogue(const int32_t *c, const double *d, const dou
     }
 }
 
-/* amx_q6k_epilogue in float. */
-static inline void amx_q6k_epilogue_f32(const int32_t *c, const float *d, const float *da, float *acc, size_t ld_acc) {
-    const __m512 vda = _mm512_load_ps(da);
-    for (int m = 0; m < 16; m++) {
-        const __m512i is = _mm512_add_epi32(
-            _mm512_add_epi32(_mm512_load_si512(c + 16 * m), _mm512_slli_epi32(_mm512_load_si512(c + 256 + 16 * m), 3)),
-            _mm512_slli_epi32(_mm512_load_si512(c + 512 + 16 * m), 6));
-        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(d[m]));
-        float *a = acc + (size_t)m * ld_acc;
-        _mm512_store_ps(a, _mm512_fmadd_ps(v, vda, _mm512_load_ps(a)));
-    }
-}
-
 void AMX_FN(hmoe_cpu_gemm_q6_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
-    const int v = hmoe_cpu_amx_variant;
-    const int late = (v & (AMXV_LATE | AMXV_LAG)) != 0, lag = (v & AMXV_LAG) != 0, f32 = (v & AMXV_F32) != 0;
-    const int ko = (v & AMXV_KOUTER) != 0;
-    const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16, nrt = (nrows + 15) / 16, nsteps = nb * nrt;
+    const int v = hmoe_cpu_amx_attrib;
+    const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16;
     const size_t ld_acc = (size_t)ntt * 16;
-    const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 12;
-    const size_t acc_bytes = (size_t)nrt * 16 * ld_acc * 8;
-    const size_t c_half = (size_t)ntt * 768; /* int32s: C0, C1, C2 per token tile */
-    const size_t set_bytes = 3 * 4096 + 16 * 8 + 16 * 4;
-    uint8_t *s = amx_scratch(b_bytes + da_bytes + acc_bytes + 2 * c_half * 4 + 3 * set_bytes);
+    const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
+    const size_t acc_bytes = 16 * ld_acc * 8;
+    const size_t c_bytes = (size_t)ntt * 3 * AMX_TILE_BYTES; /* C0, C1, C2 per token tile */
+    const size_t set_bytes = 3 * 4096 + 16 * 8;
+    uint8_t *s = amx_scratch(b_bytes + da_bytes + acc_bytes + c_bytes + 2 * set_bytes);
     if (!s) {
         hmoe_cpu_gemm_q6_k_avx512(ncols, w, row_bytes, nrows, xq, xq_stride, ntok, y, y_stride);
         return;
     }
-    struct amx_acts A = {.b = s,
-                         .da = (double *)(s + b_bytes),
-                         .daf = (float *)(s + b_bytes + (size_t)(ntt * nb) * 16 * 8),
-                         .mb = NULL,
-                         .nb = nb};
+    struct amx_acts A = {.b = s, .da = (double *)(s + b_bytes), .mb = NULL, .nb = nb};
     uint8_t *p = s + b_bytes + da_bytes;
     double *acc = (double *)p;
-    float *accf = (float *)p;
     int32_t *cbuf = (int32_t *)(p + acc_bytes);
-    p += acc_bytes + 2 * c_half * 4;
-    struct amx_rows R[3];
-    for (int k = 0; k < 3; k++, p += set_bytes) {
+    p += acc_bytes + c_bytes;
+    struct amx_rows R[2];
+    for (int k = 0; k < 2; k++, p += set_bytes) {
         R[k].a[0] = p;
         R[k].a[1] = p + 4096;
         R[k].a[2] = p + 8192;
         R[k].d = (double *)(p + 12288);
-        R[k].df = (float *)(R[k].d + 16);
     }
 
     amx_prep_acts((const char *)xq, xq_stride, ntok, nb, 0, &A);
-    memset(acc, 0, acc_bytes);
-    if (!(v & AMXV_KEEPCFG) || !amx_cfg_loaded) {
-        struct hmoe_amx_cfg cfg;
-        amx_config_all(&cfg);
-        TILE_CFG(&cfg);
-        amx_cfg_loaded = 1;
-    }
-    const size_t pf = ko ? 16 * row_bytes : sizeof(struct hmoe_block_q6_k);
-#define ST_I(st) (ko ? (st) / nrt : (st) % nb)
-#define ST_RT(st) (ko ? (st) % nrt : (st) / nb)
-#define Q6_PREP(st)                                                                                                    \
-    do {                                                                                                               \
-        struct amx_rows *X = &R[(st) % 3];                                                                             \
-        const int64_t rt_ = ST_RT(st), nr_ = nrows - rt_ * 16 < 16 ? nrows - rt_ * 16 : 16;                            \
-        if ((v & AMXV_NOABUILD) && (st) >= 3) break;                                                                   \
-        amx_q6k_prep_rows((const uint8_t *)w + (size_t)(rt_ * 16) * row_bytes, row_bytes, nr_, ST_I(st), X->a[0],      \
-                          X->a[1], X->a[2], X->d, X->df, pf);                                                          \
-    } while (0)
-#define Q6_EPI(st)                                                                                                     \
-    do {                                                                                                               \
-        const struct amx_rows *E = &R[(st) % 3];                                                                       \
-        const int32_t *cb_ = cbuf + ((st) & 1) * c_half;                                                               \
-        const int64_t rt_ = ST_RT(st), i_ = ST_I(st);                                                                  \
-        double *acc_ = acc + (size_t)(rt_ * 16) * ld_acc;                                                              \
-        float *accf_ = accf + (size_t)(rt_ * 16) * ld_acc;                                                             \
-        if (!(v & AMXV_NOEPI))                                                                                         \
-            for (int64_t tt = 0; tt < ntt; tt++) {                                                                     \
-                const size_t o_ = (size_t)(tt * nb + i_);                                                              \
-                if (f32)                                                                                               \
-                    amx_q6k_epilogue_f32(cb_ + tt * 768, E->df, A.daf + o_ * 16, accf_ + tt * 16, ld_acc);             \
-                else                                                                                                   \
-                    amx_q6k_epilogue(cb_ + tt * 768, E->d, A.da + o_ * 16, acc_ + tt * 16, ld_acc);                    \
-            }                                                                                                          \
-        if (i_ == nb - 1) {                                                                                            \
-            const int64_t nr_ = nrows - rt_ * 16 < 16 ? nrows - rt_ * 16 : 16;                                         \
-            if (f32)                                                                                                   \
-                amx_store_y_f32(accf_, ld_acc, nr_, ntok, y + rt_ * 16, y_stride);                                     \
-            else                                                                                                       \
-                amx_store_y(acc_, ld_acc, nr_, ntok, y + rt_ * 16, y_stride);                                          \
-        }                                                                                                              \
-    } while (0)
-    Q6_PREP(0);
-    for (int64_t st = 0; st < nsteps; st++) {
-        const int64_t i = ST_I(st);
-        const struct amx_rows *cur = &R[st % 3];
-        const uint8_t *a0 = cur->a[0], *a1 = cur->a[1], *a2 = cur->a[2];
-        int32_t *cb = cbuf + (st & 1) * c_half;
-        for (int64_t tt = 0; tt < ntt; tt++) {
-            const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
-            int32_t *c = cb + tt * 768;
-            AT(TILE_ZERO(0));
-            AT(TILE_ZERO(1));
-            AT(TILE_ZERO(2));
-            for (int k = 0; k < 4; k++) {
-                AT(TILE_LOAD(3, a0 + 64 * k, 256));
-                AT(TILE_LOAD(4, a1 + 64 * k, 256));
-                AT(TILE_LOAD(5, a2 + 64 * k, 256));
-                AT(TILE_LOAD(6, b0 + k * AMX_TILE_BYTES, 64));
-                AT(TILE_DPBSSD(0, 3, 6));
-                AT(TILE_DPBSSD(1, 4, 6));
-                AT(TILE_DPBSSD(2, 5, 6));
+    struct hmoe_amx_cfg cfg;
+    amx_config_all(&cfg);
+    TILE_CFG(&cfg);
+    for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
+        const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
+        memset(acc, 0, acc_bytes);
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
+        const int build = !(v & AMXV_NOABUILD) || r0 == 0;
+        if (build) amx_q6k_prep_rows(wr, row_bytes, nr, 0, R[0].a[0], R[0].a[1], R[0].a[2], R[0].d);
+        for (int64_t i = 0; i < nb; i++) {
+            const struct amx_rows *cur = &R[i & 1];
+            const uint8_t *a0 = cur->a[0], *a1 = cur->a[1], *a2 = cur->a[2];
+            for (int64_t tt = 0; tt < ntt; tt++) {
+                const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
+                int32_t *c = cbuf + tt * 768;
+                AT(TILE_ZERO(0));
+                AT(TILE_ZERO(1));
+                AT(TILE_ZERO(2));
+                for (int k = 0; k < 4; k++) {
+                    AT(TILE_LOAD(3, a0 + 64 * k, 256));
+                    AT(TILE_LOAD(4, a1 + 64 * k, 256));
+                    AT(TILE_LOAD(5, a2 + 64 * k, 256));
+                    AT(TILE_LOAD(6, b0 + k * AMX_TILE_BYTES, 64));
+                    AT(TILE_DPBSSD(0, 3, 6));
+                    AT(TILE_DPBSSD(1, 4, 6));
+                    AT(TILE_DPBSSD(2, 5, 6));
+                }
+                AT(TILE_STORE(0, c, 64));
+                AT(TILE_STORE(1, c + 256, 64));
+                AT(TILE_STORE(2, c + 512, 64));
             }
-            if (late && tt == ntt - 1) continue;
-            AT(TILE_STORE(0, c, 64));
-            AT(TILE_STORE(1, c + 256, 64));
-            AT(TILE_STORE(2, c + 512, 64));
+            if (i + 1 < nb && build) {
+                struct amx_rows *nx = &R[(i + 1) & 1];
+                amx_q6k_prep_rows(wr, row_bytes, nr, i + 1, nx->a[0], nx->a[1], nx->a[2], nx->d);
+            }
+            for (int64_t tt = 0; tt < ntt && !(v & AMXV_NOEPI); tt++)
+                amx_q6k_epilogue(cbuf + tt * 768, cur->d, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16, ld_acc);
         }
-        if ((v & AMXV_PFB) && st + 1 < nsteps)
-            for (int64_t tt = 0; tt < ntt; tt++)
-                for (int o = 0; o < 4 * AMX_TILE_BYTES; o += 64)
-                    _mm_prefetch((const char *)A.b + (size_t)(tt * nb + ST_I(st + 1)) * 4 * AMX_TILE_BYTES + o, _MM_HINT_T0);
-        if (st + 1 < nsteps) Q6_PREP(st + 1);
-        if (lag && st > 0) Q6_EPI(st - 1);
-        if (late) {
-            int32_t *c = cb + (ntt - 1) * 768;
-            AT(TILE_STORE(0, c, 64));
-            AT(TILE_STORE(1, c + 256, 64));
-            AT(TILE_STORE(2, c + 512, 64));
-        }
-        if (!lag) Q6_EPI(st);
+        amx_store_y(acc, ld_acc, nr, ntok, y + r0, y_stride);
     }
-    if (lag) Q6_EPI(nsteps - 1);
-#undef Q6_PREP
-#undef Q6_EPI
-#undef ST_I
-#undef ST_RT
-    if (!(v & AMXV_KEEPCFG)) {
-        TILE_RELEASE();
-        amx_cfg_loaded = 0;
-    }
+    TILE_RELEASE();
 }
 #undef AT

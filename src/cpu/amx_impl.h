@@ -32,22 +32,16 @@ bool hmoe_cpu_amx_detect(const char **why);
  * (q46_k_amx_avx512.c). Only called after the cpuid / permission checks passed. */
 bool hmoe_cpu_amx_selftest(void);
 
-/* Bench-only kernel variants (bench_cpu_gemm_amx -V): bit flags, 0 = the default kernel.
- * NOTILE / NOABUILD / NOEPI skip work for attribution (results then wrong). */
+/* Attribution (bench only): bit flags that make the AMX kernels skip part of their work, so a
+ * bench can time the rest (bench_cpu_gemm_amx -V, or HMOE_AMX_ATTRIB for a whole forward, read
+ * once by hmoe_cpu_amx_detect with a warning). Results are WRONG while any flag is set; 0 (the
+ * default) is the kernel. bench/cpu_results.md "amx2" has what they measured. */
 enum {
-    AMXV_NOTILE = 1,   /* every tile operation a no-op */
+    AMXV_NOTILE = 1,   /* every tile operation a no-op: the vector work alone */
     AMXV_NOABUILD = 2, /* A tiles built for the first 16-row tile only, then reused */
-    AMXV_NOEPI = 4,    /* no epilogue */
-    AMXV_LATE = 8,     /* last C tiles of super-block i stored after the A-build of i+1 */
-    AMXV_LAG = 16,     /* LATE + epilogue of i-1 after the A-build of i+1 (double-buffered C) */
-    AMXV_F32 = 32,     /* epilogue and accumulator in float instead of double */
-    AMXV_MUL = 64,     /* Q4_K digit products by vpmullw instead of vpermt2b lookups */
-    AMXV_PFB = 128,    /* prefetch the next super-block's B tiles into L1 before the A-build */
-    AMXV_KEEPCFG = 256, /* tile config kept loaded between calls (no LDTILECFG / TILERELEASE per call) */
-    AMXV_KOUTER = 512, /* super-block outer, 16-row tiles inner: one super-block's B tiles stay in L1 */
-    AMXV_MUL2 = 1024,  /* Q4_K digit words by broadcast loads from a per-row dword table, then vpmullw */
+    AMXV_NOEPI = 4,    /* no epilogue (C tiles never read back) */
 };
-extern int hmoe_cpu_amx_variant;
+extern int hmoe_cpu_amx_attrib;
 
 /* The raw kernels (any ntok >= 1), real and emulated; the signature of hmoe_cpu_gemm_fn. */
 HMOE_CPU_DECLARE_WEIGHT_GEMM(q4_k_amx)
