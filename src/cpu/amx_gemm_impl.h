@@ -263,11 +263,13 @@ struct amx_rows {
     } while (0)
 
 /* Main loops, both types: per 16-row tile, super-block i's tile products for all token tiles
- * are issued and their C tiles stored; then super-block i+1's A tiles are built (vector work
- * that overlaps the tile unit still computing), and only then the C tiles of i are read back
- * for the float part. So no vector load waits on a tile store just issued, and no tile load
- * on vector stores just issued (store-to-load forwarding between the tile and vector units
- * cannot help there), and the A-tile work of the vector units overlaps the tile products. */
+ * are issued and their C tiles stored; then super-block i+1's A tiles are built, and only then
+ * the C tiles of i are read back for the float part. So no vector load waits on a tile store
+ * just issued, and no tile load on vector stores just issued (store-to-load forwarding between
+ * the tile and vector units cannot help there). The A-build was meant to overlap the tile
+ * products; on the H200 host's Xeon it does not (tile, A-build and epilogue times add up), and
+ * storing C after the A-build, lagging the epilogue, a super-block-outer loop or cheaper digit
+ * builds changed nothing measurable (bench/cpu_results.md "amx2"). */
 void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
