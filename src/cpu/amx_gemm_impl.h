@@ -109,21 +109,40 @@ static void amx_prep_acts(const char *xq, size_t xq_stride, int64_t ntok, int64_
                 amx_transpose16(r, o);
                 for (int k = 0; k < 16; k++) _mm512_store_si512(bt + c * AMX_TILE_BYTES + 64 * k, o[k]);
             }
-            double *dd = A->da + (size_t)(tt * nb + i) * 16;
-            int32_t *mb = with_mins ? A->mb + (size_t)(tt * nb + i) * 64 : NULL;
+            /* d of the 16 tokens (a gather, zeros past ntok), as double */
+            const __mmask16 live = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1);
+            const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                    _mm512_set1_epi32((int)xq_stride));
+            const __m512 d16 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, vidx, base, 1);
+            const size_t o = (size_t)(tt * nb + i) * 16;
+            _mm512_store_pd(A->da + o, _mm512_cvtps_pd(_mm512_castps512_ps256(d16)));
+            _mm512_store_pd(A->da + o + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d16), 1))));
+            if (!with_mins) continue;
+            /* per token the 4 dwords (S_2p | S_2p+1 << 16), S_j = bsums[2j] + bsums[2j+1] (|S_j| <= 4064,
+             * so packs does not saturate); then [token][p] -> [p][token] by two rounds of permutes */
+            _Alignas(64) int32_t pt[64]; /* [token][p] */
+            const __m128i ones = _mm_set1_epi16(1);
             for (int t = 0; t < 16; t++) {
-                const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(base + (size_t)t * xq_stride);
-                dd[t] = t < nv ? (double)a->d : 0.0;
-                if (!mb) continue;
-                for (int p = 0; p < 4; p++) {
-                    int32_t s0 = 0, s1 = 0;
-                    if (t < nv) {
-                        s0 = a->bsums[4 * p] + a->bsums[4 * p + 1];
-                        s1 = a->bsums[4 * p + 2] + a->bsums[4 * p + 3];
-                    }
-                    mb[16 * p + t] = (int32_t)(((uint32_t)s0 & 0xFFFF) | ((uint32_t)s1 << 16));
+                __m128i pr = _mm_setzero_si128();
+                if (t < nv) {
+                    const __m128i *bs = (const __m128i *)(base + (size_t)t * xq_stride + 4 + 256);
+                    pr = _mm_packs_epi32(_mm_madd_epi16(_mm_loadu_si128(bs), ones),
+                                         _mm_madd_epi16(_mm_loadu_si128(bs + 1), ones));
                 }
+                _mm_store_si128((__m128i *)(pt + 4 * t), pr);
             }
+            const __m512i z[4] = {_mm512_load_si512(pt), _mm512_load_si512(pt + 16), _mm512_load_si512(pt + 32),
+                                  _mm512_load_si512(pt + 48)};
+            /* w[h][j]: p = 2h + j / 8, token 8·(pair) + j % 8 */
+            const __m512i i1a = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+            const __m512i i1b = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+            const __m512i w01a = _mm512_permutex2var_epi32(z[0], i1a, z[1]), w01b = _mm512_permutex2var_epi32(z[0], i1b, z[1]);
+            const __m512i w23a = _mm512_permutex2var_epi32(z[2], i1a, z[3]), w23b = _mm512_permutex2var_epi32(z[2], i1b, z[3]);
+            int32_t *mb = A->mb + (size_t)(tt * nb + i) * 64;
+            _mm512_store_si512(mb, _mm512_shuffle_i64x2(w01a, w23a, 0x44));
+            _mm512_store_si512(mb + 16, _mm512_shuffle_i64x2(w01a, w23a, 0xEE));
+            _mm512_store_si512(mb + 32, _mm512_shuffle_i64x2(w01b, w23b, 0x44));
+            _mm512_store_si512(mb + 48, _mm512_shuffle_i64x2(w01b, w23b, 0xEE));
         }
     }
 }
@@ -237,15 +256,24 @@ struct amx_rows {
     int32_t *mpair;           /* [16][4] */
 };
 
+/* hmoe_cpu_amx_attrib (bench attribution, amx_impl.h): AT() makes a tile operation a no-op. */
+#define AT(op)                                                                                                         \
+    do {                                                                                                               \
+        if (!(v & AMXV_NOTILE)) { op; }                                                                                \
+    } while (0)
+
 /* Main loops, both types: per 16-row tile, super-block i's tile products for all token tiles
- * are issued and their C tiles stored; then super-block i+1's A tiles are built (vector work
- * that overlaps the tile unit still computing), and only then the C tiles of i are read back
- * for the float part. So no vector load waits on a tile store just issued, and no tile load
- * on vector stores just issued (store-to-load forwarding between the tile and vector units
- * cannot help there), and the A-tile work of the vector units overlaps the tile products. */
+ * are issued and their C tiles stored; then super-block i+1's A tiles are built, and only then
+ * the C tiles of i are read back for the float part. So no vector load waits on a tile store
+ * just issued, and no tile load on vector stores just issued (store-to-load forwarding between
+ * the tile and vector units cannot help there). The A-build was meant to overlap the tile
+ * products; on the H200 host's Xeon it does not (tile, A-build and epilogue times add up), and
+ * storing C after the A-build, lagging the epilogue, a super-block-outer loop or cheaper digit
+ * builds changed nothing measurable (bench/cpu_results.md "amx2"). */
 void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
+    const int v = hmoe_cpu_amx_attrib;
     const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16;
     const size_t ld_acc = (size_t)ntt * 16;
     const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
@@ -282,7 +310,9 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
         const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
         memset(acc, 0, acc_bytes);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
-        amx_q4k_prep_rows(wr, row_bytes, nr, 0, T0, T1, R[0].a[0], R[0].a[1], R[0].d, R[0].dmin, R[0].mpair);
+        const int build = !(v & AMXV_NOABUILD) || r0 == 0;
+        if (build)
+            amx_q4k_prep_rows(wr, row_bytes, nr, 0, T0, T1, R[0].a[0], R[0].a[1], R[0].d, R[0].dmin, R[0].mpair);
         for (int64_t i = 0; i < nb; i++) {
             const struct amx_rows *cur = &R[i & 1];
             const uint8_t *alo = cur->a[0], *ahi = cur->a[1];
@@ -291,36 +321,36 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
                 const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
                 const uint8_t *b1 = A.b + (size_t)((tt + 1) * nb + i) * 4 * AMX_TILE_BYTES;
                 int32_t *c0 = cbuf + tt * 512, *c1 = c0 + 512;
-                TILE_ZERO(0);
-                TILE_ZERO(2);
+                AT(TILE_ZERO(0));
+                AT(TILE_ZERO(2));
                 if (two) {
-                    TILE_ZERO(1);
-                    TILE_ZERO(3);
+                    AT(TILE_ZERO(1));
+                    AT(TILE_ZERO(3));
                 }
                 for (int c = 0; c < 4; c++) {
-                    TILE_LOAD(4, alo + 64 * c, 256);
-                    TILE_LOAD(5, ahi + 64 * c, 256);
-                    TILE_LOAD(6, b0 + c * AMX_TILE_BYTES, 64);
-                    TILE_DPBUSD(0, 4, 6);
-                    TILE_DPBUSD(2, 5, 6);
+                    AT(TILE_LOAD(4, alo + 64 * c, 256));
+                    AT(TILE_LOAD(5, ahi + 64 * c, 256));
+                    AT(TILE_LOAD(6, b0 + c * AMX_TILE_BYTES, 64));
+                    AT(TILE_DPBUSD(0, 4, 6));
+                    AT(TILE_DPBUSD(2, 5, 6));
                     if (two) {
-                        TILE_LOAD(7, b1 + c * AMX_TILE_BYTES, 64);
-                        TILE_DPBUSD(1, 4, 7);
-                        TILE_DPBUSD(3, 5, 7);
+                        AT(TILE_LOAD(7, b1 + c * AMX_TILE_BYTES, 64));
+                        AT(TILE_DPBUSD(1, 4, 7));
+                        AT(TILE_DPBUSD(3, 5, 7));
                     }
                 }
-                TILE_STORE(0, c0, 64);
-                TILE_STORE(2, c0 + 256, 64);
+                AT(TILE_STORE(0, c0, 64));
+                AT(TILE_STORE(2, c0 + 256, 64));
                 if (two) {
-                    TILE_STORE(1, c1, 64);
-                    TILE_STORE(3, c1 + 256, 64);
+                    AT(TILE_STORE(1, c1, 64));
+                    AT(TILE_STORE(3, c1 + 256, 64));
                 }
             }
-            if (i + 1 < nb) {
+            if (i + 1 < nb && build) {
                 struct amx_rows *nx = &R[(i + 1) & 1];
                 amx_q4k_prep_rows(wr, row_bytes, nr, i + 1, T0, T1, nx->a[0], nx->a[1], nx->d, nx->dmin, nx->mpair);
             }
-            for (int64_t tt = 0; tt < ntt; tt++)
+            for (int64_t tt = 0; tt < ntt && !(v & AMXV_NOEPI); tt++)
                 amx_q4k_epilogue(cbuf + tt * 512, cbuf + tt * 512 + 256, cur->d, cur->dmin, cur->mpair,
                                  A.mb + (size_t)(tt * nb + i) * 64, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16,
                                  ld_acc);
@@ -400,6 +430,7 @@ static inline void amx_q6k_epilogue(const int32_t *c, const double *d, const dou
 void AMX_FN(hmoe_cpu_gemm_q6_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
+    const int v = hmoe_cpu_amx_attrib;
     const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16;
     const size_t ld_acc = (size_t)ntt * 16;
     const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
@@ -432,37 +463,39 @@ void AMX_FN(hmoe_cpu_gemm_q6_k_)(int64_t ncols, const void *w, size_t row_bytes,
         const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
         memset(acc, 0, acc_bytes);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
-        amx_q6k_prep_rows(wr, row_bytes, nr, 0, R[0].a[0], R[0].a[1], R[0].a[2], R[0].d);
+        const int build = !(v & AMXV_NOABUILD) || r0 == 0;
+        if (build) amx_q6k_prep_rows(wr, row_bytes, nr, 0, R[0].a[0], R[0].a[1], R[0].a[2], R[0].d);
         for (int64_t i = 0; i < nb; i++) {
             const struct amx_rows *cur = &R[i & 1];
             const uint8_t *a0 = cur->a[0], *a1 = cur->a[1], *a2 = cur->a[2];
             for (int64_t tt = 0; tt < ntt; tt++) {
                 const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
                 int32_t *c = cbuf + tt * 768;
-                TILE_ZERO(0);
-                TILE_ZERO(1);
-                TILE_ZERO(2);
+                AT(TILE_ZERO(0));
+                AT(TILE_ZERO(1));
+                AT(TILE_ZERO(2));
                 for (int k = 0; k < 4; k++) {
-                    TILE_LOAD(3, a0 + 64 * k, 256);
-                    TILE_LOAD(4, a1 + 64 * k, 256);
-                    TILE_LOAD(5, a2 + 64 * k, 256);
-                    TILE_LOAD(6, b0 + k * AMX_TILE_BYTES, 64);
-                    TILE_DPBSSD(0, 3, 6);
-                    TILE_DPBSSD(1, 4, 6);
-                    TILE_DPBSSD(2, 5, 6);
+                    AT(TILE_LOAD(3, a0 + 64 * k, 256));
+                    AT(TILE_LOAD(4, a1 + 64 * k, 256));
+                    AT(TILE_LOAD(5, a2 + 64 * k, 256));
+                    AT(TILE_LOAD(6, b0 + k * AMX_TILE_BYTES, 64));
+                    AT(TILE_DPBSSD(0, 3, 6));
+                    AT(TILE_DPBSSD(1, 4, 6));
+                    AT(TILE_DPBSSD(2, 5, 6));
                 }
-                TILE_STORE(0, c, 64);
-                TILE_STORE(1, c + 256, 64);
-                TILE_STORE(2, c + 512, 64);
+                AT(TILE_STORE(0, c, 64));
+                AT(TILE_STORE(1, c + 256, 64));
+                AT(TILE_STORE(2, c + 512, 64));
             }
-            if (i + 1 < nb) {
+            if (i + 1 < nb && build) {
                 struct amx_rows *nx = &R[(i + 1) & 1];
                 amx_q6k_prep_rows(wr, row_bytes, nr, i + 1, nx->a[0], nx->a[1], nx->a[2], nx->d);
             }
-            for (int64_t tt = 0; tt < ntt; tt++)
+            for (int64_t tt = 0; tt < ntt && !(v & AMXV_NOEPI); tt++)
                 amx_q6k_epilogue(cbuf + tt * 768, cur->d, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16, ld_acc);
         }
         amx_store_y(acc, ld_acc, nr, ntok, y + r0, y_stride);
     }
     TILE_RELEASE();
 }
+#undef AT
