@@ -60,20 +60,6 @@ typedef void (*hmoe_tile_fn)(const char *w, size_t rb, int64_t nb, const char *x
     static const hmoe_tile_fn NAME##_tok_tiles[HMOE_TILE_MAX_TOK + 1] = {                                              \
         0, NAME##_r1t1, NAME##_r1t2, NAME##_r1t3, NAME##_r1t4, NAME##_r1t5, NAME##_r1t6, NAME##_r1t7, NAME##_r1t8};
 
-/* Define hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX over the tiles of NAME.
- * BLCK = weight elements per block (1 for the float types, whose bodies take n = ncols). */
-#define HMOE_DEFINE_GEMV(SUFFIX, NAME, BLCK)                                                                           \
-    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
-                                float *y) {                                                                            \
-        const int64_t nb = ncols / (BLCK);                                                                             \
-        int64_t r = 0;                                                                                                 \
-        for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS)                                             \
-            NAME##_r4t1((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0, y + r);           \
-        if (r < nrows)                                                                                                 \
-            NAME##_row_tiles[nrows - r]((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0,   \
-                                        y + r);                                                                        \
-    }
-
 /* Page look-ahead of the decode streams: one prefetch to the first line of every 4 KiB page
  * this far past the current tile, ahead of the block look-ahead above. Why: the weights of
  * the default (mmap) path sit in 4 KiB pages, and the block prefetches that enter a page
@@ -89,6 +75,25 @@ static inline size_t hmoe_page_touch(const char *w, size_t touch, size_t upto, s
     for (; touch < upto; touch += 4096) __builtin_prefetch(w + touch, 0, 3);
     return touch;
 }
+
+/* Define hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX over the tiles of NAME.
+ * BLCK = weight elements per block (1 for the float types, whose bodies take n = ncols). */
+#define HMOE_DEFINE_GEMV(SUFFIX, NAME, BLCK)                                                                           \
+    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                float *y) {                                                                            \
+        const int64_t nb = ncols / (BLCK);                                                                             \
+        const size_t all = (size_t)nrows * row_bytes;                                                                  \
+        const size_t ahead = hmoe_prefetch_distance(row_bytes, HMOE_TILE_GEMV_ROWS) + HMOE_PAGE_AHEAD_EXTRA;           \
+        size_t touch = (size_t)((((uintptr_t)w + 4095) & ~(uintptr_t)4095) - (uintptr_t)w);                           \
+        int64_t r = 0;                                                                                                 \
+        for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS) {                                           \
+            touch = hmoe_page_touch((const char *)w, touch, (size_t)(r + HMOE_TILE_GEMV_ROWS) * row_bytes + ahead, all); \
+            NAME##_r4t1((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0, y + r);           \
+        }                                                                                                              \
+        if (r < nrows)                                                                                                 \
+            NAME##_row_tiles[nrows - r]((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0,   \
+                                        y + r);                                                                        \
+    }
 
 /* gemv for types with a dedicated 4-row decode body GEMV4(w, rb, nb, x, pf, out) that
  * prefetches each block `pf` bytes ahead. Two things the plain loop above leaves to the
