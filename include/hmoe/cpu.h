@@ -60,6 +60,15 @@ void hmoe_cpu_gemv(enum hmoe_type wtype, int64_t ncols, const void *w, size_t ro
 void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
                    const void *xq, size_t xq_stride_bytes, int64_t ntok, float *y, size_t y_stride);
 
+/* Attention's weighted sum over a transposed V (rows of positions): for h < n_h, e < n_rows
+ *   o[h * o_stride + e] = Σ_{p < n_pos} prob[h * p_stride + p] · V(e, p),
+ * V(e, p) the element of type vt (F32, F16 or BF16) at v + e * row_bytes + p * type_size.
+ * Products of the exact binary32 values, summed in binary32 over blocks of positions (512 on
+ * the AVX-512 path, 256 in the portable loop) whose partial sums are added in binary32.
+ * Reads no position at or past n_pos. Single-threaded. */
+void hmoe_cpu_attn_wsum(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
+                        const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
+
 /* Convenience for dense matrices: quantize x (ntok rows of ncols floats, x_stride floats
  * apart) and compute y = W·x for all nrows rows with the OpenMP threads available.
  * `scratch` must hold ntok * hmoe_cpu_act_bytes(wtype, ncols) bytes. */

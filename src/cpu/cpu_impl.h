@@ -112,4 +112,8 @@ HMOE_CPU_DECLARE_WEIGHT(f32_avx2)
 HMOE_CPU_DECLARE_WEIGHT(f16_avx2)
 HMOE_CPU_DECLARE_WEIGHT(bf16_avx2)
 
+/* The attention's weighted sum over transposed V (attn_wsum_avx512.c; cpu.h hmoe_cpu_attn_wsum). */
+void hmoe_cpu_attn_wsum_avx512(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
+                               const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
+
 #endif

@@ -60,15 +60,36 @@ typedef void (*hmoe_tile_fn)(const char *w, size_t rb, int64_t nb, const char *x
     static const hmoe_tile_fn NAME##_tok_tiles[HMOE_TILE_MAX_TOK + 1] = {                                              \
         0, NAME##_r1t1, NAME##_r1t2, NAME##_r1t3, NAME##_r1t4, NAME##_r1t5, NAME##_r1t6, NAME##_r1t7, NAME##_r1t8};
 
+/* Page look-ahead of the decode streams: one prefetch to the first line of every 4 KiB page
+ * this far past the current tile, ahead of the block look-ahead above. Why: the weights of
+ * the default (mmap) path sit in 4 KiB pages, and the block prefetches that enter a page
+ * whose translation is not yet in the TLB did not keep the stream going (the kernels read
+ * 20-26 GB/s per core, the plain-load probe 25-27); touching each page first, a few pages
+ * before the block prefetches reach it, lets its table walk finish early: Q4_K decode
+ * 19-20 -> 35-37 GB/s on one core, Q6_K 23-26 -> 32, in bench_gemv (bench/cpu_results.md,
+ * cpuperf6). 16 KiB past the block look-ahead is 4 pages, several walks' worth of time at
+ * 25-35 GB/s per core; the touched lines are needed soon anyway (they land in L1/L2). */
+#define HMOE_PAGE_AHEAD_EXTRA 16384
+static inline size_t hmoe_page_touch(const char *w, size_t touch, size_t upto, size_t all) {
+    if (upto > all) upto = all;
+    for (; touch < upto; touch += 4096) __builtin_prefetch(w + touch, 0, 3);
+    return touch;
+}
+
 /* Define hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX over the tiles of NAME.
  * BLCK = weight elements per block (1 for the float types, whose bodies take n = ncols). */
 #define HMOE_DEFINE_GEMV(SUFFIX, NAME, BLCK)                                                                           \
     void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
         const int64_t nb = ncols / (BLCK);                                                                             \
+        const size_t all = (size_t)nrows * row_bytes;                                                                  \
+        const size_t ahead = hmoe_prefetch_distance(row_bytes, HMOE_TILE_GEMV_ROWS) + HMOE_PAGE_AHEAD_EXTRA;           \
+        size_t touch = (size_t)((((uintptr_t)w + 4095) & ~(uintptr_t)4095) - (uintptr_t)w);                           \
         int64_t r = 0;                                                                                                 \
-        for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS)                                             \
+        for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS) {                                           \
+            touch = hmoe_page_touch((const char *)w, touch, (size_t)(r + HMOE_TILE_GEMV_ROWS) * row_bytes + ahead, all); \
             NAME##_r4t1((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0, y + r);           \
+        }                                                                                                              \
         if (r < nrows)                                                                                                 \
             NAME##_row_tiles[nrows - r]((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0,   \
                                         y + r);                                                                        \
@@ -80,16 +101,20 @@ typedef void (*hmoe_tile_fn)(const char *w, size_t rb, int64_t nb, const char *x
  * a work item a few hundred rows): the first look-ahead distance of the range is requested
  * in one burst before the first tile (else the first ~32 KiB of every item streams at
  * demand-miss latency), and the look-ahead is clamped to the range, so an item never pulls
- * in up to 32 KiB past its end (the next expert's matrix, which this token may not use). */
+ * in up to 32 KiB past its end (the next expert's matrix, which this token may not use).
+ * Each page of the range is touched HMOE_PAGE_AHEAD_EXTRA bytes before the block look-ahead
+ * enters it (hmoe_page_touch; offsets of page starts, clamped to the range too). */
 #define HMOE_DEFINE_GEMV_STREAM(SUFFIX, NAME, GEMV4, BLCK)                                                             \
     void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
         const int64_t nb = ncols / (BLCK);                                                                             \
         const size_t pf = hmoe_prefetch_distance(row_bytes, HMOE_TILE_GEMV_ROWS);                                      \
-        const size_t all = (size_t)nrows * row_bytes;                                                                  \
+        const size_t all = (size_t)nrows * row_bytes, ahead = pf + HMOE_PAGE_AHEAD_EXTRA;                              \
+        size_t touch = (size_t)((((uintptr_t)w + 4095) & ~(uintptr_t)4095) - (uintptr_t)w);                           \
         hmoe_prefetch_block((const char *)w, pf < all ? pf : all);                                                     \
         int64_t r = 0;                                                                                                 \
         for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS) {                                           \
+            touch = hmoe_page_touch((const char *)w, touch, (size_t)(r + HMOE_TILE_GEMV_ROWS) * row_bytes + ahead, all); \
             const size_t left = (size_t)(nrows - r - HMOE_TILE_GEMV_ROWS) * row_bytes; /* after this tile */           \
             GEMV4((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, pf < left ? pf : left,     \
                   y + r);                                                                                              \

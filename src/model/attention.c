@@ -5,8 +5,9 @@
  * against the cached keys with the cpu.h dot products (the queries converted to the K
  * type's partner format, as llama.cpp does) and applies softmax in f32 (sum in double).
  * V of f32/f16/bf16 caches is stored transposed, [Hkv][Dv][n_ctx], so the weighted sum
- * over positions is one more cpu.h product with the probabilities as activations (split
- * into two 16-bit parts for 16-bit V, see below); q8_0 V stays in rows (its blocks run
+ * over positions is cpu.h's hmoe_cpu_attn_wsum with the probabilities in f32 (a gemm call
+ * per V row and 8 heads spent its time in horizontal sums: 56 of a layer's 68 us at 64
+ * positions, bench/cpu_results.md cpuperf6); q8_0 V stays in rows (its blocks run
  * along head_dim) and is accumulated row by row in f32. Two jobs of the cpu.h thread team
  * per layer (the cache store runs on the caller for a decoded token).
  */
@@ -78,8 +79,6 @@ static void task_attend(void *arg, int64_t it, int tid) {
     float *scores = rs->att_scores + (size_t)tid * (size_t)G * n_ctx;
     uint8_t *qq = rs->att_q + (size_t)tid * (size_t)G * rs->att_q_bytes;
     float *vtmp = rs->att_v + (size_t)tid * (size_t)Dv;
-    uint8_t *pq = rs->att_p + (a->c->v_trans ? (size_t)tid * 2 * (size_t)G * rs->att_p_bytes : 0);
-    float *ores = rs->att_o + (size_t)tid * rs->att_o_floats;
 
     const int t = (int)(it / (Hkv * n_slice)), g = (int)((it / n_slice) % Hkv), sl = (int)(it % n_slice);
     const int j0 = g * G + sl * a->per_slice, j1 = HMOE_MIN(g * G + G, j0 + a->per_slice);
@@ -100,35 +99,9 @@ static void task_attend(void *arg, int64_t it, int tid) {
 
     float *o = rs->attn + ((size_t)t * H + j0) * Dv;
     if (a->c->v_trans) {
-        /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p]: Dv rows of n_kv, nh activation rows.
-         * Rows are read to a multiple of 16 positions (inside n_ctx) with zero
-         * probabilities past n_kv, so the SIMD kernels need no scalar tail. */
-        const uint8_t *vbase = a->vc + (size_t)g * Dv * n_ctx * ves;
-        const int n_vk = (int)HMOE_MIN(n_ctx, ((size_t)n_kv + 15) / 16 * 16);
-        for (int h = 0; h < nh; h++)
-            for (int p = n_kv; p < n_vk; p++) scores[(size_t)h * n_ctx + p] = 0.0f;
-        if (tv == HMOE_TYPE_F32) {
-            if (nh == 1) hmoe_cpu_gemv(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, o);
-            else hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, scores, n_ctx * sizeof(float), nh, o, Dv);
-            return;
-        }
-        /* 16-bit V takes 16-bit activations. Rounding the probabilities to 16 bits (as
-         * llama.cpp's non-flash path does) costs visible accuracy, so each row goes in
-         * twice: p_hi = round(p) and p_lo = round(p - p_hi), and o = V p_hi + V p_lo
-         * is as good as f32 probabilities for twice the (small) arithmetic. */
-        const size_t pb = rs->att_p_bytes;
-        for (int h = 0; h < nh; h++) {
-            float *ph = scores + (size_t)h * n_ctx;
-            uint8_t *hi = pq + (size_t)h * pb, *lo = pq + (size_t)(nh + h) * pb;
-            hmoe_cpu_quantize_act(tv, ph, hi, n_vk);
-            hmoe_type_info[tv].dequant_ref(hi, ores, n_vk);
-            for (int p = 0; p < n_vk; p++) ores[p] = ph[p] - ores[p];
-            hmoe_cpu_quantize_act(tv, ores, lo, n_vk);
-        }
-        hmoe_cpu_gemm(tv, n_vk, vbase, n_ctx * ves, 0, Dv, pq, pb, 2 * nh, ores, (size_t)Dv);
-        for (int h = 0; h < nh; h++)
-            for (int e = 0; e < Dv; e++)
-                o[(size_t)h * Dv + e] = ores[(size_t)h * Dv + e] + ores[(size_t)(nh + h) * Dv + e];
+        /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p] over the n_kv cached positions, with the
+         * probabilities in f32 (cpu.h; llama.cpp's non-flash path rounds them to 16 bits). */
+        hmoe_cpu_attn_wsum(tv, n_kv, a->vc + (size_t)g * Dv * n_ctx * ves, n_ctx * ves, Dv, scores, n_ctx, nh, o, Dv);
         return;
     }
     memset(o, 0, (size_t)nh * Dv * sizeof(float));

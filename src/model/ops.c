@@ -137,9 +137,15 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
         }
         total_rows += jobs[j].w->n_out;
     }
-    /* Row chunks: ~8 per thread so the dynamic hand-out evens out, 16..256 rows each. */
+    /* Row chunks: ~8 per thread so the dynamic hand-out evens out, 16..256 rows each; up to
+     * 1024 for a decoded token. Why: every decode item starts its stream cold (first look-ahead
+     * burst) and drains at its end (look-ahead clamped to the item), and with the page
+     * look-ahead (tile_impl.h) the LM head's 594 items of 256 rows lost that per item: its
+     * phase took 4-7 % less time with 1024-row items (149 of 1.7 MB) in tokens alternated
+     * within one run (bench/cpu_results.md, cpuperf6). */
     int64_t chunk = total_rows / ((int64_t)nt * 8);
-    m.chunk = chunk < 16 ? 16 : chunk > 256 ? 256 : (chunk + 15) / 16 * 16;
+    const int64_t chunk_max = ntok == 1 ? 1024 : 256;
+    m.chunk = chunk < 16 ? 16 : chunk > chunk_max ? chunk_max : (chunk + 15) / 16 * 16;
     m.first_item[0] = 0;
     for (int j = 0; j < n_jobs; j++) m.first_item[j + 1] = m.first_item[j] + (jobs[j].w->n_out + m.chunk - 1) / m.chunk;
 
