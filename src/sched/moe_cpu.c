@@ -216,7 +216,7 @@ struct moe_call {
     int n_pairs;                  /* (token, rank) pairs grouped: n_tok * k unless a mask drops some */
     int64_t items_per_expert;     /* gate/up items of one expert */
     bool batch2;                  /* n_tok > 1 and HMOE_MOE_BATCH != 0: gather job, down by expert */
-    int64_t chunk_sum;            /* rows of out per item of the sum job (batch2) */
+    int64_t chunk_sum;            /* tokens (rows of out) per item of the sum job (batch2) */
 };
 
 /* Router logits for 16 experts, all tokens (F32 x F32, no activation quantization, as llama.cpp). */
@@ -291,10 +291,10 @@ static void down_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
 /* Rows [r0, r1) of out: the weighted sum of each token's k expert results in selection order,
  * out = w0*y0 + w1*y1 + ... (llama.cpp adds the weighted expert outputs one after another in
  * this order). */
-static void down_sum(const struct moe_call *m, int64_t r0, int64_t r1) {
+static void down_sum(const struct moe_call *m, int t0, int t1, int64_t r0, int64_t r1) {
     const struct hmoe_sched_moe *s = m->s;
     const int64_t d = m->d;
-    for (int t = 0; t < m->n_tok; t++) {
+    for (int t = t0; t < t1; t++) {
         float *o = m->out + (size_t)t * d;
         const float *wt = s->wsel + (size_t)t * m->k;
         const int32_t *slots = s->tok_slot + (size_t)t * m->k;
@@ -321,7 +321,7 @@ static void task_down(void *arg, int64_t it, int tid) {
     const struct moe_call *m = arg;
     const int64_t r0 = it * m->chunk_d, r1 = HMOE_MIN(r0 + m->chunk_d, m->d);
     for (int a = 0; a < m->n_active; a++) down_rows(m, m->s->active[a], r0, r1);
-    down_sum(m, r0, r1);
+    down_sum(m, 0, m->n_tok, r0, r1);
 }
 
 /* Decode: one item = rows [r0, r0 + chunk_d) of one active expert, so an item streams one
@@ -389,11 +389,13 @@ static void task_gather(void *arg, int64_t it, int tid) {
     }
 }
 
-/* Batch: rows [it*chunk_sum, ...) of out, the weighted sum after the down items. */
+/* Batch: the weighted sum after the down items, item = chunk_sum whole rows of out (tokens):
+ * each token's k y rows and its out row are contiguous runs (a split by output columns read
+ * 512 tokens x k short pieces per item). Same additions in the same order either way. */
 static void task_sum(void *arg, int64_t it, int tid) {
     (void)tid;
     const struct moe_call *m = arg;
-    down_sum(m, it * m->chunk_sum, HMOE_MIN((it + 1) * m->chunk_sum, m->d));
+    down_sum(m, (int)(it * m->chunk_sum), (int)HMOE_MIN((it + 1) * m->chunk_sum, (int64_t)m->n_tok), 0, m->d);
 }
 
 /* Subset call, per token: take the given routing and quantize the row once per activation type
@@ -472,12 +474,12 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     /* 5. Down rows of every active expert and the weighted sum: a decoded token by (expert,
      *    row chunk) items, ~4 per thread, whole experts when that many items remain (8
      *    experts, 2 threads); a batch the same way with chunks of up to HMOE_MOE_DN_MAX (512)
-     *    rows, ~HMOE_MOE_DN_PT (4) items per thread, then the sum by 64-row chunks of out
+     *    rows, ~HMOE_MOE_DN_PT (4) items per thread, then the sum by token chunks of out
      *    (HMOE_MOE_BATCH=0: by 32-row output chunks over all experts, the sum in the item). */
     if (n_tok == 1) {
         m.chunk_d = chunk_rows(d, m.n_active, nt, 4, d);
         hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
-        down_sum(&m, 0, d);
+        down_sum(&m, 0, 1, 0, d);
         return HMOE_OK;
     }
     if (m.batch2) {
@@ -486,8 +488,8 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
         if (m.n_active > 0)
             hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
         if (timed) t[1 + HMOE_MOE_PH_DOWN] = now_ms();
-        m.chunk_sum = 64;
-        hmoe_cpu_parallel(nt, (d + m.chunk_sum - 1) / m.chunk_sum, task_sum, &m);
+        m.chunk_sum = HMOE_MAX(1, n_tok / (4 * nt)); /* ~4 items per thread */
+        hmoe_cpu_parallel(nt, (n_tok + m.chunk_sum - 1) / m.chunk_sum, task_sum, &m);
     } else {
         m.chunk_d = chunk_rows(d, 1, nt, 4, 256);
         hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
