@@ -288,9 +288,9 @@ static void down_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
             s->y + (size_t)off * (size_t)m->d + r0, (size_t)m->d);
 }
 
-/* Rows [r0, r1) of out: the weighted sum of each token's k expert results in selection order,
- * out = w0*y0 + w1*y1 + ... (llama.cpp adds the weighted expert outputs one after another in
- * this order). */
+/* Rows [r0, r1) of out for tokens [t0, t1): the weighted sum of each token's k expert results
+ * in selection order, out = w0*y0 + w1*y1 + ... (llama.cpp adds the weighted expert outputs
+ * one after another in this order). */
 static void down_sum(const struct moe_call *m, int t0, int t1, int64_t r0, int64_t r1) {
     const struct hmoe_sched_moe *s = m->s;
     const int64_t d = m->d;
@@ -339,7 +339,8 @@ static void task_down_expert(void *arg, int64_t it, int tid) {
 
 /* Serial step between routing and the experts (cheap next to them): group the (token, rank)
  * pairs by expert with a counting sort, gather each slot's quantized token row into expert
- * order, list the active experts. Pairs of experts outside m->mask get slot -1. */
+ * order (a batch leaves that to task_gather: one thread copied ~0.4 ms per 1024 pairs on the
+ * H200 host), list the active experts. Pairs of experts outside m->mask get slot -1. */
 static void group_by_expert(struct moe_call *m) {
     struct hmoe_sched_moe *s = m->s;
     const int E = m->E, k = m->k, n_slots = m->n_tok * k;
