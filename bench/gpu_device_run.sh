@@ -18,6 +18,7 @@
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds),
 # HC_END / HC_BT / HC_TEST_T / HC_SAN_T / HC_CPU_T (the same for step hybcpu: hybrid decode CPU phase + handoff).
 # hybpf2 (the prefill split's planner, default vs off at 2/10/14 GiB and pp4096): HYBPF2_END / HYBPF2_BT / HYBPF2_TEST_T.
+# cpujob (the split's CPU job: bench_moe_subset, old vs new batch layout at 2/10 GiB): CJ_END / CJ_BT / CJ_MT / CJ_TEST_T.
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -611,6 +612,50 @@ hybpf2)
     hp2 off14336 14336 0 -p 512 -r 4; hp2 def14336 14336 - -p 512 -r 4
     hp2 off4096 2048 0 -p 4096 -ub 4096 -r 2; hp2 def4096 2048 - -p 4096 -ub 4096 -r 2
     hp2 def2048r8 2048 - -p 512 -r 8; hp2 def10240r8 10240 - -p 512 -r 8
+    log "end at $(el) s"
+    ;;
+cpujob)
+    # branch cpujob (issue #6: where the split's CPU job spends its time), one call: link; the forward GPU
+    # test and the CPU subset test (AMX here) while the Q4_K_M file is written; bench_moe_subset on its 48
+    # layers (16 threads; then workers put to sleep between calls, then 12 threads with and without 4
+    # memory-streaming threads); pp512 at 2 / 10 GiB with the split, old (HMOE_MOE_BATCH=0) vs new batch
+    # layout, HMOE_MOE_TIMING=1 -v (the "CPU jobs:" phase lines go to summary.txt). Nothing starts after
+    # CJ_END s; each hmoe bench under CJ_BT s.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    cc $CF -o $B/bench/bench_moe_subset bench/bench_moe_subset.c $LIB $LD > "$D/link2.log" 2>&1
+    cc $CF -o $B/tests/test_sched_moe_subset tests/test_sched_moe_subset.c $LIB $LD >> "$D/link2.log" 2>&1
+    head -5 "$D/link2.log" | tee -a "$OUT/summary.txt"
+    ( HMOE_SHARED=$SHARED timeout ${CJ_TEST_T:-100} $B/tests/gpu_test_forward > "$D/test_forward.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_forward.log" ) &
+    HMOE_SHARED=$SHARED timeout 60 $B/tests/test_sched_moe_subset > "$D/test_subset.log" 2>&1; echo "rc=$?" >> "$D/test_subset.log"
+    wait
+    grep -E "FAIL|passed|rc=" "$D/test_forward.log" | tail -12 | tee -a "$OUT/summary.txt"
+    grep -E "FAIL|passed|rc=" "$D/test_subset.log" | tail -12 | tee -a "$OUT/summary.txt"
+    ls -la $Q4 | tee -a "$OUT/summary.txt"
+    ms() { # label bench_moe_subset-args...
+        local lab=$1; shift
+        [ $(el) -gt ${CJ_END:-200} ] && { log "skipped (time): $lab"; return; }
+        log "bench_moe_subset $lab: $* (at $(el) s)"
+        timeout ${CJ_MT:-60} $B/bench/bench_moe_subset -m $Q4 "$@" > "$D/ms_$lab.log" 2>&1; echo "rc=$?" >> "$D/ms_$lab.log"
+        grep -vE "^\|---" "$D/ms_$lab.log" | tee -a "$OUT/summary.txt"; }
+    ms t16 -t 16 -r 2 -V 0,1,2,3
+    cj() { # label budget batch-layout bench-args...
+        local lab=$1 b=$2 bl=$3; shift 3
+        [ $(el) -gt ${CJ_END:-200} ] && { log "skipped (time): $lab"; return; }
+        echo "### $lab: --vram-budget $b HMOE_MOE_BATCH=$bl HMOE_MOE_TIMING=1 $* (at $(el) s)" >> "$OUT/summary.txt"
+        HMOE_MOE_BATCH=$bl HMOE_MOE_TIMING=1 timeout ${CJ_BT:-30} ./hmoe bench -m $Q4 -n 0 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
+        echo "rc=$?" >> "$D/$lab.log"
+        grep -E "hybrid prefill of|CPU jobs:|error|rc=[1-9]" "$D/$lab.log" | tail -6 >> "$OUT/summary.txt"
+        grep -E "^\| qwen" "$D/$lab.log" | sed "s/^/$lab batch=$bl: /" | tee -a "$OUT/summary.txt"; }
+    cj old2048 2048 0 -p 512 -r 4; cj new2048 2048 1 -p 512 -r 4
+    cj old10240 10240 0 -p 512 -r 4; cj new10240 10240 1 -p 512 -r 4
+    ms t16gap -t 16 -r 1 -g 3000 -V 0,1
+    ms t12 -t 12 -r 1 -V 0,1
+    ms t12s4 -t 12 -r 1 -S 4 -V 0,1
+    HMOE_SPIN_US=20000 cj new2048spin 2048 1 -p 512 -r 4
+    cj new2048b 2048 1 -p 512 -r 4; cj old2048b 2048 0 -p 512 -r 4
+    ms t16nommap -t 16 -r 1 -V 0,1 -M
     log "end at $(el) s"
     ;;
 hybcpu)

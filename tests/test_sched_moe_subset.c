@@ -87,6 +87,41 @@ static void run_model(const char *file, int n_tok) {
     t_check(!st && worst <= 1e-5 && pairs_seen == (int)nk, name, "%s worst row |diff| / max|full| %.3g (limit 1e-5), %d of %zu pairs",
             st ? err.msg : "", worst, pairs_seen, nk);
 
+    /* the batch layouts (HMOE_MOE_BATCH=0: down by 32-row output chunks over all experts, serial
+     * gather; 1: gather job, down by (expert, chunk) then a sum job; forced 16-row chunks) give
+     * the same bits, full FFN and subset alike: same dot products, same summation order */
+    if (n_tok > 1 && !st) {
+        static const char *const layouts[][4] = {{"0", "", "", ""}, {"1", "16", "1", "16"}, {"1", "", "", ""}};
+        float *ref = malloc(nd * sizeof *ref), *sub = malloc(nd * sizeof *sub);
+        for (int e = 0; e < E; e++) mask[e] = (uint8_t)(e % 3 == 1);
+        if (!ref || !sub || (st = hmoe_sched_moe_ffn_subset(s, w, x, n_tok, sel, wts, mask, sub, &err))) {
+            t_check(0, "layouts: set-up", "%s", err.msg[0] ? err.msg : "out of memory");
+        } else {
+            for (size_t l = 0; l < sizeof layouts / sizeof layouts[0] && !st; l++) {
+                setenv("HMOE_MOE_BATCH", layouts[l][0], 1);
+                setenv("HMOE_MOE_DN_MAX", layouts[l][1], 1);
+                setenv("HMOE_MOE_DN_PT", layouts[l][2], 1);
+                setenv("HMOE_MOE_GU_MAX", layouts[l][3], 1);
+                st = hmoe_sched_moe_ffn(s, w, x, n_tok, ref, &err);
+                long bad = st ? 0 : t_first_mismatch(ref, full, (long)nd, 0.0, 0.0);
+                snprintf(name, sizeof name, "%s, %d token(s): layout batch=%s dn_max=%s: full FFN same bits", file,
+                         n_tok, layouts[l][0], layouts[l][1]);
+                t_check(!st && bad < 0, name, "%s element %ld: %g vs %g", st ? err.msg : "", bad,
+                        bad >= 0 ? ref[bad] : 0.0, bad >= 0 ? full[bad] : 0.0);
+                for (size_t i = 0; i < nd; i++) part[i] = 1e30f;
+                if (!st) st = hmoe_sched_moe_ffn_subset(s, w, x, n_tok, sel, wts, mask, part, &err);
+                bad = st ? 0 : t_first_mismatch(part, sub, (long)nd, 0.0, 0.0);
+                snprintf(name, sizeof name, "%s, %d token(s): layout batch=%s dn_max=%s: subset e%%3 == 1 same bits",
+                         file, n_tok, layouts[l][0], layouts[l][1]);
+                t_check(!st && bad < 0, name, "%s element %ld: %g vs %g", st ? err.msg : "", bad,
+                        bad >= 0 ? part[bad] : 0.0, bad >= 0 ? sub[bad] : 0.0);
+            }
+        }
+        unsetenv("HMOE_MOE_BATCH"), unsetenv("HMOE_MOE_DN_MAX"), unsetenv("HMOE_MOE_DN_PT"), unsetenv("HMOE_MOE_GU_MAX");
+        free(ref);
+        free(sub);
+    }
+
     /* the empty subset */
     memset(mask, 0, (size_t)E);
     for (size_t i = 0; i < nd; i++) part[i] = 1e30f;
@@ -123,7 +158,7 @@ out:
 int main(void) {
     const char *files[] = {"fixtures/models/tiny-qwen3moe-A-Q4_K_M.gguf", "fixtures/models/tiny-qwen3moe-A-mini-F32.gguf"};
     for (size_t f = 0; f < 2; f++) {
-        run_model(files[f], MAX_TOK); /* batch: down by output rows over all experts */
+        run_model(files[f], MAX_TOK); /* batch: gather job, down by (expert, row chunk), sum job */
         run_model(files[f], 1);       /* one token: down by (expert, row chunk) */
     }
     return t_summary();

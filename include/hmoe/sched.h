@@ -76,6 +76,20 @@ enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struc
                                            const float *x, int n_tok, const int32_t *sel, const float *wsel,
                                            const uint8_t *mask, float *out, struct hmoe_err *err);
 
+/* Phase times of the batched (n_tok > 1) calls since the last take, kept only when the
+ * environment had HMOE_MOE_TIMING=1 at hmoe_sched_moe_init (else all zero): route (routing or
+ * taking it, per-token quantization), group (counting sort + row gather), gate_up, z (its own
+ * quantization job, when not fused), down, sum (the weighted sum; inside down when
+ * HMOE_MOE_BATCH=0), total; experts and pairs summed over the calls. take copies and resets. */
+enum { HMOE_MOE_PH_ROUTE, HMOE_MOE_PH_GROUP, HMOE_MOE_PH_GATE_UP, HMOE_MOE_PH_Z, HMOE_MOE_PH_DOWN, HMOE_MOE_PH_SUM,
+       HMOE_MOE_PH_TOTAL, HMOE_MOE_PH_COUNT };
+struct hmoe_sched_moe_times {
+    uint64_t calls, experts, pairs;
+    double ms[HMOE_MOE_PH_COUNT];
+};
+void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out);
+const char *hmoe_sched_moe_phase_name(int phase);
+
 /* --- GPU placement, expert cache and hybrid CPU+GPU scheduling (issue #6) -------------------- */
 
 /* Who computes an expert that has no GPU copy during decode (--moe-miss). */

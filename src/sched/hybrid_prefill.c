@@ -20,6 +20,7 @@
  * does not pay, or where a split measured no faster, streams everything (gpu_results.md, hybpf2).
  * A layer's n_cpu is fixed when its first chunk is prefetched.
  */
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,21 @@ static enum hmoe_status collect(struct hmoe_sched_hybrid *h, int set, struct hmo
     return HMOE_OK;
 }
 
+/* HMOE_MOE_TIMING=1: where the CPU jobs of this micro-batch spent their time (moe_cpu.c's phases),
+ * per call and per expert; only read here, after the batch's events, so no job is running. */
+static void log_cpu_phases(struct hmoe_sched_hybrid *h) {
+    struct hmoe_sched_moe_times t;
+    hmoe_sched_moe_times_take(h->cpu_moe, &t);
+    if (!t.calls) return;
+    char buf[512];
+    int o = 0;
+    for (int p = 0; p < HMOE_MOE_PH_COUNT && o < (int)sizeof buf; p++)
+        o += snprintf(buf + o, sizeof buf - (size_t)o, " %s %.3f", hmoe_sched_moe_phase_name(p), t.ms[p] / (double)t.calls);
+    HMOE_INFO("  CPU jobs: %llu calls, %.1f experts / %.0f pairs per call; ms per call:%s; total %.3f ms per expert",
+              (unsigned long long)t.calls, (double)t.experts / (double)t.calls, (double)t.pairs / (double)t.calls, buf,
+              t.experts ? t.ms[HMOE_MOE_PH_TOTAL] / (double)t.experts : 0.0);
+}
+
 /* The last RAM layer of a micro-batch: read the outstanding timings, log the batch's split (-v). */
 static enum hmoe_status end_batch(struct hmoe_sched_hybrid *h, int n, struct hmoe_err *err) {
     enum hmoe_status st = collect(h, 1 - h->sp_set, err);
@@ -365,6 +381,7 @@ static enum hmoe_status end_batch(struct hmoe_sched_hybrid *h, int n, struct hmo
                   h->r_cpu_ms * n / (h->r_cpu_tok > 0 ? h->r_cpu_tok : n), h->r_gpu_ms,
                   h->split_share >= 0 ? "forced share" : "planned");
         acc_add(&h->sp_total, a);
+        log_cpu_phases(h);
     }
     if (!st) plan_batch(h, n);
     h->sp_w0n = 0;

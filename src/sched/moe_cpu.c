@@ -10,12 +10,18 @@
  * hmoe_sched_moe_ffn_subset runs the same jobs for routing decided elsewhere (the GPU's, in
  * hybrid prefill) restricted to a subset of the experts: the (token, rank) pairs of other
  * experts are left out of the grouping and of the weighted sum.
+ * Batches (HMOE_MOE_BATCH, default 1; 0 = the layout before issue #6's CPU-job profile): the
+ * token rows are gathered (subset: quantized straight into their grouped slots) by a job instead
+ * of one thread, and down runs as (expert, row chunk) items followed by a sum job, so each gemm
+ * call prepares an expert's activations for hundreds of rows instead of 32 (amx2 measured a
+ * third of a 32-row AMX call outside the products). HMOE_MOE_TIMING=1 keeps phase times.
  */
 #include "hmoe/sched.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hmoe/cpu.h"
 
@@ -39,7 +45,25 @@ struct hmoe_sched_moe {
     uint8_t *zq;       /* [max_tok * k][act_down] silu(g) * u quantized for the down type */
     float *y;          /* [max_tok * k][d] down outputs per (token, expert) */
     int32_t *active;   /* [E] experts with at least one token, ascending */
+    int32_t *slot_tok; /* [max_tok * k] token of each grouped slot */
+    bool timing;       /* HMOE_MOE_TIMING=1 at init: accumulate phase times */
+    struct hmoe_sched_moe_times times;
 };
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Integer knob from the environment (read per call so tests and benches can switch it). */
+static int env_int(const char *name, int dflt, int lo, int hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end || x < lo || x > hi ? dflt : (int)x;
+}
 
 /* Activation bytes of one row of n values for weight type t (F32 weights take F32 rows). */
 static size_t act_bytes(enum hmoe_type t, int64_t n) { return hmoe_cpu_act_bytes(t, n); }
@@ -122,7 +146,9 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     s->zq = calloc(ns, s->act_down_bytes);
     s->y = calloc(ns * d, sizeof *s->y);
     s->active = calloc(E, sizeof *s->active);
-    if (!s->count || !s->offset || !s->sel || !s->wsel || !s->tok_slot || !s->logits || !s->probs ||
+    s->slot_tok = calloc(ns, sizeof *s->slot_tok);
+    s->timing = env_int("HMOE_MOE_TIMING", 0, 0, 1) == 1;
+    if (!s->slot_tok || !s->count || !s->offset || !s->sel || !s->wsel || !s->tok_slot || !s->logits || !s->probs ||
         !s->xq_gate || !s->xq_up || !s->xg_gate || !s->xg_up || !s->g || !s->u || !s->zq || !s->y || !s->active) {
         hmoe_sched_moe_free(s);
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "MoE workspace: out of memory for %d tokens x %d experts", max_tok,
@@ -150,6 +176,7 @@ void hmoe_sched_moe_free(struct hmoe_sched_moe *s) {
     free(s->zq);
     free(s->y);
     free(s->active);
+    free(s->slot_tok);
     free(s);
 }
 
@@ -188,6 +215,8 @@ struct moe_call {
     const uint8_t *mask;          /* subset call: mask[e] != 0 for the experts computed here; NULL: all */
     int n_pairs;                  /* (token, rank) pairs grouped: n_tok * k unless a mask drops some */
     int64_t items_per_expert;     /* gate/up items of one expert */
+    bool batch2;                  /* n_tok > 1 and HMOE_MOE_BATCH != 0: gather job, down by expert */
+    int64_t chunk_sum;            /* tokens (rows of out) per item of the sum job (batch2) */
 };
 
 /* Router logits for 16 experts, all tokens (F32 x F32, no activation quantization, as llama.cpp). */
@@ -259,13 +288,13 @@ static void down_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
             s->y + (size_t)off * (size_t)m->d + r0, (size_t)m->d);
 }
 
-/* Rows [r0, r1) of out: the weighted sum of each token's k expert results in selection order,
- * out = w0*y0 + w1*y1 + ... (llama.cpp adds the weighted expert outputs one after another in
- * this order). */
-static void down_sum(const struct moe_call *m, int64_t r0, int64_t r1) {
+/* Rows [r0, r1) of out for tokens [t0, t1): the weighted sum of each token's k expert results
+ * in selection order, out = w0*y0 + w1*y1 + ... (llama.cpp adds the weighted expert outputs
+ * one after another in this order). */
+static void down_sum(const struct moe_call *m, int t0, int t1, int64_t r0, int64_t r1) {
     const struct hmoe_sched_moe *s = m->s;
     const int64_t d = m->d;
-    for (int t = 0; t < m->n_tok; t++) {
+    for (int t = t0; t < t1; t++) {
         float *o = m->out + (size_t)t * d;
         const float *wt = s->wsel + (size_t)t * m->k;
         const int32_t *slots = s->tok_slot + (size_t)t * m->k;
@@ -292,7 +321,7 @@ static void task_down(void *arg, int64_t it, int tid) {
     const struct moe_call *m = arg;
     const int64_t r0 = it * m->chunk_d, r1 = HMOE_MIN(r0 + m->chunk_d, m->d);
     for (int a = 0; a < m->n_active; a++) down_rows(m, m->s->active[a], r0, r1);
-    down_sum(m, r0, r1);
+    down_sum(m, 0, m->n_tok, r0, r1);
 }
 
 /* Decode: one item = rows [r0, r0 + chunk_d) of one active expert, so an item streams one
@@ -310,7 +339,8 @@ static void task_down_expert(void *arg, int64_t it, int tid) {
 
 /* Serial step between routing and the experts (cheap next to them): group the (token, rank)
  * pairs by expert with a counting sort, gather each slot's quantized token row into expert
- * order, list the active experts. Pairs of experts outside m->mask get slot -1. */
+ * order (a batch leaves that to task_gather: one thread copied ~0.4 ms per 1024 pairs on the
+ * H200 host), list the active experts. Pairs of experts outside m->mask get slot -1. */
 static void group_by_expert(struct moe_call *m) {
     struct hmoe_sched_moe *s = m->s;
     const int E = m->E, k = m->k, n_slots = m->n_tok * k;
@@ -332,9 +362,41 @@ static void group_by_expert(struct moe_call *m) {
         }
         const int e = s->sel[i], t = i / k, slot = s->offset[e] + s->count[e]++;
         s->tok_slot[i] = slot;
+        s->slot_tok[slot] = t;
+        if (m->batch2) continue; /* task_gather fills the slots */
         memcpy(s->xg_gate + (size_t)slot * m->ag, s->xq_gate + (size_t)t * m->ag, m->ag);
         if (!m->same_act) memcpy(m->xg_up + (size_t)slot * m->au, m->xq_up + (size_t)t * m->au, m->au);
     }
+}
+
+/* Batch: the rows of grouped slots [it*64, it*64+64): a subset call quantizes x straight into the
+ * slot (a token has ~k*n/E of its pairs in an n-expert subset, so that costs about one
+ * quantization per token and saves the copy); a full call copies the row quantized per token. */
+static void task_gather(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    struct hmoe_sched_moe *s = m->s;
+    const int32_t i1 = (int32_t)HMOE_MIN((it + 1) * 64, (int64_t)m->n_pairs);
+    for (int32_t slot = (int32_t)(it * 64); slot < i1; slot++) {
+        const int t = s->slot_tok[slot];
+        uint8_t *dg = s->xg_gate + (size_t)slot * m->ag, *du = m->xg_up + (size_t)slot * m->au;
+        if (m->mask) {
+            act_quantize(m->w->gate.type, m->x + (size_t)t * m->d, dg, m->d);
+            if (!m->same_act) act_quantize(m->w->up.type, m->x + (size_t)t * m->d, du, m->d);
+        } else {
+            memcpy(dg, s->xq_gate + (size_t)t * m->ag, m->ag);
+            if (!m->same_act) memcpy(du, m->xq_up + (size_t)t * m->au, m->au);
+        }
+    }
+}
+
+/* Batch: the weighted sum after the down items, item = chunk_sum whole rows of out (tokens):
+ * each token's k y rows and its out row are contiguous runs (a split by output columns read
+ * 512 tokens x k short pieces per item). Same additions in the same order either way. */
+static void task_sum(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    down_sum(m, (int)(it * m->chunk_sum), (int)HMOE_MIN((it + 1) * m->chunk_sum, (int64_t)m->n_tok), 0, m->d);
 }
 
 /* Subset call, per token: take the given routing and quantize the row once per activation type
@@ -371,42 +433,78 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     m.xq_up = m.same_act ? s->xq_gate : s->xq_up;
     m.xg_up = m.same_act ? s->xg_gate : s->xg_up;
 
-    /* 1. Router logits; 2. per token: route and quantize (one token: no job). */
+    m.batch2 = n_tok > 1 && env_int("HMOE_MOE_BATCH", 1, 0, 1) == 1;
+    const bool timed = s->timing && n_tok > 1;
+    double t[HMOE_MOE_PH_COUNT + 1] = {0};
+    if (timed) t[0] = now_ms();
+
+    /* 1. Router logits; 2. per token: route and quantize (one token: no job; a batched subset
+     *    call quantizes in the gather instead). */
     if (sel) {
         memcpy(s->sel, sel, (size_t)n_tok * (size_t)k * sizeof *sel);
         memcpy(s->wsel, wsel, (size_t)n_tok * (size_t)k * sizeof *wsel);
-        hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_take_route, &m);
+        if (!m.batch2) hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_take_route, &m);
     } else {
         hmoe_cpu_parallel(nt, (E + 15) / 16, task_router, &m);
         hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_route, &m);
     }
-    /* 3. Group by expert (serial). */
+    if (timed) t[1 + HMOE_MOE_PH_ROUTE] = now_ms();
+    /* 3. Group by expert (serial counting sort; a batch gathers the rows in a job). */
     group_by_expert(&m);
+    if (m.batch2 && m.n_pairs > 0) hmoe_cpu_parallel(nt, (m.n_pairs + 63) / 64, task_gather, &m);
+    if (timed) t[1 + HMOE_MOE_PH_GROUP] = now_ms();
     /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
      *    Items: (expert, row chunk); a chunk is rounded to whole activation blocks of the
      *    down matrix when that keeps enough items, else z is quantized in a job of its own.
      *    A decoded token takes ~4 items per thread up to whole experts (8 experts, 2 threads:
      *    one 0.9 MB gate run and one up run per item instead of three 0.3 MB runs of each,
-     *    each run starting cold; tg64 +2-3 % on top of the down split, cpu_results.md). */
+     *    each run starting cold; tg64 +2-3 % on top of the down split, cpu_results.md).
+     *    HMOE_MOE_GU_PT / HMOE_MOE_GU_MAX: a batch's items per thread (8) and largest chunk (256). */
     const int64_t qb = hmoe_type_info[hmoe_type_info[w->down.type].vec_dot_type].blck;
-    m.chunk_f = n_tok == 1 ? chunk_rows(F, m.n_active, nt, 4, F) : chunk_rows(F, m.n_active, nt, 8, 256);
+    m.chunk_f = n_tok == 1 ? chunk_rows(F, m.n_active, nt, 4, F)
+                           : chunk_rows(F, m.n_active, nt, env_int("HMOE_MOE_GU_PT", 8, 1, 64),
+                                        env_int("HMOE_MOE_GU_MAX", 256, 16, 1 << 20));
     const int64_t chunk_q = (m.chunk_f + qb - 1) / qb * qb;
     m.quant_in_item = F % qb == 0 && chunk_q <= 2 * m.chunk_f;
     if (m.quant_in_item) m.chunk_f = HMOE_MIN(chunk_q, F);
     m.items_per_expert = (F + m.chunk_f - 1) / m.chunk_f;
     hmoe_cpu_parallel(nt, (int64_t)m.n_active * m.items_per_expert, task_gate_up, &m);
+    if (timed) t[1 + HMOE_MOE_PH_GATE_UP] = now_ms();
     if (!m.quant_in_item) hmoe_cpu_parallel(m.n_pairs >= 4 ? nt : 1, m.n_pairs, task_z_quantize, &m);
+    if (timed) t[1 + HMOE_MOE_PH_Z] = now_ms();
     /* 5. Down rows of every active expert and the weighted sum: a decoded token by (expert,
      *    row chunk) items, ~4 per thread, whole experts when that many items remain (8
-     *    experts, 2 threads); a batch by output row chunks over all experts. */
+     *    experts, 2 threads); a batch the same way with chunks of up to HMOE_MOE_DN_MAX (512)
+     *    rows, ~HMOE_MOE_DN_PT (4) items per thread, then the sum by token chunks of out
+     *    (HMOE_MOE_BATCH=0: by 32-row output chunks over all experts, the sum in the item). */
     if (n_tok == 1) {
         m.chunk_d = chunk_rows(d, m.n_active, nt, 4, d);
         hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
-        down_sum(&m, 0, d);
+        down_sum(&m, 0, 1, 0, d);
         return HMOE_OK;
     }
-    m.chunk_d = chunk_rows(d, 1, nt, 4, 256);
-    hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
+    if (m.batch2) {
+        m.chunk_d = chunk_rows(d, m.n_active, nt, env_int("HMOE_MOE_DN_PT", 4, 1, 64),
+                               env_int("HMOE_MOE_DN_MAX", 512, 16, 1 << 20));
+        if (m.n_active > 0)
+            hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
+        if (timed) t[1 + HMOE_MOE_PH_DOWN] = now_ms();
+        m.chunk_sum = HMOE_MAX(1, n_tok / (4 * nt)); /* ~4 items per thread */
+        hmoe_cpu_parallel(nt, (n_tok + m.chunk_sum - 1) / m.chunk_sum, task_sum, &m);
+    } else {
+        m.chunk_d = chunk_rows(d, 1, nt, 4, 256);
+        hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
+        if (timed) t[1 + HMOE_MOE_PH_DOWN] = now_ms();
+    }
+    if (timed) {
+        t[1 + HMOE_MOE_PH_SUM] = now_ms();
+        struct hmoe_sched_moe_times *a = &s->times;
+        a->calls++;
+        a->experts += (uint64_t)m.n_active;
+        a->pairs += (uint64_t)m.n_pairs;
+        for (int p = 0; p < HMOE_MOE_PH_TOTAL; p++) a->ms[p] += t[1 + p] - t[p];
+        a->ms[HMOE_MOE_PH_TOTAL] += t[1 + HMOE_MOE_PH_SUM] - t[0];
+    }
     return HMOE_OK;
 }
 
@@ -430,3 +528,13 @@ enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struc
 }
 
 const float *hmoe_sched_moe_last_weights(const struct hmoe_sched_moe *s) { return s->wsel; }
+
+void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out) {
+    *out = s->times;
+    memset(&s->times, 0, sizeof s->times);
+}
+
+const char *hmoe_sched_moe_phase_name(int phase) {
+    static const char *const names[HMOE_MOE_PH_COUNT] = {"route", "group", "gate_up", "z", "down", "sum", "total"};
+    return phase >= 0 && phase < HMOE_MOE_PH_COUNT ? names[phase] : "?";
+}
