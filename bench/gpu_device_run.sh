@@ -18,7 +18,7 @@
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds),
 # HC_END / HC_BT / HC_TEST_T / HC_SAN_T / HC_CPU_T (the same for step hybcpu: hybrid decode CPU phase + handoff).
 # hybpf2 (the prefill split's planner, default vs off at 2/10/14 GiB and pp4096): HYBPF2_END / HYBPF2_BT / HYBPF2_TEST_T.
-# final4 (the lead's stop-14 validation): F4_END.
+# final4 (the lead's stop-14 validation): F4_END. splitchk (default split vs off at 2/10 GiB): SC_END.
 # cpujob (the split's CPU job: bench_moe_subset, old vs new batch layout at 2/10 GiB): CJ_END / CJ_BT / CJ_MT / CJ_TEST_T.
 set -u
 cd "$(dirname "$0")/.."
@@ -452,6 +452,26 @@ final)
     grep -E "^\| qwen|error" "$D/iq2_gpu.log" | tee -a "$OUT/summary.txt"
     timeout 80 ./hmoe bench -m /tmp/iq2.gguf -p 512 -n 128 -r 2 --vram-budget 2048 --no-profile -v > "$D/iq2_h.log" 2>&1
     grep -E "^\| qwen|RAM read|decode:|hybrid:|error" "$D/iq2_h.log" | head -10 | tee -a "$OUT/summary.txt"
+    ;;
+splitchk)
+    # the lead's check of a planner change (stop 14): the forward GPU tests while q4 is written, then pp512 at
+    # 2 and 10 GiB with the default split and with it off, alternating, -r 3. Nothing starts after SC_END s.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( HMOE_SHARED=$SHARED timeout 100 $B/tests/gpu_test_forward > "$D/test_forward.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_forward.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    wait; sync
+    grep -E "FAIL|passed|rc=" "$D/test_forward.log" | tail -6 | tee -a "$OUT/summary.txt"
+    for lab in u2:2048: u2off:2048:0 u10:10240: u10off:10240:0 u2b:2048: u2boff:2048:0; do
+        IFS=: read -r l b sh <<< "$lab"
+        [ $(el) -gt ${SC_END:-170} ] && { log "skipped (time): $l"; continue; }
+        log "$l: HMOE_PREFILL_CPU_SHARE=${sh:-unset} hmoe bench -m $Q4 -p 512 -n 0 -r 3 --vram-budget $b --no-profile -v (at $(el) s)"
+        if [ -n "$sh" ]; then export HMOE_PREFILL_CPU_SHARE=$sh; else unset HMOE_PREFILL_CPU_SHARE; fi
+        timeout 40 ./hmoe bench -m $Q4 -p 512 -n 0 -r 3 --vram-budget $b --no-profile -v > "$D/$l.log" 2>&1; echo "rc=$?" >> "$D/$l.log"
+        unset HMOE_PREFILL_CPU_SHARE
+        grep -E "^\| qwen|hybrid prefill of|planner|error|rc=[1-9]" "$D/$l.log" | head -8 | tee -a "$OUT/summary.txt"
+    done
+    log "end at $(el) s"
     ;;
 final4)
     # the lead's validation of merged main (stop 14): every GPU test and the AMX / batch-layout CPU tests while

@@ -293,6 +293,12 @@ static void plan_batch(struct hmoe_sched_hybrid *h, int n) {
             .nu = uncached(h, il, list),
         };
         double plan = hmoe_sched_split_plan(&in);
+        /* a layer's first plan rests on one window sample, from the warm-up pass whose windows all
+         * run long (cold copies: 8.7 ms against 6.2-6.3 ms later at 2 GiB), so the median cap does
+         * not help: it starts at half the target and grows by damping. Taken at once it
+         * overshot on the H200 (26 CPU experts at 2 GiB, the GPU waited 2.3 ms per layer; 9.4
+         * at 10 GiB, 1.2 ms) where the steady plans were 14-16 and 3-4. */
+        if (!(p->plan > 0) && p->samples < 2) plan = floor(plan * SPLIT_DAMPING);
         if (p->last_nc > 0 && p->last_wait_ms > p->last_nc * tg) plan = HMOE_MIN(plan, floor(p->last_nc / 2.0));
         p->plan = plan;
     }
