@@ -11,11 +11,9 @@
  *
  * Build: make bench CUDA=0   (AMX rows need a CPU that passes the run-time AMX check)
  * Run:   ./build/bench/bench_cpu_gemm_amx [-t threads] [-m MiB] [-n 8,16,32,64,128] [-s seconds]
- *                                      [-A flags,..] [-x shape,..] [-R rounds] [-e]
+ *                                      [-x shape,..] [-R rounds] [-e]
  *        (-e: the tile emulator instead of AMX, to check this program on a machine without AMX; slow;
- *         -A: attribution runs of the AMX kernel, AMXV_* bit flags of src/cpu/amx_impl.h (1 no tile
- *         ops, 2 A tiles built once, 4 no epilogue; 0 = the kernel, the only one checked), each
- *         printed as "vN"; -R: rounds, the runs interleaved per round, the median reported;
+ *         -R: rounds, AMX runs repeated, the median reported;
  *         -x: indexes into shapes[] below)
  */
 #include <math.h>
@@ -83,7 +81,7 @@ int main(int argc, char **argv) {
     size_t mib = 512;
     double secs = 0.3;
     const char *ntoks = "8,16,32,64,128";
-    const char *variants = "0", *shape_list = "0,1,2,3,4,5";
+    const char *shape_list = "0,1,2,3,4,5";
     int rounds = 1;
     enum hmoe_cpu_amx_mode on = HMOE_CPU_AMX_ON;
     for (int i = 1; i < argc; i++) {
@@ -97,14 +95,12 @@ int main(int argc, char **argv) {
             ntoks = argv[++i];
         else if (!strcmp(argv[i], "-s") && i + 1 < argc)
             secs = atof(argv[++i]);
-        else if (!strcmp(argv[i], "-A") && i + 1 < argc)
-            variants = argv[++i];
         else if (!strcmp(argv[i], "-x") && i + 1 < argc)
             shape_list = argv[++i];
         else if (!strcmp(argv[i], "-R") && i + 1 < argc)
             rounds = atoi(argv[++i]) < 1 ? 1 : atoi(argv[i]);
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-m MiB per type] [-n ntok,..] [-s seconds] [-A flags,..] [-x shape,..] [-R rounds] [-e]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-m MiB per type] [-n ntok,..] [-s seconds] [-x shape,..] [-R rounds] [-e]\n", argv[0]);
             return 2;
         }
     }
@@ -155,9 +151,6 @@ int main(int argc, char **argv) {
         printf("read probe, %d thread(s): %.1f GB/s\n", thread_counts[i], probe[i]);
     }
 
-    int var[32], n_var = 0;
-    for (const char *p = variants; p && *p && n_var < 32; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-        var[n_var++] = atoi(p);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const struct shape *s = &shapes[si];
         int want = 0;
@@ -173,7 +166,6 @@ int main(int argc, char **argv) {
         if (!check(s, stack[k], row_bytes, xq[c], act_bytes[c], 37, "vnni")) return 1;
         if (amx == on) {
             hmoe_cpu_force_amx(on, 1);
-            hmoe_cpu_amx_attrib = 0; /* the kernel itself; attribution runs are wrong on purpose */
             if (!check(s, stack[k], row_bytes, xq[c], act_bytes[c], 37, "amx")) return 1;
         }
         for (const char *p = ntoks; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
@@ -188,31 +180,25 @@ int main(int argc, char **argv) {
                 const double vnni = rows * (double)s->cols * (double)ntok / dt / 1e9;
                 printf("%s %lldx%lld items of %4lld rows ntok %3lld t%-2d GMAC/s: vnni %6.1f", hmoe_type_info[s->type].name,
                        (long long)s->rows, (long long)s->cols, (long long)s->chunk, (long long)ntok, nt, vnni);
-                double gbs0 = 0, med[32] = {0};
-                /* runs interleaved in rounds (v0 v1 .. v0 v1 ..), the median per run */
-                double g[32][16];
-                for (int r = 0; r < rounds && amx == on; r++)
-                    for (int vi = 0; vi < n_var; vi++) {
-                        hmoe_cpu_force_amx(on, 1);
-                        hmoe_cpu_amx_attrib = var[vi];
-                        rows = (double)run(s, stack[k], mat, row_bytes, n_exp, xq[c], act_bytes[c], ntok, nt, secs, &dt) *
-                               (double)s->chunk;
-                        g[vi][r < 16 ? r : 15] = rows * (double)s->cols * (double)ntok / dt / 1e9;
-                        if (vi == 0 && r == 0) gbs0 = rows * (double)row_bytes / dt / 1e9;
-                    }
-                for (int vi = 0; vi < n_var && amx == on; vi++) {
-                    const int nr = rounds < 16 ? rounds : 16;
-                    for (int a = 1; a < nr; a++) /* insertion sort of this run's rounds */
-                        for (int b = a; b > 0 && g[vi][b] < g[vi][b - 1]; b--) {
-                            const double tmp = g[vi][b];
-                            g[vi][b] = g[vi][b - 1];
-                            g[vi][b - 1] = tmp;
-                        }
-                    med[vi] = g[vi][nr / 2];
-                    printf(" | v%d %6.1f", var[vi], med[vi]);
+                double gbs0 = 0, g[16];
+                const int nr = rounds < 16 ? rounds : 16;
+                hmoe_cpu_force_amx(on, 1);
+                for (int r = 0; r < nr && amx == on; r++) {
+                    rows = (double)run(s, stack[k], mat, row_bytes, n_exp, xq[c], act_bytes[c], ntok, nt, secs, &dt) *
+                           (double)s->chunk;
+                    g[r] = rows * (double)s->cols * (double)ntok / dt / 1e9;
+                    if (r == 0) gbs0 = rows * (double)row_bytes / dt / 1e9;
                 }
-                hmoe_cpu_amx_attrib = 0;
-                printf("  (v%d: %.1f GB/s = %.2f of read)\n", n_var ? var[0] : 0, gbs0, gbs0 / probe[ti]);
+                if (amx == on) {
+                    for (int a = 1; a < nr; a++) /* insertion sort of the rounds, then the median */
+                        for (int b = a; b > 0 && g[b] < g[b - 1]; b--) {
+                            const double tmp = g[b];
+                            g[b] = g[b - 1];
+                            g[b - 1] = tmp;
+                        }
+                    printf(" | amx %6.1f", g[nr / 2]);
+                }
+                printf("  (amx: %.1f GB/s = %.2f of read)\n", gbs0, gbs0 / probe[ti]);
                 fflush(stdout);
             }
         }

@@ -13,8 +13,8 @@
 # Environment: LIB (default prebuilt/libhmoe.a), SHARED (default ../shared), OUT, Q4 / ZIPF (file paths),
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds).
 # amx (CPU AMX GEMM): AMX_END, AMX_GPU_T, AMX_BENCH_T, AMX_BENCH_S, AMX_PP_T, AMX_PP (extra pp512 variants).
-# amx2 / amx2e (AMX GEMM attribution, branch amx2): AMX2_A (attribution flag sets), AMX2_S, AMX2_BT; amx2e also
-# AMX2_E (the flags of the e2e upper-bound runs, default 6), AMX2_END.
+# (the steps amx2 / amx2e that timed the AMX kernel's parts ran on branch amx2, commit ccf9684: the attribution
+# flags they used were removed from the library afterwards; bench/cpu_results.md "amx2" has their numbers.)
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds),
 # HC_END / HC_BT / HC_TEST_T / HC_SAN_T / HC_CPU_T (the same for step hybcpu: hybrid decode CPU phase + handoff).
 # hybpf2 (the prefill split's planner, default vs off at 2/10/14 GiB and pp4096): HYBPF2_END / HYBPF2_BT / HYBPF2_TEST_T.
@@ -360,72 +360,6 @@ amx)
         env $e timeout ${AMX_PP_T:-45} ./hmoe bench -m $Q4 -p 512 -n 32 -r 1 --vram-budget 2048 --no-profile --stream-min 1024 -v > "$D/hy_$i.log" 2>&1
         echo "rc=$?" >> "$D/hy_$i.log"; grep -E "^\| qwen|error|rc=" "$D/hy_$i.log" | tee -a "$OUT/summary.txt"; done
     log "amx step done at $(el) s"
-    ;;
-amx2)
-    # branch amx2 (where the AMX GEMM's time goes, issue #6 prefill split), its first call: the CPU's shape
-    # (lscpu), test_cpu_amx on real AMX (HMOE_EXPECT_AMX=1), then with the CPU to itself bench_cpu_gemm_amx
-    # with the attribution runs of AMX2_A (AMXV_* flags of src/cpu/amx_impl.h: 1 no tile ops, 2 A tiles built
-    # once, 4 no epilogue; results wrong on purpose): 16 threads out of RAM (512 MiB per type), then one thread
-    # with the experts in L2 (-m 2). Shapes: Q4_K 768x2048 whole, Q4_K / Q6_K 2048x768 32-row items.
-    # (The call on 2026-11-30 also timed kernel variants since removed: bench/cpu_results.md "amx2".)
-    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-    log "amx2: $(nproc) cpus; $(lscpu | grep -E '^(Model name|Thread|Core|Socket|L1d|L2|L3|CPU max|NUMA node\(s\))' | tr -s ' ' | tr '\n' ';')"
-    for t in tests/test_cpu_amx.c bench/bench_cpu_gemm_amx.c; do n=$(basename $t .c); o=$B/tests/$n; case $n in bench_*) o=$B/bench/$n;; esac
-        cc $CF -o $o $t $LIB $LD >> "$D/link.log" 2>&1 & done
-    wait; grep -E "error|undefined" "$D/link.log" | head -5 | tee -a "$OUT/summary.txt"; log "linked at $(el) s"
-    HMOE_EXPECT_AMX=1 HMOE_SHARED=$SHARED timeout 60 $B/tests/test_cpu_amx > "$D/test_amx.log" 2>&1; echo "rc=$?" >> "$D/test_amx.log"
-    grep -vE " ok$" "$D/test_amx.log" | grep -vE "^AMX hardware|^running" | tee -a "$OUT/summary.txt"
-    AL=${AMX2_A:-0,1,2,4,6,5,3,7}
-    log "bench_cpu_gemm_amx 16 threads, attribution $AL, 3 rounds (at $(el) s)"
-    timeout ${AMX2_BT:-100} $B/bench/bench_cpu_gemm_amx -t $(nproc) -R 3 -s ${AMX2_S:-0.04} -n 16,32,64,128 -x 0,2,4 -A $AL > "$OUT/bench_amx2_t16.txt" 2>&1
-    echo "rc=$?" >> "$OUT/bench_amx2_t16.txt"; grep -vE "^$" "$OUT/bench_amx2_t16.txt" | grep -v " t1 " | tee -a "$OUT/summary.txt"
-    log "bench_cpu_gemm_amx 1 thread, in L2 (-m 2) (at $(el) s)"
-    timeout ${AMX2_BT:-100} $B/bench/bench_cpu_gemm_amx -t 1 -m 2 -R 3 -s ${AMX2_S:-0.04} -n 16,32,128 -x 0,4 -A $AL > "$OUT/bench_amx2_l2.txt" 2>&1
-    echo "rc=$?" >> "$OUT/bench_amx2_l2.txt"; grep -vE "^$" "$OUT/bench_amx2_l2.txt" | tee -a "$OUT/summary.txt"
-    log "amx2 done at $(el) s"
-    ;;
-amx2e)
-    # branch amx2, its second call: while the Q4_K_M file is written, test_cpu_amx on real AMX and the
-    # golden-logit tests with every batched gemm on AMX (HMOE_AMX=1 HMOE_AMX_MIN_TOK=2); then the attribution
-    # runs of bench_cpu_gemm_amx (AMX2_A, 3 rounds, medians), CPU-only pp512 (VNNI, AMX, AMX with the
-    # attribution flags AMX2_E = an upper bound for a kernel without that work) and the hybrid prefill split
-    # at 10 / 2 GiB (share 0, auto, auto with AMX2_E). Nothing starts after AMX2_END s.
-    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
-    cc $CF -o hmoe src/cli/*.c $LIB $LD > "$D/link.log" 2>&1 &
-    for t in tests/test_cpu_amx.c tests/test_cpu_kernels.c tests/test_model_golden.c tests/test_moe_tiny.c \
-             bench/bench_cpu_gemm_amx.c; do n=$(basename $t .c); o=$B/tests/$n; case $n in bench_*) o=$B/bench/$n;; esac
-        cc $CF -o $o $t $LIB $LD >> "$D/link.log" 2>&1 & done
-    wait; grep -E "error|undefined" "$D/link.log" | head -5 | tee -a "$OUT/summary.txt"; log "linked at $(el) s"
-    ( [ -f $Q4 ] || timeout 150 ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
-    SP=$!
-    HMOE_EXPECT_AMX=1 HMOE_SHARED=$SHARED timeout 60 $B/tests/test_cpu_amx > "$D/test_amx.log" 2>&1; echo "rc=$?" >> "$D/test_amx.log"
-    grep -E "FAIL|passed|rc=[1-9]" "$D/test_amx.log" | sed "s/^/test_cpu_amx: /" | tee -a "$OUT/summary.txt"
-    for t in test_model_golden test_moe_tiny test_cpu_kernels; do
-        ( HMOE_AMX=1 HMOE_AMX_MIN_TOK=2 HMOE_SHARED=$SHARED timeout 90 $B/tests/$t > "$D/$t.log" 2>&1; echo "rc=$?" >> "$D/$t.log" ) & done
-    wait
-    for t in test_model_golden test_moe_tiny test_cpu_kernels; do
-        grep -E "FAIL|passed|rc=" "$D/$t.log" | tail -3 | sed "s/^/$t (AMX, min tok 2): /" | tee -a "$OUT/summary.txt"; done
-    log "tests + synth done at $(el) s"; ls -la $Q4 | tee -a "$OUT/summary.txt"
-    AL=${AMX2_A:-0,6,1}; E=${AMX2_E:-6}
-    log "bench_cpu_gemm_amx, attribution $AL, 3 rounds (at $(el) s)"
-    timeout ${AMX2_BT:-80} $B/bench/bench_cpu_gemm_amx -t $(nproc) -R 3 -s ${AMX2_S:-0.04} -n 16,32,64,128 -x 0,2,4 -A $AL > "$OUT/bench_amx2e.txt" 2>&1
-    echo "rc=$?" >> "$OUT/bench_amx2e.txt"; grep -vE "^$" "$OUT/bench_amx2e.txt" | grep -v " t1 " | tee -a "$OUT/summary.txt"
-    pb() { # label timeout env... -- bench args...
-        local lab=$1 t=$2; shift 2; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-        [ $(el) -gt ${AMX2_END:-200} ] && { log "skipped (time): $lab"; return; }
-        log "$lab: ${envs[*]} hmoe bench $* (at $(el) s)"
-        env "${envs[@]}" timeout $t ./hmoe bench "$@" > "$D/$lab.log" 2>&1; echo "rc=$?" >> "$D/$lab.log"
-        grep -E "^\| qwen|hybrid prefill of|prefill split: [0-9]|error|rc=[1-9]" "$D/$lab.log" | head -8 | tee -a "$OUT/summary.txt"; }
-    pb cpu_vnni 40 HMOE_AMX=0 -- -m $Q4 --gpu off -t $(nproc) -p 512 -n 0 -r 1
-    pb cpu_amx 40 HMOE_AMX=1 -- -m $Q4 --gpu off -t $(nproc) -p 512 -n 0 -r 1
-    pb cpu_amx_attrib$E 40 HMOE_AMX=1 HMOE_AMX_ATTRIB=$E -- -m $Q4 --gpu off -t $(nproc) -p 512 -n 0 -r 1
-    for b in 10240 2048; do
-        pb split0_$b 40 HMOE_PREFILL_CPU_SHARE=0 -- -m $Q4 -p 512 -n 0 -r 2 --vram-budget $b --no-profile -v
-        pb auto_$b 40 HMOE_PREFILL_CPU_SHARE=auto -- -m $Q4 -p 512 -n 0 -r 2 --vram-budget $b --no-profile -v
-        pb auto_attrib${E}_$b 40 HMOE_PREFILL_CPU_SHARE=auto HMOE_AMX_ATTRIB=$E -- -m $Q4 -p 512 -n 0 -r 2 --vram-budget $b --no-profile -v
-    done
-    log "amx2e done at $(el) s"
     ;;
 final)
     # the lead's validation of merged main: every GPU test while the three synthetic files are written,

@@ -9,7 +9,6 @@
 #include <cpuid.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,8 +17,6 @@
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
-
-int hmoe_cpu_amx_attrib;
 
 static sigjmp_buf amx_jump;
 static void amx_on_signal(int sig) { siglongjmp(amx_jump, sig); }
@@ -53,12 +50,6 @@ static bool guarded_selftest(const char **why) {
 }
 
 bool hmoe_cpu_amx_detect(const char **why) {
-    const char *att = getenv("HMOE_AMX_ATTRIB"); /* bench attribution only (amx_impl.h) */
-    if (att && *att && atoi(att) != 0) {
-        hmoe_cpu_amx_attrib = atoi(att);
-        HMOE_WARN("HMOE_AMX_ATTRIB=%d: the AMX kernels skip work for timing; their results are wrong\n",
-                  hmoe_cpu_amx_attrib);
-    }
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) {
         *why = "the CPU has no AMX-TILE / AMX-INT8";

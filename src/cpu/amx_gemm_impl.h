@@ -256,12 +256,6 @@ struct amx_rows {
     int32_t *mpair;           /* [16][4] */
 };
 
-/* hmoe_cpu_amx_attrib (bench attribution, amx_impl.h): AT() makes a tile operation a no-op. */
-#define AT(op)                                                                                                         \
-    do {                                                                                                               \
-        if (!(v & AMXV_NOTILE)) { op; }                                                                                \
-    } while (0)
-
 /* Main loops, both types: per 16-row tile, super-block i's tile products for all token tiles
  * are issued and their C tiles stored; then super-block i+1's A tiles are built, and only then
  * the C tiles of i are read back for the float part. So no vector load waits on a tile store
@@ -269,11 +263,11 @@ struct amx_rows {
  * the tile and vector units cannot help there). The A-build was meant to overlap the tile
  * products; on the H200 host's Xeon it does not (tile, A-build and epilogue times add up), and
  * storing C after the A-build, lagging the epilogue, a super-block-outer loop or cheaper digit
- * builds changed nothing measurable (bench/cpu_results.md "amx2"). */
+ * builds changed nothing measurable (bench/cpu_results.md "amx2"; the attribution
+ * flags that timed those parts on the device were removed afterwards). */
 void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
-    const int v = hmoe_cpu_amx_attrib;
     const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16;
     const size_t ld_acc = (size_t)ntt * 16;
     const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
@@ -310,9 +304,7 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
         const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
         memset(acc, 0, acc_bytes);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
-        const int build = !(v & AMXV_NOABUILD) || r0 == 0;
-        if (build)
-            amx_q4k_prep_rows(wr, row_bytes, nr, 0, T0, T1, R[0].a[0], R[0].a[1], R[0].d, R[0].dmin, R[0].mpair);
+        amx_q4k_prep_rows(wr, row_bytes, nr, 0, T0, T1, R[0].a[0], R[0].a[1], R[0].d, R[0].dmin, R[0].mpair);
         for (int64_t i = 0; i < nb; i++) {
             const struct amx_rows *cur = &R[i & 1];
             const uint8_t *alo = cur->a[0], *ahi = cur->a[1];
@@ -321,36 +313,36 @@ void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes,
                 const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
                 const uint8_t *b1 = A.b + (size_t)((tt + 1) * nb + i) * 4 * AMX_TILE_BYTES;
                 int32_t *c0 = cbuf + tt * 512, *c1 = c0 + 512;
-                AT(TILE_ZERO(0));
-                AT(TILE_ZERO(2));
+                TILE_ZERO(0);
+                TILE_ZERO(2);
                 if (two) {
-                    AT(TILE_ZERO(1));
-                    AT(TILE_ZERO(3));
+                    TILE_ZERO(1);
+                    TILE_ZERO(3);
                 }
                 for (int c = 0; c < 4; c++) {
-                    AT(TILE_LOAD(4, alo + 64 * c, 256));
-                    AT(TILE_LOAD(5, ahi + 64 * c, 256));
-                    AT(TILE_LOAD(6, b0 + c * AMX_TILE_BYTES, 64));
-                    AT(TILE_DPBUSD(0, 4, 6));
-                    AT(TILE_DPBUSD(2, 5, 6));
+                    TILE_LOAD(4, alo + 64 * c, 256);
+                    TILE_LOAD(5, ahi + 64 * c, 256);
+                    TILE_LOAD(6, b0 + c * AMX_TILE_BYTES, 64);
+                    TILE_DPBUSD(0, 4, 6);
+                    TILE_DPBUSD(2, 5, 6);
                     if (two) {
-                        AT(TILE_LOAD(7, b1 + c * AMX_TILE_BYTES, 64));
-                        AT(TILE_DPBUSD(1, 4, 7));
-                        AT(TILE_DPBUSD(3, 5, 7));
+                        TILE_LOAD(7, b1 + c * AMX_TILE_BYTES, 64);
+                        TILE_DPBUSD(1, 4, 7);
+                        TILE_DPBUSD(3, 5, 7);
                     }
                 }
-                AT(TILE_STORE(0, c0, 64));
-                AT(TILE_STORE(2, c0 + 256, 64));
+                TILE_STORE(0, c0, 64);
+                TILE_STORE(2, c0 + 256, 64);
                 if (two) {
-                    AT(TILE_STORE(1, c1, 64));
-                    AT(TILE_STORE(3, c1 + 256, 64));
+                    TILE_STORE(1, c1, 64);
+                    TILE_STORE(3, c1 + 256, 64);
                 }
             }
-            if (i + 1 < nb && build) {
+            if (i + 1 < nb) {
                 struct amx_rows *nx = &R[(i + 1) & 1];
                 amx_q4k_prep_rows(wr, row_bytes, nr, i + 1, T0, T1, nx->a[0], nx->a[1], nx->d, nx->dmin, nx->mpair);
             }
-            for (int64_t tt = 0; tt < ntt && !(v & AMXV_NOEPI); tt++)
+            for (int64_t tt = 0; tt < ntt; tt++)
                 amx_q4k_epilogue(cbuf + tt * 512, cbuf + tt * 512 + 256, cur->d, cur->dmin, cur->mpair,
                                  A.mb + (size_t)(tt * nb + i) * 64, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16,
                                  ld_acc);
@@ -430,7 +422,6 @@ static inline void amx_q6k_epilogue(const int32_t *c, const double *d, const dou
 void AMX_FN(hmoe_cpu_gemm_q6_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;
-    const int v = hmoe_cpu_amx_attrib;
     const int64_t nb = ncols / 256, ntt = (ntok + 15) / 16;
     const size_t ld_acc = (size_t)ntt * 16;
     const size_t b_bytes = (size_t)(ntt * nb) * 4 * AMX_TILE_BYTES, da_bytes = (size_t)(ntt * nb) * 16 * 8;
@@ -463,39 +454,37 @@ void AMX_FN(hmoe_cpu_gemm_q6_k_)(int64_t ncols, const void *w, size_t row_bytes,
         const int64_t nr = nrows - r0 < 16 ? nrows - r0 : 16;
         memset(acc, 0, acc_bytes);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * row_bytes;
-        const int build = !(v & AMXV_NOABUILD) || r0 == 0;
-        if (build) amx_q6k_prep_rows(wr, row_bytes, nr, 0, R[0].a[0], R[0].a[1], R[0].a[2], R[0].d);
+        amx_q6k_prep_rows(wr, row_bytes, nr, 0, R[0].a[0], R[0].a[1], R[0].a[2], R[0].d);
         for (int64_t i = 0; i < nb; i++) {
             const struct amx_rows *cur = &R[i & 1];
             const uint8_t *a0 = cur->a[0], *a1 = cur->a[1], *a2 = cur->a[2];
             for (int64_t tt = 0; tt < ntt; tt++) {
                 const uint8_t *b0 = A.b + (size_t)(tt * nb + i) * 4 * AMX_TILE_BYTES;
                 int32_t *c = cbuf + tt * 768;
-                AT(TILE_ZERO(0));
-                AT(TILE_ZERO(1));
-                AT(TILE_ZERO(2));
+                TILE_ZERO(0);
+                TILE_ZERO(1);
+                TILE_ZERO(2);
                 for (int k = 0; k < 4; k++) {
-                    AT(TILE_LOAD(3, a0 + 64 * k, 256));
-                    AT(TILE_LOAD(4, a1 + 64 * k, 256));
-                    AT(TILE_LOAD(5, a2 + 64 * k, 256));
-                    AT(TILE_LOAD(6, b0 + k * AMX_TILE_BYTES, 64));
-                    AT(TILE_DPBSSD(0, 3, 6));
-                    AT(TILE_DPBSSD(1, 4, 6));
-                    AT(TILE_DPBSSD(2, 5, 6));
+                    TILE_LOAD(3, a0 + 64 * k, 256);
+                    TILE_LOAD(4, a1 + 64 * k, 256);
+                    TILE_LOAD(5, a2 + 64 * k, 256);
+                    TILE_LOAD(6, b0 + k * AMX_TILE_BYTES, 64);
+                    TILE_DPBSSD(0, 3, 6);
+                    TILE_DPBSSD(1, 4, 6);
+                    TILE_DPBSSD(2, 5, 6);
                 }
-                AT(TILE_STORE(0, c, 64));
-                AT(TILE_STORE(1, c + 256, 64));
-                AT(TILE_STORE(2, c + 512, 64));
+                TILE_STORE(0, c, 64);
+                TILE_STORE(1, c + 256, 64);
+                TILE_STORE(2, c + 512, 64);
             }
-            if (i + 1 < nb && build) {
+            if (i + 1 < nb) {
                 struct amx_rows *nx = &R[(i + 1) & 1];
                 amx_q6k_prep_rows(wr, row_bytes, nr, i + 1, nx->a[0], nx->a[1], nx->a[2], nx->d);
             }
-            for (int64_t tt = 0; tt < ntt && !(v & AMXV_NOEPI); tt++)
+            for (int64_t tt = 0; tt < ntt; tt++)
                 amx_q6k_epilogue(cbuf + tt * 768, cur->d, A.da + (size_t)(tt * nb + i) * 16, acc + tt * 16, ld_acc);
         }
         amx_store_y(acc, ld_acc, nr, ntok, y + r0, y_stride);
     }
     TILE_RELEASE();
 }
-#undef AT

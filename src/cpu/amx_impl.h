@@ -32,17 +32,6 @@ bool hmoe_cpu_amx_detect(const char **why);
  * (q46_k_amx_avx512.c). Only called after the cpuid / permission checks passed. */
 bool hmoe_cpu_amx_selftest(void);
 
-/* Attribution (bench only): bit flags that make the AMX kernels skip part of their work, so a
- * bench can time the rest (bench_cpu_gemm_amx -V, or HMOE_AMX_ATTRIB for a whole forward, read
- * once by hmoe_cpu_amx_detect with a warning). Results are WRONG while any flag is set; 0 (the
- * default) is the kernel. bench/cpu_results.md "amx2" has what they measured. */
-enum {
-    AMXV_NOTILE = 1,   /* every tile operation a no-op: the vector work alone */
-    AMXV_NOABUILD = 2, /* A tiles built for the first 16-row tile only, then reused */
-    AMXV_NOEPI = 4,    /* no epilogue (C tiles never read back) */
-};
-extern int hmoe_cpu_amx_attrib;
-
 /* The raw kernels (any ntok >= 1), real and emulated; the signature of hmoe_cpu_gemm_fn. */
 HMOE_CPU_DECLARE_WEIGHT_GEMM(q4_k_amx)
 HMOE_CPU_DECLARE_WEIGHT_GEMM(q6_k_amx)
