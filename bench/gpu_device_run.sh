@@ -20,6 +20,8 @@
 # hybpf2 (the prefill split's planner, default vs off at 2/10/14 GiB and pp4096): HYBPF2_END / HYBPF2_BT / HYBPF2_TEST_T.
 # final4 (the lead's stop-14 validation): F4_END. splitchk (default split vs off at 2/10 GiB): SC_END.
 # cpujob (the split's CPU job: bench_moe_subset, old vs new batch layout at 2/10 GiB): CJ_END / CJ_BT / CJ_MT / CJ_TEST_T.
+# hybcnt (the split by token count vs by index vs off; bench_moe_subset at few tokens per expert): HCNT_END / HCNT_BT /
+# HCNT_TEST_T / HCNT_RUNS.
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -649,6 +651,45 @@ cpujob)
     HMOE_SPIN_US=20000 cj new2048spin 2048 1 -p 512 -r 4
     cj new2048b 2048 1 -p 512 -r 4; cj old2048b 2048 0 -p 512 -r 4
     ms t16nommap -t 16 -r 1 -V 0,1 -M
+    log "end at $(el) s"
+    ;;
+hybcnt)
+    # branch hybcnt (issue #6: the prefill split chooses its CPU experts by token count after the router),
+    # one call: the forward + MoE GPU tests while q4 is written; pp512 at 2 / 10 / 14 GiB with
+    # HMOE_PREFILL_SPLIT=count (default) and =index, the split off (HMOE_PREFILL_CPU_SHARE=0) at 2 / 10 GiB,
+    # pp4096 -ub 4096 at 2 GiB (count); then bench_moe_subset at 32 / 4 / 1 tokens per expert (the CPU job's
+    # cost per expert and per pair). -v: the per-batch split lines go to summary.txt. Nothing starts after
+    # HCNT_END s; each hmoe bench under HCNT_BT s. HCNT_RUNS overrides the list (label:budget:split:share:p).
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    ( HMOE_SHARED=$SHARED timeout ${HCNT_TEST_T:-100} $B/tests/gpu_test_forward > "$D/test_forward.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_forward.log"
+      HMOE_SHARED=$SHARED timeout 40 $B/tests/gpu_test_moe > "$D/test_moe.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_moe.log" ) &
+    cc $CF -o $B/bench/bench_moe_subset bench/bench_moe_subset.c $LIB $LD > "$D/link2.log" 2>&1
+    wait; sync
+    grep -E "FAIL|passed|rc=" "$D/test_forward.log" | tail -14 | tee -a "$OUT/summary.txt"
+    grep -E "FAIL|passed|rc=" "$D/test_moe.log" | tail -4 | tee -a "$OUT/summary.txt"
+    grep -E "split by count" "$D/test_forward.log" | head -3 | cut -c1-400 >> "$OUT/summary.txt"
+    ls -la $Q4 | tee -a "$OUT/summary.txt"
+    hcb() { # label budget split share(- = unset) bench-args...
+        local lab=$1 b=$2 sp=$3 sh=$4; shift 4
+        [ $(el) -gt ${HCNT_END:-200} ] && { log "skipped (time): $lab"; return; }
+        echo "### $lab: --vram-budget $b HMOE_PREFILL_SPLIT=$sp HMOE_PREFILL_CPU_SHARE=$sh $* (at $(el) s)" >> "$OUT/summary.txt"
+        if [ "$sh" = - ]; then unset HMOE_PREFILL_CPU_SHARE; else export HMOE_PREFILL_CPU_SHARE=$sh; fi
+        HMOE_PREFILL_SPLIT=$sp timeout ${HCNT_BT:-30} ./hmoe bench -m $Q4 -n 0 --vram-budget $b --no-profile -v "$@" > "$D/$lab.log" 2>&1
+        echo "rc=$?" >> "$D/$lab.log"; unset HMOE_PREFILL_CPU_SHARE
+        grep -E "hybrid prefill of|split by count:|error|rc=[1-9]" "$D/$lab.log" | cut -c1-700 >> "$OUT/summary.txt"
+        grep -E "^\| qwen" "$D/$lab.log" | sed "s/^/$lab $sp $sh: /" | tee -a "$OUT/summary.txt"; }
+    for r in ${HCNT_RUNS:-cnt2048:2048:count:-:512 idx2048:2048:index:-:512 cnt10240:10240:count:-:512 idx10240:10240:index:-:512 off2048:2048:count:0:512 cnt4096:2048:count:-:4096 off10240:10240:count:0:512 cnt14336:14336:count:-:512 idx14336:14336:index:-:512}; do
+        IFS=: read -r l b sp sh pp <<< "$r"
+        if [ "$pp" = 4096 ]; then hcb $l $b $sp $sh -p 4096 -ub 4096 -r 1; else hcb $l $b $sp $sh -p 512 -r 3; fi
+    done
+    for tp in 512 64 16; do
+        [ $(el) -gt ${HCNT_END:-200} ] && { log "skipped (time): bench_moe_subset -p $tp"; continue; }
+        log "bench_moe_subset -t 16 -p $tp -e 4,16 -L 16 -r 1 -V 1 (at $(el) s)"
+        timeout 30 $B/bench/bench_moe_subset -m $Q4 -t 16 -p $tp -e 4,16 -L 16 -r 1 -V 1 > "$D/ms_$tp.log" 2>&1; echo "rc=$?" >> "$D/ms_$tp.log"
+        grep -vE "^\|---" "$D/ms_$tp.log" | tail -12 | tee -a "$OUT/summary.txt"
+    done
     log "end at $(el) s"
     ;;
 hybcpu)

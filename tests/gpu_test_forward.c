@@ -351,6 +351,68 @@ static void check_split(const struct kind *k, struct golden *gd, const struct hm
     hmoe_ctx_free(c);
 }
 
+/* The totals of the split by count from the report (hybrid.c): -1 each when the line is missing. */
+struct count_totals {
+    long long layers, n0, skip, cpu, pairs, after, dry, bad;
+};
+static struct count_totals count_totals(const char *rep) {
+    struct count_totals t = {-1, -1, -1, -1, -1, -1, -1, -1};
+    const char *at = strstr(rep, "prefill split by count: ");
+    if (at && sscanf(at,
+                     "prefill split by count: %lld layers; totals: %lld prefetched, %lld skipped (no tokens), %lld on "
+                     "CPU threads (%lld pairs), %lld streamed after the router; copy engine dry at the decision in "
+                     "%lld; lightest-first violations %lld",
+                     &t.layers, &t.n0, &t.skip, &t.cpu, &t.pairs, &t.after, &t.dry, &t.bad) != 8)
+        t.layers = -1;
+    return t;
+}
+
+/* The split by count (HMOE_PREFILL_SPLIT=count, HMOE_PREFILL_CPU_SHARE=share set by the caller) on a
+ * prompt of n_tok tokens: per RAM layer every uncached expert is in exactly one of the prefetched
+ * first chunk, skipped (no tokens), the CPU's or streamed after the router; exactly the prefetched
+ * and streamed ones were copied; the CPU took the lightest; with share 1.0 nothing streams after
+ * the router; a 2-token prompt (at most 2k experts with tokens) skips experts. */
+static void check_count_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m,
+                              const struct mode *md, double share, int n_tok) {
+    char name[512];
+    struct hmoe_err err = {0};
+    snprintf(name, sizeof name, "%s [%s] split by count, CPU share %.1f, %d-token prompt: every uncached expert "
+             "prefetched, skipped, on the CPU or streamed; lightest on the CPU", k->name, md->label, share, n_tok);
+    struct hmoe_ctx *c = open_ctx(m, md, &err);
+    if (!c) {
+        t_check(0, name, "%s", err.msg);
+        return;
+    }
+    struct hmoe_ctx_stats s0, s1;
+    hmoe_ctx_get_stats(c, &s0);
+    const int E = m->cfg.n_expert, kk = m->cfg.n_expert_used;
+    const int n_ram = (int)(s0.ram_experts / (uint64_t)E);
+    const long long nu = n_ram ? (long long)((s0.ram_experts - s0.cached_experts) / (uint64_t)n_ram) : 0;
+    const size_t best = longest_prompt(gd);
+    int n_pos;
+    int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n_pos);
+    if (ids && n_tok > 0 && n_tok < n_pos) n_pos = n_tok;
+    hmoe_ctx_reset_stats(c);
+    enum hmoe_status st = ids ? hmoe_ctx_decode(c, ids, n_pos, 0, HMOE_LOGITS_NONE, NULL, &err) : HMOE_ERR_FORMAT;
+    hmoe_ctx_get_stats(c, &s1);
+    const char *rep = hmoe_ctx_report(c);
+    const struct count_totals t = count_totals(rep);
+    const long long streamed = (long long)s1.prefill_streamed_experts;
+    bool ok = n_ram > 0 && n_pos >= md->stream_min && t.layers == n_ram && t.n0 + t.skip + t.cpu + t.after == t.layers * nu &&
+              streamed == t.n0 + t.after && t.bad == 0 && (n_tok > 0 || t.cpu > 0) && t.pairs >= t.cpu;
+    if (share >= 1.0) ok = ok && t.after == 0;
+    else ok = ok && t.cpu <= t.layers * lround(share * (double)nu);
+    /* the first chunk is at most half the layer (rounded up): of the other half at most n k experts
+     * have tokens */
+    if ((long long)n_pos * kk < nu / 2) ok = ok && t.skip >= t.layers * (nu / 2 - (long long)n_pos * kk);
+    if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
+    else t_check(ok, name, "%d tokens, %d RAM layers x %lld uncached: layers %lld, prefetched %lld, skipped %lld, CPU %lld "
+                 "(%lld pairs), after %lld, streamed %lld, lightest-first violations %lld; report: %s",
+                 n_pos, n_ram, nu, t.layers, t.n0, t.skip, t.cpu, t.pairs, t.after, streamed, t.bad, rep);
+    free(ids);
+    hmoe_ctx_free(c);
+}
+
 /* The default (HMOE_PREFILL_CPU_SHARE unset) is the planned split: the report says so, and a first
  * streamed prefill already gives CPU threads some experts (the planner measures the CPU before it
  * plans), and streams the rest: streamed + CPU experts cover every uncached one. The logits of the
@@ -382,7 +444,9 @@ static void check_default_split(const struct kind *k, struct golden *gd, const s
     const char *at = strstr(rep, "layers: per layer ");
     double cpu_per_layer = -1;
     if (at) sscanf(at, "layers: per layer %lf experts on CPU threads", &cpu_per_layer);
-    const double covered = (double)s1.prefill_streamed_experts + cpu_per_layer * n_ram;
+    /* the split by count (the default) also skips experts without tokens */
+    const struct count_totals t = count_totals(rep);
+    const double covered = (double)s1.prefill_streamed_experts + cpu_per_layer * n_ram + (t.layers > 0 ? (double)t.skip : 0);
     if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
     else t_check(n_ram > 0 && n_pos >= md->stream_min && strstr(rep, "prefill split: adaptive (the default") &&
                      cpu_per_layer > 0 && fabs(covered - (double)nu) < 0.5 * n_ram,
@@ -396,24 +460,29 @@ static void check_default_split(const struct kind *k, struct golden *gd, const s
  * 1.0 (all uncached experts on CPU threads, the cached ones on the GPU), then the measured split
  * (auto). Unset, the split is off (check_preseeded: every uncached expert streams). */
 static void run_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
-    static const char *const shares[] = {"0.3", "1.0"};
-    for (size_t i = 0; i < HMOE_ARRAY_LEN(shares); i++) {
+    /* HMOE_PREFILL_SPLIT=index (the last uncached experts by index) at 0.3 and auto, count (the
+     * default) at 0.3, 1.0 and auto */
+    static const char *const runs[][2] = {{"index", "0.3"}, {"index", "auto"}, {"count", "0.3"}, {"count", "1.0"},
+                                          {"count", "auto"}};
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(runs); i++) {
         char label[256];
-        snprintf(label, sizeof label, "%s, HMOE_PREFILL_CPU_SHARE=%s", md->label, shares[i]);
+        snprintf(label, sizeof label, "%s, HMOE_PREFILL_SPLIT=%s HMOE_PREFILL_CPU_SHARE=%s%s", md->label, runs[i][0],
+                 runs[i][1], strcmp(runs[i][1], "auto") ? "" : " (measured)");
         struct mode sm = *md;
         sm.label = label;
-        setenv("HMOE_PREFILL_CPU_SHARE", shares[i], 1);
+        setenv("HMOE_PREFILL_SPLIT", runs[i][0], 1);
+        setenv("HMOE_PREFILL_CPU_SHARE", runs[i][1], 1);
         run_mode(k, gd, m, &sm, false);
-        check_split(k, gd, m, &sm, atof(shares[i]));
+        if (!strcmp(runs[i][1], "auto")) {
+        } else if (!strcmp(runs[i][0], "index")) {
+            check_split(k, gd, m, &sm, atof(runs[i][1]));
+        } else {
+            check_count_split(k, gd, m, &sm, atof(runs[i][1]), 0);
+            check_count_split(k, gd, m, &sm, atof(runs[i][1]), 2);
+        }
         unsetenv("HMOE_PREFILL_CPU_SHARE");
+        unsetenv("HMOE_PREFILL_SPLIT");
     }
-    char label[256];
-    snprintf(label, sizeof label, "%s, HMOE_PREFILL_CPU_SHARE=auto (measured)", md->label);
-    struct mode sm = *md;
-    sm.label = label;
-    setenv("HMOE_PREFILL_CPU_SHARE", "auto", 1);
-    run_mode(k, gd, m, &sm, false);
-    unsetenv("HMOE_PREFILL_CPU_SHARE");
 }
 
 /* The decode-time PCIe paths really ran: with --moe-miss transfer the GPU computed missed experts
@@ -567,6 +636,12 @@ static void run_kind(const struct kind *k) {
                     cb ? "opened (expected a refusal)" : e1.msg);
             hmoe_ctx_free(cb);
             unsetenv("HMOE_PREFILL_CPU_SHARE");
+            setenv("HMOE_PREFILL_SPLIT", "weight", 1);
+            cb = open_ctx(m, &ncmoe, &e1);
+            t_check(!cb && strstr(e1.msg, "HMOE_PREFILL_SPLIT"), "HMOE_PREFILL_SPLIT=weight refused", "%s",
+                    cb ? "opened (expected a refusal)" : e1.msg);
+            hmoe_ctx_free(cb);
+            unsetenv("HMOE_PREFILL_SPLIT");
         }
         const int64_t b = hybrid_budget(m);
         char label[128];

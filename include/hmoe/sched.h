@@ -308,6 +308,45 @@ struct hmoe_sched_split_plan_in {
  * from prev by damping of the way, down at once. */
 double hmoe_sched_split_plan(const struct hmoe_sched_split_plan_in *p);
 
+/* The split by token count (HMOE_PREFILL_SPLIT=count, split_count.c): after a streamed layer's
+ * router, of the m candidate experts (uncached, not in the chunk prefetched before the routing)
+ * those without tokens are skipped, CPU threads take the lightest (fewest tokens) while their
+ * predicted end, start + job + sum of (expert + pair * tokens), stays margin_ms before the GPU's,
+ * gpu + copy * (streamed candidates); the GPU streams the rest, heaviest first. */
+#define HMOE_SCHED_COUNT_MAX 512
+struct hmoe_sched_count_model {
+    double start_ms;    /* router done -> the CPU job starts */
+    double job_ms;      /* CPU job: fixed part (gather, sum) */
+    double expert_ms;   /* CPU job: per expert with tokens (its weights read and unpacked) */
+    double pair_ms;     /* CPU job: per (token, expert) pair */
+    double gpu_ms;      /* GPU after the router with no candidate streamed (prefetched chunk, cached group) */
+    double copy_ms;     /* GPU time one streamed candidate adds: its copy */
+    double add_ms;      /* GPU: adding the CPU's sum */
+    double margin_ms;   /* the CPU aims to end this much before the GPU */
+    double min_gain_ms; /* copies saved - add_ms must reach this, else no CPU part */
+    int max_cpu;        /* at most this many on the CPU (< 0: no cap) */
+    int force_cpu;      /* >= 0: exactly min(force_cpu, used) lightest on the CPU, no cost model */
+};
+struct hmoe_sched_count_split {
+    int n_skip, n_cpu, n_gpu;   /* candidates without tokens; on the CPU; streamed */
+    uint64_t cpu_pairs;         /* (token, expert) pairs of the CPU's experts */
+    double cpu_end_ms, gpu_end_ms; /* the model's prediction (from the router's end) */
+};
+/* cand[0..m) (m <= HMOE_SCHED_COUNT_MAX), tok[expert] tokens: cpu[0..n_cpu) lightest first,
+ * gpu[0..n_gpu) heaviest first. */
+void hmoe_sched_split_by_count(const struct hmoe_sched_count_model *p, const int *cand, int m, const uint32_t *tok,
+                               int *cpu, int *gpu, struct hmoe_sched_count_split *out);
+/* Online fit of the CPU job's time: ms = th[0] + th[1] * experts + th[2] * pairs (recursive least
+ * squares with forgetting, started from a prior with standard deviations prior_sd). */
+struct hmoe_sched_cost_fit {
+    double th[3], P[3][3];
+    int n;
+};
+void hmoe_sched_cost_fit_init(struct hmoe_sched_cost_fit *f, const double prior[3], const double prior_sd[3]);
+void hmoe_sched_cost_fit_add(struct hmoe_sched_cost_fit *f, double experts, double pairs, double ms, double lambda);
+/* The parameters, each at least floor_[i]. */
+void hmoe_sched_cost_fit_get(const struct hmoe_sched_cost_fit *f, const double floor_[3], double out[3]);
+
 struct hmoe_sched_hybrid_stats {
     double hit_rate;                 /* expert uses served by the GPU / all uses, RAM layers */
     double cpu_expert_ms_per_token;  /* CPU threads computing missed experts */

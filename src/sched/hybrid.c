@@ -121,6 +121,16 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
         h->split_share = x;
     }
     h->split_on = h->stream && h->n_ub > 1 && h->split_share != 0;
+    /* HMOE_PREFILL_SPLIT=count (the default) | index: which uncached experts the CPU takes (see
+     * hybrid_prefill.c) */
+    const char *sv = getenv("HMOE_PREFILL_SPLIT");
+    if (sv && *sv && strcmp(sv, "count") && strcmp(sv, "index"))
+        return HMOE_RAISE(err, HMOE_ERR_ARG,
+                          "HMOE_PREFILL_SPLIT=%s: expected count (the default: after each layer's router the CPU "
+                          "takes the experts with the fewest tokens, experts without tokens are skipped) or index "
+                          "(the last uncached experts by index, fixed before the routing)",
+                          sv);
+    h->split_count = h->split_on && !(sv && !strcmp(sv, "index"));
     if (!h->split_on) return HMOE_OK;
     const size_t nk = (size_t)h->n_ub * (size_t)h->k, nd = (size_t)h->n_ub * (size_t)h->d;
     enum hmoe_status st = hmoe_cuda_host_alloc(nk * sizeof(int32_t), false, (void **)&h->sp_ids, err);
@@ -131,6 +141,12 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
     if (!st && (!(h->plan_l = calloc((size_t)h->n_layer * HYB_PLAN_CLASSES, sizeof *h->plan_l)) ||
                 !(h->sp_w0s = calloc((size_t)h->n_layer, sizeof *h->sp_w0s))))
         st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    if (!st && h->split_count &&
+        (!(h->cnt_hist = calloc((size_t)h->n_layer * (size_t)h->E, sizeof *h->cnt_hist)) ||
+         !(h->cnt_tok = calloc((size_t)h->E, sizeof *h->cnt_tok)) || !(h->pf_first = calloc((size_t)h->E, sizeof *h->pf_first)) ||
+         !(h->cnt_l = calloc((size_t)h->n_layer * HYB_PLAN_CLASSES, sizeof *h->cnt_l))))
+        st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    if (!st && h->split_count) hmoe_hyb_count_init(h);
     if (!st) st = hmoe_cuda_stream_create(&h->sp_stream, err);
     for (int i = 0; i < 2 && !st; i++) {
         for (int j = 0; j < 5 && !st; j++) st = hmoe_cuda_event_create(&h->ev_sp[i][j], err);
@@ -279,7 +295,8 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     }
     /* Slot maps (all -1) and the streamed-chunk maps. */
     h->chunk_experts = HMOE_MIN(h->E, p->stream_chunk_experts > 0 ? p->stream_chunk_experts : CHUNK_EXPERTS);
-    h->n_chunks = (h->E + h->chunk_experts - 1) / h->chunk_experts;
+    /* + 1: the split by count streams a first chunk of at most half the layer, then full chunks */
+    h->n_chunks = (h->E + h->chunk_experts - 1) / h->chunk_experts + 1;
     const size_t cm_bytes = al256(L * (size_t)h->n_chunks * E * 4);
     if (!st) st = hmoe_cuda_buf_alloc(h->cu, al256(L * E * 4) + cm_bytes, &h->dev, err);
     if (!st) {
@@ -425,6 +442,10 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     hmoe_cuda_host_free(h->sp_h);
     hmoe_cuda_host_free(h->sp_out);
     free(h->sp_mask);
+    free(h->cnt_hist);
+    free(h->cnt_tok);
+    free(h->pf_first);
+    free(h->cnt_l);
     hmoe_sched_cache_free(h->cache);
     free(h->xq_g);
     free(h->xq_u);
@@ -699,6 +720,18 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
                 100.0 * (double)a->cpu_layers / L, a->cpu_layers ? a->fixed_ms / (double)a->cpu_layers : 0.0,
                 a->cpu_layers ? a->wait_ms / (double)a->cpu_layers : 0.0,
                 a->cpu_layers ? a->add_ms / (double)a->cpu_layers : 0.0, (unsigned long long)a->off_layers);
+        if (h->split_on)
+            OUT("  prefill split by %s (HMOE_PREFILL_SPLIT=%s)%s\n", h->split_count ? "token count" : "index",
+                h->split_count ? "count" : "index",
+                h->split_count ? ": after each layer's router the CPU takes the experts with the fewest tokens, "
+                                 "experts without tokens are skipped" : ": the last uncached experts by index");
+        if (h->split_count && a->layers)
+            OUT("  prefill split by count: %llu layers; totals: %llu prefetched, %llu skipped (no tokens), %llu on CPU "
+                "threads (%llu pairs), %llu streamed after the router; copy engine dry at the decision in %llu; "
+                "lightest-first violations %llu\n",
+                (unsigned long long)a->layers, (unsigned long long)a->n0, (unsigned long long)a->nskip,
+                (unsigned long long)a->nc, (unsigned long long)a->pairs, (unsigned long long)(a->ns - a->n0),
+                (unsigned long long)a->idle, (unsigned long long)a->light_bad);
     }
     if (h->notes[0]) OUT("  note: %s\n", h->notes);
     if (s.steps) {

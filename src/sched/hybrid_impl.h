@@ -138,6 +138,9 @@ struct hmoe_sched_hybrid {
         bool pending;                  /* events recorded, not read yet */
         int n, ns, nc, ncached;        /* tokens; experts streamed, on the CPU, cached */
         int il;                        /* the layer */
+        int n0, n_after;               /* count mode: experts of the prefetched first chunk; streamed
+                                          after the router's counts */
+        uint64_t pairs;                /* count mode: (token, expert) pairs of the CPU's experts */
     } sp_meas[2];
     struct hyb_split_job {             /* argument of the CPU job of the layer using the set */
         struct hmoe_sched_hybrid *h;
@@ -159,6 +162,10 @@ struct hmoe_sched_hybrid {
         uint64_t cpu_layers, nc_min, nc_max, off_layers; /* layers with a CPU part; n_cpu range; latched off */
         double window_ms, wait_ms, fixed_ms, add_ms;      /* sums: window (all layers), the GPU waiting for
                                                             the CPU, CPU start, the add (CPU layers) */
+        uint64_t n0, nskip, pairs, idle, light_bad;       /* count mode: prefetched, skipped (no tokens),
+                                                            CPU pairs, layers whose copy engine had run dry
+                                                            at the decision, lightest-first violations */
+        double pred_cpu_ms, pred_gpu_ms;                  /* count mode: the model's ends (CPU layers) */
     } sp_batch, sp_total;
     /* CPU team of a decode step (hybrid_cpu.c) */
     bool cpu_old;                      /* HMOE_HYB_CPU=old: the three-phase split with team barriers */
@@ -199,6 +206,22 @@ struct hmoe_sched_hybrid {
     } plan_r[HYB_PLAN_CLASSES];
     double *sp_w0s;                    /* [n_layer] window samples of this micro-batch (its median) */
     int sp_w0n;
+    /* the split by token count (HMOE_PREFILL_SPLIT=count, hybrid_prefill.c, split_count.c): a
+     * streamed layer's first chunk (the experts predicted heaviest) is prefetched before its router;
+     * after the router the host reads the routed ids, skips the other uncached experts without
+     * tokens, gives CPU threads the lightest by the cost model and streams the rest */
+    bool split_count;
+    float *cnt_hist;                   /* [n_layer][E] tokens per expert of earlier micro-batches (decaying) */
+    uint32_t *cnt_tok;                 /* [E] this layer's tokens per expert */
+    int *pf_first;                     /* [E] experts of the prefetched first chunk (pf_layer) */
+    int pf_n0;
+    struct hmoe_sched_cost_fit cnt_fit[HYB_PLAN_CLASSES]; /* CPU job ms = c + a experts + b pairs */
+    int cnt_jobs[HYB_PLAN_CLASSES];    /* CPU jobs seen per size class (the first is cold: not fitted) */
+    struct hyb_count_layer {
+        double gpu_ms;                 /* GPU after the router with no candidate streamed: t3 - copy * n_after */
+        double wait_ms;                /* the GPU waiting for the CPU (EWMA): added to the margin */
+        int samples, wait_n;
+    } *cnt_l;                          /* [n_layer][HYB_PLAN_CLASSES] */
 };
 
 /* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */
@@ -206,6 +229,9 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
 void hmoe_hyb_unpin(struct hmoe_sched_hybrid *h);
 /* RAM read bandwidth of the CPU team over one pinned (resident) expert range, GB/s (0: none). */
 double hmoe_hyb_probe_ram(struct hmoe_sched_hybrid *h);
+
+/* hybrid_prefill.c: the split by count's cost-model priors (after h->d, n_ub). */
+void hmoe_hyb_count_init(struct hmoe_sched_hybrid *h);
 
 /* hybrid_xfer.c */
 /* Whether these settings can put a layer on the transfer path (which needs the pinned mapping). */

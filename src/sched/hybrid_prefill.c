@@ -18,7 +18,15 @@
  * the cached group and the streamed chunks, copy waits included), so events give the window, host
  * stamps the CPU's rate, and the CPU aims to end just before the GPU's groups; a layer where that
  * does not pay, or where a split measured no faster, streams everything (gpu_results.md, hybpf2).
- * A layer's n_cpu is fixed when its first chunk is prefetched.
+ * A layer's n_cpu is fixed when its first chunk is prefetched (HMOE_PREFILL_SPLIT=index).
+ * Split by count (HMOE_PREFILL_SPLIT=count): a layer's first chunk (half its uncached experts, at
+ * most a chunk: those with the most tokens in earlier micro-batches) is still prefetched during the
+ * previous layer; after the router the host reads the routed ids (side stream, polled) while the GPU
+ * runs the cached group and that chunk, counts tokens per expert and, for the other uncached
+ * experts, skips those without tokens, gives CPU threads the lightest by a cost model (split_count.c:
+ * start + job + per expert + per pair, fitted online from the jobs' host stamps; the GPU's part
+ * from events) and streams the rest heaviest first (a streamed expert costs its copy whatever its
+ * tokens, a CPU expert mostly per token).
  */
 #include <stdio.h>
 #include <math.h>
@@ -80,15 +88,13 @@ static int plan_cpu(const struct hmoe_sched_hybrid *h, int il, int n, int nu) {
     return HMOE_MIN(nu, (int)floor(p->plan + 1e-9));
 }
 
-/* Queue the copy of chunk c of the ns streamed experts of layer il (its first ns uncached ones)
- * into staging buffer b (after its last reader) and of the chunk's expert map; runs of
- * consecutive experts go as one copy per tensor. */
-static enum hmoe_status enqueue_copy(struct hmoe_sched_hybrid *h, int il, int c, int b, int ns, struct hmoe_err *err) {
+/* Queue the copy of the cnt experts list[0..cnt) (ascending: runs of consecutive experts go as
+ * one copy per tensor) of layer il as its chunk c into staging buffer b (after its last reader),
+ * and of the chunk's expert map. */
+static enum hmoe_status enqueue_copy_list(struct hmoe_sched_hybrid *h, int il, int c, int b, const int *list, int cnt,
+                                          struct hmoe_err *err) {
     const struct hmoe_moe_weights *w = &h->moe[il];
-    int list[HYB_MAX_EXPERT];
-    uncached(h, il, list);
-    const int nu = ns, first = c * h->chunk_experts;
-    const int cnt = HMOE_MIN(nu - first, h->chunk_experts);
+    const int first = 0;
     const size_t E = (size_t)h->E, row = ((size_t)il * (size_t)h->n_chunks + (size_t)c) * E;
     int32_t *map = h->chunk_host + row;
     for (int e = 0; e < h->E; e++) map[e] = -1;
@@ -127,6 +133,42 @@ static enum hmoe_status enqueue_copy(struct hmoe_sched_hybrid *h, int il, int c,
     return st;
 }
 
+/* Chunk c of the ns streamed experts of layer il in index mode: its first ns uncached ones. */
+static enum hmoe_status enqueue_copy(struct hmoe_sched_hybrid *h, int il, int c, int b, int ns, struct hmoe_err *err) {
+    int list[HYB_MAX_EXPERT];
+    uncached(h, il, list);
+    const int first = c * h->chunk_experts;
+    return enqueue_copy_list(h, il, c, b, list + first, HMOE_MIN(ns - first, h->chunk_experts), err);
+}
+
+static void sort_ints(int *a, int n) {
+    for (int i = 1; i < n; i++) {
+        const int v = a[i];
+        int j = i - 1;
+        while (j >= 0 && a[j] > v) a[j + 1] = a[j], j--;
+        a[j + 1] = v;
+    }
+}
+
+/* Count mode: the first chunk of layer il, copied before its routing is known: half its nu
+ * uncached experts list[] (at most a chunk), those with the most tokens in earlier micro-batches
+ * (by index while there is no history), ascending, into first; returns how many. Half leaves the
+ * other half to the counts; a chunk of 0.051 ms copies covers the host's round trip (~0.1-0.3 ms). */
+static int predict_first(const struct hmoe_sched_hybrid *h, int il, const int *list, int nu, int *first) {
+    const int n0 = HMOE_MIN(h->chunk_experts, (nu + 1) / 2);
+    const float *hist = h->cnt_hist + (size_t)il * (size_t)h->E;
+    uint8_t taken[HYB_MAX_EXPERT] = {0};
+    for (int i = 0; i < n0; i++) {
+        int best = -1;
+        for (int j = 0; j < nu; j++)
+            if (!taken[j] && (best < 0 || hist[list[j]] > hist[list[best]])) best = j;
+        taken[best] = 1;
+        first[i] = list[best];
+    }
+    sort_ints(first, n0);
+    return n0;
+}
+
 /* Grouped MoE of the experts in `gate/up/down` (n_expert of them), ids renumbered through d_map. */
 static enum hmoe_status grouped(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                 const int32_t *d_map, const struct hmoe_cuda_experts *gate, const void *up_w,
@@ -151,6 +193,18 @@ static enum hmoe_status prefetch_next_layer(struct hmoe_sched_hybrid *h, int il,
     int list[HYB_MAX_EXPERT];
     for (int nl = il + 1; nl < h->n_layer; nl++) {
         if (!h->L[nl].ram) continue;
+        if (h->split_count) {
+            const int nu = uncached(h, nl, list);
+            if (nu <= 0) continue;
+            h->pf_n0 = predict_first(h, nl, list, nu, h->pf_first);
+            enum hmoe_status st = enqueue_copy_list(h, nl, 0, buf, h->pf_first, h->pf_n0, err);
+            h->pf_valid = true;
+            h->pf_layer = nl;
+            h->pf_chunk = 0;
+            h->pf_buf = buf;
+            h->pf_ncpu = 0;
+            return st;
+        }
         const int nu = uncached(h, nl, list), ncpu = plan_cpu(h, nl, n, nu);
         if (nu - ncpu <= 0) continue;
         enum hmoe_status st = enqueue_copy(h, nl, 0, buf, nu - ncpu, err);
@@ -182,6 +236,13 @@ static void acc_add(struct hyb_split_acc *a, const struct hyb_split_acc *b) {
     a->wait_ms += b->wait_ms;
     a->fixed_ms += b->fixed_ms;
     a->add_ms += b->add_ms;
+    a->n0 += b->n0;
+    a->nskip += b->nskip;
+    a->pairs += b->pairs;
+    a->idle += b->idle;
+    a->light_bad += b->light_bad;
+    a->pred_cpu_ms += b->pred_cpu_ms;
+    a->pred_gpu_ms += b->pred_gpu_ms;
 }
 
 /* A measured time into its running estimate: the first sample of a process or size class is cold
@@ -241,6 +302,50 @@ static void plan_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas
     p->pending = true;
     p->last_nc = m->nc;
     p->last_wait_ms = wait;
+}
+
+/* Count mode: one measured layer. The CPU job's time goes into the size class's cost fit (the
+ * process's first job is cold: not fitted), start and add into their EWMAs; the GPU's part without
+ * the candidates streamed after the counts (t3 - copy * n_after; a lower value taken at once: a
+ * high one is a cold or disturbed layer, and a low one only gives the CPU less) and the GPU's wait
+ * for the CPU (added to the margin) per layer. */
+#define COUNT_LAMBDA 0.95   /* forgetting of the cost fit: ~20 jobs, under half a micro-batch */
+#define COUNT_WAIT_CAP 0.3  /* ms: at most this much measured waiting widens the margin */
+static void count_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas *m, double t3, double t4, double t5,
+                         double job_ms) {
+    const int c = size_class(m->n);
+    struct hyb_plan_rates *r = &h->plan_r[c];
+    struct hyb_count_layer *q = &h->cnt_l[(size_t)m->il * HYB_PLAN_CLASSES + (size_t)c];
+    struct hyb_split_acc *a = &h->sp_batch;
+    const double copy = stream_ms(h, m->il);
+    if (m->nc > 0) {
+        const double wait = HMOE_MAX(0.0, t4 - t3);
+        const double fixed = HMOE_MAX(0.0, t4 - job_ms), add = HMOE_MAX(0.0, t5 - HMOE_MAX(t3, t4));
+        track(&r->fixed_ms, r->n, fixed, SPLIT_EWMA, false);
+        track(&r->add_ms, r->n, add, SPLIT_EWMA, false);
+        r->n++;
+        if (h->cnt_jobs[c]++ > 0)
+            hmoe_sched_cost_fit_add(&h->cnt_fit[c], (double)m->nc, (double)m->pairs, job_ms, COUNT_LAMBDA);
+        if (q->wait_n++ > 0) q->wait_ms = 0.5 * q->wait_ms + 0.5 * wait;
+        /* hybpf2's latch: a layer where the split measured slower than streaming its CPU experts
+         * would have been (router -> sum added vs t3 + their copies), by more than the margin,
+         * twice in a row (not on its first, cold visit), streams everything from then on */
+        if (h->split_share < 0 && q->samples > 0) {
+            struct hyb_plan_layer *p = &h->plan_l[(size_t)m->il * HYB_PLAN_CLASSES + (size_t)c];
+            if (t5 > t3 + copy * m->nc + SPLIT_MARGIN_MS) p->strikes++;
+            else p->strikes = 0;
+            if (p->strikes >= 2) p->off = true;
+        }
+        a->cpu_layers++;
+        a->wait_ms += wait;
+        a->fixed_ms += fixed;
+        a->add_ms += add;
+        h->r_cpu_ms = job_ms / m->nc;
+        h->r_cpu_tok = m->n;
+    }
+    track(&q->gpu_ms, q->samples, HMOE_MAX(0.0, t3 - copy * m->n_after), SPLIT_W_EWMA, true);
+    q->samples++;
+    a->window_ms += t3 + copy * m->nc;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -343,7 +448,8 @@ static enum hmoe_status collect(struct hmoe_sched_hybrid *h, int set, struct hmo
             return HMOE_OK;
         h->sp_batch.cpu_ms += job_ms;
     }
-    plan_update(h, m, t3, t4, t5, job_ms);
+    if (h->split_count) count_update(h, m, t3, t4, t5, job_ms);
+    else plan_update(h, m, t3, t4, t5, job_ms);
     if (m->ns > 0) ewma(&h->r_gpu_ms, stream_part / m->ns);
     if (m->ncached > 0) ewma(&h->r_cached_ms, cached_ms / m->ncached);
     h->sp_batch.gpu_layers++;
@@ -386,6 +492,17 @@ static enum hmoe_status end_batch(struct hmoe_sched_hybrid *h, int n, struct hmo
                   a->fixed_ms / C, a->wait_ms / C, a->add_ms / C,
                   h->r_cpu_ms * n / (h->r_cpu_tok > 0 ? h->r_cpu_tok : n), h->r_gpu_ms,
                   h->split_share >= 0 ? "forced share" : "planned");
+        if (h->split_count) {
+            const int c = size_class(n);
+            HMOE_INFO("  split by count: per layer %.1f experts in the prefetched first chunk, %.1f without tokens "
+                      "(skipped), %.1f on CPU threads (%.0f pairs), %.1f streamed after the router; copy engine dry "
+                      "at the decision in %llu of %llu layers; model per CPU layer: CPU end %.2f ms, GPU end %.2f "
+                      "ms; CPU job fit %.3f ms + %.4f ms/expert + %.5f ms/pair (%d jobs), start %.3f ms",
+                      (double)a->n0 / L, (double)a->nskip / L, (double)a->nc / L, (double)a->pairs / L,
+                      (double)(a->ns - a->n0) / L, (unsigned long long)a->idle, (unsigned long long)a->layers,
+                      a->pred_cpu_ms / C, a->pred_gpu_ms / C, h->cnt_fit[c].th[0], h->cnt_fit[c].th[1],
+                      h->cnt_fit[c].th[2], h->cnt_fit[c].n, h->plan_r[c].fixed_ms);
+        }
         acc_add(&h->sp_total, a);
         log_cpu_phases(h);
     }
@@ -513,6 +630,178 @@ static enum hmoe_status prefill_stream(struct hmoe_sched_hybrid *h, int il, int 
     return st;
 }
 
+/* Priors of the CPU job's cost fit (ms; 16 threads with AMX on the H200 host, while the copy
+ * engine streams): fixed part per micro-batch of n tokens, per expert, per (token, expert) pair.
+ * From bench_moe_subset (gpu_results.md, cpujob: 0.57 ms + 0.199 ms per 32-token expert on the CPU
+ * alone; +10-30 % beside a DMA stream) and the split's jobs (7-8 us per pair at ~100 tokens). */
+#define COUNT_PRIOR_JOB_MS 0.05
+#define COUNT_PRIOR_JOB_MS_512 0.45 /* + this x n / 512 */
+#define COUNT_PRIOR_EXPERT_MS 0.03
+#define COUNT_PRIOR_PAIR_MS 0.0065
+void hmoe_hyb_count_init(struct hmoe_sched_hybrid *h) {
+    for (int c = 0; c < HYB_PLAN_CLASSES; c++) {
+        const double n = (double)(1 << c);
+        const double prior[3] = {COUNT_PRIOR_JOB_MS + COUNT_PRIOR_JOB_MS_512 * n / 512.0, COUNT_PRIOR_EXPERT_MS,
+                                 COUNT_PRIOR_PAIR_MS};
+        const double sd[3] = {0.3 * (1.0 + n / 512.0), 0.03, 0.004};
+        hmoe_sched_cost_fit_init(&h->cnt_fit[c], prior, sd);
+    }
+}
+
+/* Count mode: the layer's CPU part, experts cpu[0..nc), as the CPU job on the side stream (the rows,
+ * ids and weights are already on their way there). */
+static enum hmoe_status queue_count_cpu(struct hmoe_sched_hybrid *h, int il, int n, const int *cpu, int nc, void **ev,
+                                        struct hmoe_err *err) {
+    const int set = h->sp_set;
+    uint8_t *mask = h->sp_mask + (size_t)set * (size_t)h->E;
+    memset(mask, 0, (size_t)h->E);
+    for (int i = 0; i < nc; i++) mask[cpu[i]] = 1;
+    h->sp_job[set] = (struct hyb_split_job){.h = h, .il = il, .n = n, .mask = mask};
+    enum hmoe_status st = hmoe_cuda_launch_host_fn(h->sp_stream, cpu_job, &h->sp_job[set], err);
+    if (!st) st = hmoe_cuda_event_record(ev[4], h->sp_stream, err);
+    return st;
+}
+
+/* HMOE_PREFILL_SPLIT=count (split_on): a streamed RAM layer's first chunk (the experts predicted
+ * heaviest, prefetched during the previous layer) and its cached group are queued before the
+ * routing is known; the routed ids then come to the host (the copy engine still copies that
+ * chunk), which counts tokens per expert: the other uncached experts without tokens are skipped,
+ * CPU threads take the lightest by the cost model, the GPU streams the rest heaviest first. */
+static enum hmoe_status prefill_count(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
+                                      void *stream, struct hmoe_err *err) {
+    const struct hyb_layer *L = &h->L[il];
+    const int E = h->E, ce = h->chunk_experts;
+    int list[HYB_MAX_EXPERT], first[HYB_MAX_EXPERT], cand[HYB_MAX_EXPERT], cpu[HYB_MAX_EXPERT], gpu[HYB_MAX_EXPERT];
+    const int nu = uncached(h, il, list);
+    h->sp_set ^= 1;
+    /* the layer before the previous one used this set: its groups and CPU job are done or about
+     * to be (this also keeps the calling thread at most two split layers ahead) */
+    enum hmoe_status st = collect(h, h->sp_set, err);
+    void **ev = h->ev_sp[h->sp_set];
+    void *s = h->sp_stream;
+    const size_t nk = (size_t)n * (size_t)h->k;
+    /* the routing and rows to the host on the side stream, ids first (the host waits for them) */
+    if (!st) st = hmoe_cuda_event_record(ev[0], stream, err);
+    if (!st) st = hmoe_cuda_stream_wait_event(s, ev[0], err);
+    if (!st) st = hmoe_cuda_memcpy_async(h->sp_ids, b->ids, nk * sizeof(int32_t), s, err);
+    if (!st) st = hmoe_cuda_event_record(ev[1], s, err);
+    if (!st) st = hmoe_cuda_memcpy_async(h->sp_wts, b->wts, nk * sizeof(float), s, err);
+    if (!st) st = hmoe_cuda_memcpy_async(h->sp_h, b->hf, (size_t)n * (size_t)h->d * sizeof(float), s, err);
+    /* the first chunk: prefetched, or its copy starts now */
+    int n0;
+    if (h->pf_valid && h->pf_layer == il && h->pf_chunk == 0) {
+        n0 = h->pf_n0;
+        memcpy(first, h->pf_first, (size_t)n0 * sizeof *first);
+    } else {
+        n0 = predict_first(h, il, list, nu, first);
+        h->pf_buf = 1 - h->last_buf;
+        if (!st) st = enqueue_copy_list(h, il, 0, h->pf_buf, first, n0, err);
+    }
+    h->pf_valid = false;
+    const int buf0 = h->pf_buf;
+    if (!st && L->n_slots > 0 && nu < E)
+        st = grouped(h, il, n, b, h->d_slot_of + (size_t)il * E, &L->gate, L->up.w, &L->down, stream, err);
+    if (!st) st = hmoe_cuda_event_record(ev[2], stream, err);
+    if (!st && n0 > 0) {
+        h->last_buf = buf0;
+        st = hmoe_cuda_stream_wait_event(stream, h->ev_copy[buf0], err);
+        if (!st) st = grouped(h, il, n, b, h->d_chunk_map + (size_t)il * (size_t)h->n_chunks * (size_t)E, &h->sg[buf0],
+                              h->su[buf0].w, &h->sd[buf0], stream, err);
+        if (!st) st = hmoe_cuda_event_record(h->ev_used[buf0], stream, err);
+    }
+    /* the host waits for the routed ids (polling: no spinning core beside the CPU team) */
+    if (!st) st = wait_event(ev[1], err);
+    if (st) return st;
+    /* the copy engine ran dry while the host waited: the first chunk was too small for the trip */
+    const bool idle = n0 > 0 && hmoe_cuda_event_query(h->ev_copy[buf0]) > 0;
+    memset(h->cnt_tok, 0, (size_t)E * sizeof *h->cnt_tok);
+    for (size_t i = 0; i < nk; i++)
+        if (h->sp_ids[i] >= 0 && h->sp_ids[i] < E) h->cnt_tok[h->sp_ids[i]]++;
+    float *hist = h->cnt_hist + (size_t)il * (size_t)E;
+    for (int e = 0; e < E; e++) hist[e] = 0.5f * hist[e] + (float)h->cnt_tok[e];
+    /* candidates: the uncached experts not in the first chunk */
+    uint8_t in0[HYB_MAX_EXPERT] = {0};
+    for (int i = 0; i < n0; i++) in0[first[i]] = 1;
+    int m = 0;
+    for (int i = 0; i < nu; i++)
+        if (!in0[list[i]]) cand[m++] = list[i];
+    const int c = size_class(n);
+    const struct hyb_plan_rates *r = &h->plan_r[c];
+    const struct hyb_count_layer *q = &h->cnt_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
+    const struct hyb_plan_layer *pl = &h->plan_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
+    const double copy = stream_ms(h, il), gbps = h->h2d_probe_gbps > 1 ? h->h2d_probe_gbps : 20.0;
+    static const double floors[3] = {0.0, 0.01, 0.001};
+    double fit[3];
+    hmoe_sched_cost_fit_get(&h->cnt_fit[c], floors, fit);
+    struct hmoe_sched_count_model cm = {
+        .start_ms = r->n > 0 ? r->fixed_ms : 0.35,
+        .job_ms = fit[0],
+        .expert_ms = fit[1],
+        .pair_ms = fit[2],
+        .gpu_ms = q->samples > 0 ? q->gpu_ms : n0 * copy,
+        .copy_ms = copy,
+        .add_ms = r->add_ms > 0 ? r->add_ms : (double)n * (double)h->d * 4.0 / (gbps * 1e6),
+        .max_cpu = -1,
+        .force_cpu = h->split_share >= 0 ? (int)lround(h->split_share * nu) : -1,
+    };
+    const double gpu_all = cm.gpu_ms + copy * m;
+    cm.margin_ms = SPLIT_MARGIN_MS + SPLIT_MARGIN_REL * gpu_all + HMOE_MIN(COUNT_WAIT_CAP, q->wait_ms);
+    cm.min_gain_ms = SPLIT_MIN_GAIN * gpu_all;
+    /* exactly the SPLIT_PROBE_MIN lightest until the CPU job was measured twice at this size (its
+     * first job is cold, and a prior that never gets a CPU part would never be corrected); none
+     * for a layer latched off */
+    if (h->split_share < 0 && h->cnt_fit[c].n < 2) cm.force_cpu = SPLIT_PROBE_MIN;
+    if (h->split_share < 0 && pl->off) cm.force_cpu = 0;
+    struct hmoe_sched_count_split cs;
+    hmoe_sched_split_by_count(&cm, cand, m, h->cnt_tok, cpu, gpu, &cs);
+    if (cs.n_cpu > 0) st = queue_count_cpu(h, il, n, cpu, cs.n_cpu, ev, err);
+    /* the rest streams in chunks behind the first one, the next layer's first chunk behind them */
+    int buf = buf0;
+    for (int at = 0, ch = 1; at < cs.n_gpu && !st; at += ce, ch++) {
+        const int cnt = HMOE_MIN(ce, cs.n_gpu - at);
+        int part[HYB_MAX_EXPERT];
+        memcpy(part, gpu + at, (size_t)cnt * sizeof *part);
+        sort_ints(part, cnt);
+        buf = 1 - h->last_buf;
+        st = enqueue_copy_list(h, il, ch, buf, part, cnt, err);
+        h->last_buf = buf;
+        const size_t row = ((size_t)il * (size_t)h->n_chunks + (size_t)ch) * (size_t)E;
+        if (!st) st = hmoe_cuda_stream_wait_event(stream, h->ev_copy[buf], err);
+        if (!st) st = grouped(h, il, n, b, h->d_chunk_map + row, &h->sg[buf], h->su[buf].w, &h->sd[buf], stream, err);
+        if (!st) st = hmoe_cuda_event_record(h->ev_used[buf], stream, err);
+    }
+    if (!st) st = prefetch_next_layer(h, il, n, 1 - h->last_buf, err);
+    if (!st) st = hmoe_cuda_event_record(ev[3], stream, err);
+    /* after its own groups the GPU waits for the CPU's sum and adds it from mapped memory */
+    if (!st && cs.n_cpu > 0) st = hmoe_cuda_stream_wait_event(stream, ev[4], err);
+    if (!st && cs.n_cpu > 0) st = hmoe_cuda_add(b->x, h->sp_out, (int64_t)n * h->d, b->x, stream, err);
+    if (!st && cs.n_cpu > 0) st = hmoe_cuda_event_record(h->ev_sp_end[h->sp_set], stream, err);
+    if (st) return st;
+    h->sp_meas[h->sp_set] = (struct hyb_split_meas){.pending = true, .n = n, .ns = n0 + cs.n_gpu, .nc = cs.n_cpu,
+                                                    .ncached = E - nu, .il = il, .n0 = n0, .n_after = cs.n_gpu,
+                                                    .pairs = cs.cpu_pairs};
+    struct hyb_split_acc *a = &h->sp_batch;
+    if (!a->layers || (uint64_t)cs.n_cpu < a->nc_min) a->nc_min = (uint64_t)cs.n_cpu;
+    a->nc_max = HMOE_MAX(a->nc_max, (uint64_t)cs.n_cpu);
+    if (h->split_share < 0 && pl->off) a->off_layers++;
+    a->layers++;
+    a->nc += (uint64_t)cs.n_cpu;
+    a->ns += (uint64_t)(n0 + cs.n_gpu);
+    a->ncached += (uint64_t)(E - nu);
+    a->n0 += (uint64_t)n0;
+    a->nskip += (uint64_t)cs.n_skip;
+    a->pairs += cs.cpu_pairs;
+    a->idle += idle;
+    /* lightest first: no CPU expert has more tokens than an expert streamed after the counts */
+    if (cs.n_cpu > 0 && cs.n_gpu > 0 && h->cnt_tok[cpu[cs.n_cpu - 1]] > h->cnt_tok[gpu[cs.n_gpu - 1]]) a->light_bad++;
+    if (cs.n_cpu > 0) {
+        a->pred_cpu_ms += cs.cpu_end_ms;
+        a->pred_gpu_ms += cs.gpu_end_ms;
+    }
+    if (il == h->last_ram) st = end_batch(h, n, err);
+    return st;
+}
+
 static enum hmoe_status prefill_cpu(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                     void *stream, struct hmoe_err *err) {
     const size_t bytes = (size_t)n * (size_t)h->d * sizeof(float);
@@ -533,7 +822,13 @@ enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, 
                                            void *stream, struct hmoe_err *err) {
     if (n > h->n_ub || !h->pf_h)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "hybrid prefill: %d tokens exceed the %d-token buffers", n, h->n_ub);
-    if (h->stream && n >= h->stream_min) return prefill_stream(h, il, n, b, stream, err);
+    if (h->stream && n >= h->stream_min) {
+        if (h->split_count) {
+            int list[HYB_MAX_EXPERT];
+            if (uncached(h, il, list) > 0) return prefill_count(h, il, n, b, stream, err);
+        }
+        return prefill_stream(h, il, n, b, stream, err);
+    }
     h->pf_valid = false;
     return prefill_cpu(h, il, n, b, stream, err);
 }
