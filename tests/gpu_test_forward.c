@@ -282,9 +282,12 @@ static int64_t hybrid_budget(const struct hmoe_model *m) {
 static void check_preseeded(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
     char name[512];
     struct hmoe_err err = {0};
-    setenv("HMOE_PREFILL_CPU_SHARE", "0", 1); /* the split (on by default) is checked by check_split */
+    /* the split (on by default) is checked by check_split; index with share 0 streams everything */
+    setenv("HMOE_PREFILL_CPU_SHARE", "0", 1);
+    setenv("HMOE_PREFILL_SPLIT", "index", 1);
     struct hmoe_ctx *c = open_ctx(m, md, &err);
     unsetenv("HMOE_PREFILL_CPU_SHARE");
+    unsetenv("HMOE_PREFILL_SPLIT");
     snprintf(name, sizeof name, "%s [%s] cache filled at load (no profile)", k->name, md->label);
     if (!c) {
         t_check(0, name, "%s", err.msg);
@@ -368,10 +371,11 @@ static struct count_totals count_totals(const char *rep) {
 }
 
 /* The split by count (HMOE_PREFILL_SPLIT=count, HMOE_PREFILL_CPU_SHARE=share set by the caller) on a
- * prompt of n_tok tokens: per RAM layer every uncached expert is in exactly one of the prefetched
- * first chunk, skipped (no tokens), the CPU's or streamed after the router; exactly the prefetched
- * and streamed ones were copied; the CPU took the lightest; with share 1.0 nothing streams after
- * the router; a 2-token prompt (at most 2k experts with tokens) skips experts. */
+ * prompt of n_tok tokens (0: the longest): per RAM layer every uncached expert is in exactly one of
+ * the prefetched first chunk, skipped (no tokens), the CPU's or streamed after the router; exactly
+ * the prefetched and streamed ones were copied; the CPU took the lightest, and none with share 0;
+ * with share 1.0 nothing streams after the router; a 2-token prompt (at most 2k experts with
+ * tokens) skips experts. */
 static void check_count_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m,
                               const struct mode *md, double share, int n_tok) {
     char name[512];
@@ -399,7 +403,7 @@ static void check_count_split(const struct kind *k, struct golden *gd, const str
     const struct count_totals t = count_totals(rep);
     const long long streamed = (long long)s1.prefill_streamed_experts;
     bool ok = n_ram > 0 && n_pos >= md->stream_min && t.layers == n_ram && t.n0 + t.skip + t.cpu + t.after == t.layers * nu &&
-              streamed == t.n0 + t.after && t.bad == 0 && (n_tok > 0 || t.cpu > 0) && t.pairs >= t.cpu;
+              streamed == t.n0 + t.after && t.bad == 0 && (n_tok > 0 || share == 0 || t.cpu > 0) && t.pairs >= t.cpu;
     if (share >= 1.0) ok = ok && t.after == 0;
     else ok = ok && t.cpu <= t.layers * lround(share * (double)nu);
     /* the first chunk is at most half the layer (rounded up): of the other half at most n k experts
@@ -462,8 +466,8 @@ static void check_default_split(const struct kind *k, struct golden *gd, const s
 static void run_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
     /* HMOE_PREFILL_SPLIT=index (the last uncached experts by index) at 0.3 and auto, count (the
      * default) at 0.3, 1.0 and auto */
-    static const char *const runs[][2] = {{"index", "0.3"}, {"index", "auto"}, {"count", "0.3"}, {"count", "1.0"},
-                                          {"count", "auto"}};
+    static const char *const runs[][2] = {{"index", "0.3"}, {"index", "auto"}, {"count", "0"}, {"count", "0.3"},
+                                          {"count", "1.0"}, {"count", "auto"}};
     for (size_t i = 0; i < HMOE_ARRAY_LEN(runs); i++) {
         char label[256];
         snprintf(label, sizeof label, "%s, HMOE_PREFILL_SPLIT=%s HMOE_PREFILL_CPU_SHARE=%s%s", md->label, runs[i][0],

@@ -120,9 +120,10 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
                               v);
         h->split_share = x;
     }
-    h->split_on = h->stream && h->n_ub > 1 && h->split_share != 0;
     /* HMOE_PREFILL_SPLIT=count (the default) | index: which uncached experts the CPU takes (see
-     * hybrid_prefill.c) */
+     * hybrid_prefill.c). Count mode reads every streamed layer's routing back, so it keeps the
+     * split's buffers with HMOE_PREFILL_CPU_SHARE=0 too (then no CPU part, experts without tokens
+     * still skipped); index with 0 streams every uncached expert (the path before the split). */
     const char *sv = getenv("HMOE_PREFILL_SPLIT");
     if (sv && *sv && strcmp(sv, "count") && strcmp(sv, "index"))
         return HMOE_RAISE(err, HMOE_ERR_ARG,
@@ -130,7 +131,8 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
                           "takes the experts with the fewest tokens, experts without tokens are skipped) or index "
                           "(the last uncached experts by index, fixed before the routing)",
                           sv);
-    h->split_count = h->split_on && !(sv && !strcmp(sv, "index"));
+    h->split_count = h->stream && h->n_ub > 1 && !(sv && !strcmp(sv, "index"));
+    h->split_on = h->stream && h->n_ub > 1 && (h->split_share != 0 || h->split_count);
     if (!h->split_on) return HMOE_OK;
     const size_t nk = (size_t)h->n_ub * (size_t)h->k, nd = (size_t)h->n_ub * (size_t)h->d;
     enum hmoe_status st = hmoe_cuda_host_alloc(nk * sizeof(int32_t), false, (void **)&h->sp_ids, err);
@@ -701,6 +703,9 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
         const struct hyb_split_acc *a = &h->sp_total;
         const double L = a->layers ? (double)a->layers : 1.0, G = a->gpu_layers ? (double)a->gpu_layers : 1.0;
         if (!h->split_on) OUT("  prefill split: off (HMOE_PREFILL_CPU_SHARE=0): every uncached expert streams\n");
+        else if (h->split_share == 0)
+            OUT("  prefill split: off (HMOE_PREFILL_CPU_SHARE=0): no CPU part; experts without tokens are still "
+                "skipped (HMOE_PREFILL_SPLIT=index too: every uncached expert streams)\n");
         else if (h->split_share >= 0) OUT("  prefill split: CPU threads take %.0f%% of each layer's uncached experts (HMOE_PREFILL_CPU_SHARE)\n",
                                           100.0 * h->split_share);
         else OUT("  prefill split: adaptive (the default; HMOE_PREFILL_CPU_SHARE=0 turns it off): each layer's CPU part "

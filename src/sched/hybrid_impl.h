@@ -162,6 +162,7 @@ struct hmoe_sched_hybrid {
         uint64_t cpu_layers, nc_min, nc_max, off_layers; /* layers with a CPU part; n_cpu range; latched off */
         double window_ms, wait_ms, fixed_ms, add_ms;      /* sums: window (all layers), the GPU waiting for
                                                             the CPU, CPU start, the add (CPU layers) */
+        uint64_t n0_unused;                               /* count mode: prefetched experts without tokens */
         uint64_t n0, nskip, pairs, idle, light_bad;       /* count mode: prefetched, skipped (no tokens),
                                                             CPU pairs, layers whose copy engine had run dry
                                                             at the decision, lightest-first violations */
@@ -222,6 +223,7 @@ struct hmoe_sched_hybrid {
         double wait_ms;                /* the GPU waiting for the CPU (EWMA): added to the margin */
         int samples, wait_n;
     } *cnt_l;                          /* [n_layer][HYB_PLAN_CLASSES] */
+    double cnt_med[HYB_PLAN_CLASSES];  /* median of the layers' gpu_ms at the last micro-batch's end */
 };
 
 /* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */

@@ -150,13 +150,20 @@ static void sort_ints(int *a, int n) {
     }
 }
 
-/* Count mode: the first chunk of layer il, copied before its routing is known: half its nu
- * uncached experts list[] (at most a chunk), those with the most tokens in earlier micro-batches
- * (by index while there is no history), ascending, into first; returns how many. Half leaves the
- * other half to the counts; a chunk of 0.051 ms copies covers the host's round trip (~0.1-0.3 ms). */
+/* Count mode: the first chunk of layer il, copied before its routing is known: the uncached
+ * experts list[] with the most tokens in earlier micro-batches (by index while there is no
+ * history), ascending, into first; returns how many: those with tokens in the last micro-batches
+ * (history >= COUNT_HIST_USED), at least COUNT_FIRST_MIN (its copies, ~0.05 ms each at 512 tokens,
+ * cover the host's round trip after the router), at most a chunk and half the layer (the other half
+ * is left to the counts). The H200's first call prefetched half the layer: at 14 GiB nearly all
+ * of those 14 had no tokens (the synthetic file routes to low ids; the cache holds the low ids). */
+#define COUNT_FIRST_MIN 8
+#define COUNT_HIST_USED 0.5f
 static int predict_first(const struct hmoe_sched_hybrid *h, int il, const int *list, int nu, int *first) {
-    const int n0 = HMOE_MIN(h->chunk_experts, (nu + 1) / 2);
     const float *hist = h->cnt_hist + (size_t)il * (size_t)h->E;
+    int hot = 0;
+    for (int j = 0; j < nu; j++) hot += hist[list[j]] >= COUNT_HIST_USED;
+    const int n0 = HMOE_MIN(HMOE_MIN(h->chunk_experts, (nu + 1) / 2), HMOE_MAX(COUNT_FIRST_MIN, hot));
     uint8_t taken[HYB_MAX_EXPERT] = {0};
     for (int i = 0; i < n0; i++) {
         int best = -1;
@@ -237,6 +244,7 @@ static void acc_add(struct hyb_split_acc *a, const struct hyb_split_acc *b) {
     a->fixed_ms += b->fixed_ms;
     a->add_ms += b->add_ms;
     a->n0 += b->n0;
+    a->n0_unused += b->n0_unused;
     a->nskip += b->nskip;
     a->pairs += b->pairs;
     a->idle += b->idle;
@@ -311,6 +319,11 @@ static void plan_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas
  * for the CPU (added to the margin) per layer. */
 #define COUNT_LAMBDA 0.95   /* forgetting of the cost fit: ~20 jobs, under half a micro-batch */
 #define COUNT_WAIT_CAP 0.3  /* ms: at most this much measured waiting widens the margin */
+#define COUNT_MED_CAP 1.25  /* a layer's GPU part counts at most this x the layers' median */
+/* ms a CPU part must save (copies - add), whatever the layer: a job after a long idle stretch
+ * can take several ms for a few pairs (H200, first call: 5 ms for 7 experts, 1 pair, at 14 GiB,
+ * the GPU waited 7 ms), so a part saving a copy or two is not worth that risk */
+#define COUNT_MIN_GAIN_MS 0.25
 static void count_update(struct hmoe_sched_hybrid *h, const struct hyb_split_meas *m, double t3, double t4, double t5,
                          double job_ms) {
     const int c = size_class(m->n);
@@ -494,13 +507,25 @@ static enum hmoe_status end_batch(struct hmoe_sched_hybrid *h, int n, struct hmo
                   h->split_share >= 0 ? "forced share" : "planned");
         if (h->split_count) {
             const int c = size_class(n);
-            HMOE_INFO("  split by count: per layer %.1f experts in the prefetched first chunk, %.1f without tokens "
-                      "(skipped), %.1f on CPU threads (%.0f pairs), %.1f streamed after the router; copy engine dry "
-                      "at the decision in %llu of %llu layers; model per CPU layer: CPU end %.2f ms, GPU end %.2f "
+            /* the median of the layers' GPU part: the cap of the next micro-batch's estimates */
+            int nm = 0;
+            for (int il = 0; il < h->n_layer; il++) {
+                const struct hyb_count_layer *q = &h->cnt_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
+                if (q->samples > 0 && nm < h->n_layer) h->sp_w0s[nm++] = q->gpu_ms;
+            }
+            if (nm > 0) {
+                qsort(h->sp_w0s, (size_t)nm, sizeof *h->sp_w0s, cmp_double);
+                h->cnt_med[c] = h->sp_w0s[nm / 2];
+            }
+            HMOE_INFO("  split by count: per layer %.1f experts in the prefetched first chunk (%.1f of them without "
+                      "tokens), %.1f other experts without tokens (skipped), %.1f on CPU threads (%.0f pairs), %.1f "
+                      "streamed after the router; copy engine dry at the decision in %llu of %llu layers; GPU part "
+                      "median %.2f ms; model per CPU layer: CPU end %.2f ms, GPU end %.2f "
                       "ms; CPU job fit %.3f ms + %.4f ms/expert + %.5f ms/pair (%d jobs), start %.3f ms",
-                      (double)a->n0 / L, (double)a->nskip / L, (double)a->nc / L, (double)a->pairs / L,
+                      (double)a->n0 / L, (double)a->n0_unused / L, (double)a->nskip / L, (double)a->nc / L,
+                      (double)a->pairs / L,
                       (double)(a->ns - a->n0) / L, (unsigned long long)a->idle, (unsigned long long)a->layers,
-                      a->pred_cpu_ms / C, a->pred_gpu_ms / C, h->cnt_fit[c].th[0], h->cnt_fit[c].th[1],
+                      h->cnt_med[c], a->pred_cpu_ms / C, a->pred_gpu_ms / C, h->cnt_fit[c].th[0], h->cnt_fit[c].th[1],
                       h->cnt_fit[c].th[2], h->cnt_fit[c].n, h->plan_r[c].fixed_ms);
         }
         acc_add(&h->sp_total, a);
@@ -685,8 +710,10 @@ static enum hmoe_status prefill_count(struct hmoe_sched_hybrid *h, int il, int n
     if (!st) st = hmoe_cuda_stream_wait_event(s, ev[0], err);
     if (!st) st = hmoe_cuda_memcpy_async(h->sp_ids, b->ids, nk * sizeof(int32_t), s, err);
     if (!st) st = hmoe_cuda_event_record(ev[1], s, err);
-    if (!st) st = hmoe_cuda_memcpy_async(h->sp_wts, b->wts, nk * sizeof(float), s, err);
-    if (!st) st = hmoe_cuda_memcpy_async(h->sp_h, b->hf, (size_t)n * (size_t)h->d * sizeof(float), s, err);
+    /* (no CPU part with HMOE_PREFILL_CPU_SHARE=0: the rows stay on the device) */
+    if (!st && h->split_share != 0) st = hmoe_cuda_memcpy_async(h->sp_wts, b->wts, nk * sizeof(float), s, err);
+    if (!st && h->split_share != 0)
+        st = hmoe_cuda_memcpy_async(h->sp_h, b->hf, (size_t)n * (size_t)h->d * sizeof(float), s, err);
     /* the first chunk: prefetched, or its copy starts now */
     int n0;
     if (h->pf_valid && h->pf_layer == il && h->pf_chunk == 0) {
@@ -730,6 +757,13 @@ static enum hmoe_status prefill_count(struct hmoe_sched_hybrid *h, int il, int n
     const struct hyb_count_layer *q = &h->cnt_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
     const struct hyb_plan_layer *pl = &h->plan_l[(size_t)il * HYB_PLAN_CLASSES + (size_t)c];
     const double copy = stream_ms(h, il), gbps = h->h2d_probe_gbps > 1 ? h->h2d_probe_gbps : 20.0;
+    /* the GPU's part without candidates: the layer's measured value, but not more than its first
+     * chunk's copies while it rests on fewer than two samples (the first is cold: at pp4096 the
+     * first call's cold samples ran to 30 ms and handed one layer 94 CPU experts, the GPU waited
+     * 38 ms), and at most 1.25 x the layers' median of the last micro-batch */
+    double gpu_est = q->samples > 0 ? q->gpu_ms : n0 * copy;
+    if (q->samples < 2) gpu_est = HMOE_MIN(gpu_est, n0 * copy);
+    if (h->cnt_med[c] > 0) gpu_est = HMOE_MIN(gpu_est, COUNT_MED_CAP * h->cnt_med[c]);
     static const double floors[3] = {0.0, 0.01, 0.001};
     double fit[3];
     hmoe_sched_cost_fit_get(&h->cnt_fit[c], floors, fit);
@@ -738,7 +772,7 @@ static enum hmoe_status prefill_count(struct hmoe_sched_hybrid *h, int il, int n
         .job_ms = fit[0],
         .expert_ms = fit[1],
         .pair_ms = fit[2],
-        .gpu_ms = q->samples > 0 ? q->gpu_ms : n0 * copy,
+        .gpu_ms = gpu_est,
         .copy_ms = copy,
         .add_ms = r->add_ms > 0 ? r->add_ms : (double)n * (double)h->d * 4.0 / (gbps * 1e6),
         .max_cpu = -1,
@@ -746,7 +780,7 @@ static enum hmoe_status prefill_count(struct hmoe_sched_hybrid *h, int il, int n
     };
     const double gpu_all = cm.gpu_ms + copy * m;
     cm.margin_ms = SPLIT_MARGIN_MS + SPLIT_MARGIN_REL * gpu_all + HMOE_MIN(COUNT_WAIT_CAP, q->wait_ms);
-    cm.min_gain_ms = SPLIT_MIN_GAIN * gpu_all;
+    cm.min_gain_ms = HMOE_MAX(SPLIT_MIN_GAIN * gpu_all, COUNT_MIN_GAIN_MS);
     /* exactly the SPLIT_PROBE_MIN lightest until the CPU job was measured twice at this size (its
      * first job is cold, and a prior that never gets a CPU part would never be corrected); none
      * for a layer latched off */
@@ -789,6 +823,7 @@ static enum hmoe_status prefill_count(struct hmoe_sched_hybrid *h, int il, int n
     a->ns += (uint64_t)(n0 + cs.n_gpu);
     a->ncached += (uint64_t)(E - nu);
     a->n0 += (uint64_t)n0;
+    for (int i = 0; i < n0; i++) a->n0_unused += h->cnt_tok[first[i]] == 0;
     a->nskip += (uint64_t)cs.n_skip;
     a->pairs += cs.cpu_pairs;
     a->idle += idle;
