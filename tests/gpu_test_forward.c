@@ -380,8 +380,10 @@ static void check_count_split(const struct kind *k, struct golden *gd, const str
                               const struct mode *md, double share, int n_tok) {
     char name[512];
     struct hmoe_err err = {0};
-    snprintf(name, sizeof name, "%s [%s] split by count, CPU share %.1f, %d-token prompt: every uncached expert "
-             "prefetched, skipped, on the CPU or streamed; lightest on the CPU", k->name, md->label, share, n_tok);
+    char what[32] = "longest prompt";
+    if (n_tok > 0) snprintf(what, sizeof what, "%d-token prompt", n_tok);
+    snprintf(name, sizeof name, "%s [%s] split by count, CPU share %.1f, %s: every uncached expert "
+             "prefetched, skipped, on the CPU or streamed; lightest on the CPU", k->name, md->label, share, what);
     struct hmoe_ctx *c = open_ctx(m, md, &err);
     if (!c) {
         t_check(0, name, "%s", err.msg);

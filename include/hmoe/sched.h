@@ -284,7 +284,10 @@ struct hmoe_sched_moe_bufs {
  * micro-batch CPU threads compute part of the uncached experts at the same time, for the GPU's
  * routing (HMOE_PREFILL_CPU_SHARE=x in (0, 1] forces the share; auto, the default, sizes it per
  * layer from the measured window (hmoe_sched_split_plan); 0 is off); the CPU's part runs as a host
- * function on a side stream, so the call returns without waiting for it. */
+ * function on a side stream, so the call returns without waiting for it. HMOE_PREFILL_SPLIT=count
+ * (the default) reads each streamed layer's routing back after its router (the call waits for it):
+ * experts without tokens are neither copied nor computed and the CPU takes the lightest
+ * (hmoe_sched_split_by_count); index: the CPU takes the last uncached experts by index. */
 enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                            void *stream, struct hmoe_err *err);
 
