@@ -94,11 +94,10 @@ static int plan_cpu(const struct hmoe_sched_hybrid *h, int il, int n, int nu) {
 static enum hmoe_status enqueue_copy_list(struct hmoe_sched_hybrid *h, int il, int c, int b, const int *list, int cnt,
                                           struct hmoe_err *err) {
     const struct hmoe_moe_weights *w = &h->moe[il];
-    const int first = 0;
     const size_t E = (size_t)h->E, row = ((size_t)il * (size_t)h->n_chunks + (size_t)c) * E;
     int32_t *map = h->chunk_host + row;
     for (int e = 0; e < h->E; e++) map[e] = -1;
-    for (int i = 0; i < cnt; i++) map[list[first + i]] = i;
+    for (int i = 0; i < cnt; i++) map[list[i]] = i;
     enum hmoe_status st = hmoe_cuda_stream_wait_event(h->fill_stream, h->ev_used[b], err);
     if (!st) st = hmoe_cuda_memcpy_async(h->d_chunk_map + row, map, E * sizeof(int32_t), h->fill_stream, err);
     uint8_t *base = h->stage[b].ptr;
@@ -110,8 +109,8 @@ static enum hmoe_status enqueue_copy_list(struct hmoe_sched_hybrid *h, int il, i
     } parts[3] = {{&w->gate, base}, {&w->up, base + gb}, {&w->down, base + gb + ub}};
     for (int i = 0; i < cnt && !st;) {
         int j = i + 1;
-        while (j < cnt && list[first + j] == list[first + j - 1] + 1) j++;
-        const int e0 = list[first + i];
+        while (j < cnt && list[j] == list[j - 1] + 1) j++;
+        const int e0 = list[i];
         for (int p = 0; p < 3 && !st; p++)
             st = hmoe_cuda_memcpy_async(parts[p].dst + (size_t)i * parts[p].m->mat_bytes,
                                         (const uint8_t *)parts[p].m->data + (size_t)e0 * parts[p].m->mat_bytes,
