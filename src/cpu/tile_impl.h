@@ -27,6 +27,17 @@ static inline size_t hmoe_prefetch_distance(size_t row_bytes, int R) {
     size_t rows = (HMOE_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
     return (rows > (size_t)R ? rows : (size_t)R) * row_bytes;
 }
+/* The streaming decode gemv (HMOE_DEFINE_GEMV_STREAM, the Q4_K/Q5_K decode in
+ * q45_k_avx512.c) looks ahead much less: 8 KiB. Why: since the page look-ahead below touches
+ * every page before the block prefetches reach it, the 32 KiB block look-ahead only cost
+ * speed (dec7, 2 threads streaming real Q4_K_M weights, distances alternated in one process:
+ * Q4_K gate/up 51-53 GB/s at 32 KiB, 56-59 at 16 KiB, 62-64 at 8 KiB, 59-60 at one tile;
+ * Q6_K LM head 40 at 32 KiB, 53 at 16 KiB, 59-61 at 8 KiB; bench/cpu_results.md, dec7). */
+#define HMOE_STREAM_PREFETCH_MIN_BYTES 8192
+static inline size_t hmoe_stream_prefetch_distance(size_t row_bytes) {
+    size_t rows = (HMOE_STREAM_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
+    return (rows > (size_t)HMOE_TILE_GEMV_ROWS ? rows : (size_t)HMOE_TILE_GEMV_ROWS) * row_bytes;
+}
 static inline void hmoe_prefetch_block(const char *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
@@ -108,7 +119,7 @@ static inline size_t hmoe_page_touch(const char *w, size_t touch, size_t upto, s
     void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
         const int64_t nb = ncols / (BLCK);                                                                             \
-        const size_t pf = hmoe_prefetch_distance(row_bytes, HMOE_TILE_GEMV_ROWS);                                      \
+        const size_t pf = hmoe_stream_prefetch_distance(row_bytes);                                                    \
         const size_t all = (size_t)nrows * row_bytes, ahead = pf + HMOE_PAGE_AHEAD_EXTRA;                              \
         size_t touch = (size_t)((((uintptr_t)w + 4095) & ~(uintptr_t)4095) - (uintptr_t)w);                           \
         hmoe_prefetch_block((const char *)w, pf < all ? pf : all);                                                     \
