@@ -5,6 +5,8 @@
  * 64p..64p+63 in order); for Q5_K the qh bit of each element is tested (vptestmb) and 16
  * OR-ed in. vpmaddubsw with the int8 activations, vpdpwssd with the 6-bit scales; the mins
  * use the Q8_K bsums. Exact integer sums per block, then scaled and accumulated in double.
+ * Decode (one token) has its own 4-row kernels (k45_gemv4p on an activation row prepared
+ * once per call; k45_gemv4 for rows too long for that buffer), prefill its own tiles.
  * Compiled with -mavx512* (Makefile); only called after cpu_dispatch.c checked the CPU.
  */
 #include <immintrin.h>
@@ -106,7 +108,8 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
     for (int k = 0; k < R * T; k++) out[k] = (float)_mm512_reduce_add_pd(acc[k]);
 }
 
-/* Decode path (one token, 4 rows): the same integer sums in a layout that needs fewer
+/* Decode path for rows longer than k45_gemv_dec's prepared buffer (one token, 4 rows;
+ * before dec7 the only decode path): the same integer sums in a layout that needs fewer
  * instructions per block, which matters because decode must keep up with RAM:
  *  - quants: two 64-byte loads; low / high nibbles of qs[0..63] are sub-blocks (0, 2) and
  *    (1, 3) — elements [0..31 | 64..95] and [32..63 | 96..127] — so the activations are
@@ -213,7 +216,10 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
  *  - mins of the 4 rows in one vpmaddwd: word (lane k, row r, t) = MN_r[2k+t] against the
  *    prepared pair sums bsums[4k+2t] + bsums[4k+2t+1] (|.| <= 4096), laid out like the
  *    transposed sums so both reduce in the same tree to [IS0..IS3 | MS0..MS3];
- *  - floats: one double FMA per block for the 4 rows' sums and mins, as k45_gemv4. */
+ *  - floats: one double FMA per block for the 4 rows' sums and mins, as k45_gemv4.
+ * Per row and block 6 multiplies and 4 shuffles instead of 9 and 5; in-cache decode on one
+ * core of this VM (768 rows x 2048, thread CPU time, alternating): 36.6 -> 43-44 GB/s of
+ * weights (bench/cpu_results.md, dec7). */
 struct k45_dec_act {
     int8_t qs[256];   /* V0, V1, V2, V3 order (see above) */
     int16_t bp[32];   /* 128-bit lane k: [bp(2k), bp(2k+1)] x4, bp(j) = bsums[2j] + bsums[2j+1] */

@@ -110,9 +110,9 @@ static inline size_t hmoe_page_touch(const char *w, size_t touch, size_t upto, s
  * prefetches each block `pf` bytes ahead. Two things the plain loop above leaves to the
  * hardware prefetcher, which matter for the small matrices of decode (an expert is 0.3-1 MB,
  * a work item a few hundred rows): the first look-ahead distance of the range is requested
- * in one burst before the first tile (else the first ~32 KiB of every item streams at
- * demand-miss latency), and the look-ahead is clamped to the range, so an item never pulls
- * in up to 32 KiB past its end (the next expert's matrix, which this token may not use).
+ * in one burst before the first tile (else the first look-ahead distance of every item streams
+ * at demand-miss latency), and the look-ahead is clamped to the range, so an item never pulls
+ * in bytes past its end (the next expert's matrix, which this token may not use).
  * Each page of the range is touched HMOE_PAGE_AHEAD_EXTRA bytes before the block look-ahead
  * enters it (hmoe_page_touch; offsets of page starts, clamped to the range too). */
 #define HMOE_DEFINE_GEMV_STREAM(SUFFIX, NAME, GEMV4, BLCK)                                                             \
