@@ -226,6 +226,7 @@ struct k45_dec_act {
     float d;
     char pad[60];
 };
+_Static_assert(sizeof(struct k45_dec_act) % 64 == 0, "prepared blocks must stay 64-byte aligned (aligned loads)");
 
 static inline void k45_prep_dec(struct k45_dec_act *dst, const char *src, int64_t nb) {
     /* bp words j = 0..7 in the first 8 words (from the 16 bsums), then word w of the result
