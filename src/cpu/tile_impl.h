@@ -31,8 +31,9 @@ static inline size_t hmoe_prefetch_distance(size_t row_bytes, int R) {
  * q45_k_avx512.c) looks ahead much less: 8 KiB. Why: since the page look-ahead below touches
  * every page before the block prefetches reach it, the 32 KiB block look-ahead only cost
  * speed (dec7, 2 threads streaming real Q4_K_M weights, distances alternated in one process:
- * Q4_K gate/up 51-53 GB/s at 32 KiB, 56-59 at 16 KiB, 62-64 at 8 KiB, 59-60 at one tile;
- * Q6_K LM head 40 at 32 KiB, 53 at 16 KiB, 59-61 at 8 KiB; bench/cpu_results.md, dec7). */
+ * Q4_K gate/up with the dec7 kernel 51-53 GB/s at 32 KiB, 56-57 at 16 KiB, 62 at 8 KiB, 59-60
+ * at one tile; the Q6_K LM head 40 at 32 KiB, 53 at 16 KiB, 59-61 at 8 KiB, and 66-68 at
+ * 8 KiB with q6k_gemv4's one prefetch per line; bench/cpu_results.md, dec7). */
 #define HMOE_STREAM_PREFETCH_MIN_BYTES 8192
 static inline size_t hmoe_stream_prefetch_distance(size_t row_bytes) {
     size_t rows = (HMOE_STREAM_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
