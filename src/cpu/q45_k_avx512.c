@@ -5,6 +5,8 @@
  * 64p..64p+63 in order); for Q5_K the qh bit of each element is tested (vptestmb) and 16
  * OR-ed in. vpmaddubsw with the int8 activations, vpdpwssd with the 6-bit scales; the mins
  * use the Q8_K bsums. Exact integer sums per block, then scaled and accumulated in double.
+ * Decode (one token) has its own 4-row kernels (k45_gemv4p on an activation row prepared
+ * once per call; k45_gemv4 for rows too long for that buffer), prefill its own tiles.
  * Compiled with -mavx512* (Makefile); only called after cpu_dispatch.c checked the CPU.
  */
 #include <immintrin.h>
@@ -106,7 +108,8 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
     for (int k = 0; k < R * T; k++) out[k] = (float)_mm512_reduce_add_pd(acc[k]);
 }
 
-/* Decode path (one token, 4 rows): the same integer sums in a layout that needs fewer
+/* Decode path for rows longer than k45_gemv_dec's prepared buffer (one token, 4 rows;
+ * before dec7 the only decode path): the same integer sums in a layout that needs fewer
  * instructions per block, which matters because decode must keep up with RAM:
  *  - quants: two 64-byte loads; low / high nibbles of qs[0..63] are sub-blocks (0, 2) and
  *    (1, 3) — elements [0..31 | 64..95] and [32..63 | 96..127] — so the activations are
@@ -198,6 +201,130 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
     double lanes[8];
     _mm512_storeu_pd(lanes, acc);
     for (int r = 0; r < 4; r++) out[r] = (float)(lanes[2 * r] + lanes[2 * r + 1]);
+}
+
+/* Decode path with the activation row prepared once per call (k45_prep_dec): the 4 rows'
+ * weights need no shuffles and the scales apply per 16-bit sum instead of per product pair.
+ *  - prepared block: qs in the order of the nibble vectors (V0 = low nibbles of qs[0..63] =
+ *    elements [0..31 | 64..95], V1 = their high nibbles = [32..63 | 96..127], V2, V3 the same
+ *    for qs[64..127]), so each V·x is one vpdpbusd into its own zeroed register. Each int32
+ *    lane then sums 4 products of one sub-block: |lane| <= 4·31·128 < 2^15 (Q5_K too), so
+ *    vpackssdw packs two of them into words exactly;
+ *  - packs: P01 = (V0, V1) words are, per 128-bit lane k, [SB0 x4, SB1 x4] for k < 2 and
+ *    [SB2 x4, SB3 x4] for k >= 2 (P23: SB 4..7); one vpmaddwd + one vpdpwssd with scale
+ *    words of the same layout (one masked vpermb each from the 4 rows' unpacked headers);
+ *  - mins of the 4 rows in one vpmaddwd: word (lane k, row r, t) = MN_r[2k+t] against the
+ *    prepared pair sums bsums[4k+2t] + bsums[4k+2t+1] (|.| <= 4096), laid out like the
+ *    transposed sums so both reduce in the same tree to [IS0..IS3 | MS0..MS3];
+ *  - floats: one double FMA per block for the 4 rows' sums and mins, as k45_gemv4.
+ * Per row and block 6 multiplies and 4 shuffles instead of 9 and 5; in-cache decode on one
+ * core of this VM (768 rows x 2048, thread CPU time, alternating): 36.6 -> 43-44 GB/s of
+ * weights (bench/cpu_results.md, dec7). */
+struct k45_dec_act {
+    int8_t qs[256];   /* V0, V1, V2, V3 order (see above) */
+    int16_t bp[32];   /* 128-bit lane k: [bp(2k), bp(2k+1)] x4, bp(j) = bsums[2j] + bsums[2j+1] */
+    float d;
+    char pad[60];
+};
+_Static_assert(sizeof(struct k45_dec_act) % 64 == 0, "prepared blocks must stay 64-byte aligned (aligned loads)");
+
+static inline void k45_prep_dec(struct k45_dec_act *dst, const char *src, int64_t nb) {
+    /* bp words j = 0..7 in the first 8 words (from the 16 bsums), then word w of the result
+     * picks bp(2k + (w & 1)) with k = w / 8 */
+    const __m512i ixbp = _mm512_set_epi16(7, 6, 7, 6, 7, 6, 7, 6, 5, 4, 5, 4, 5, 4, 5, 4, 3, 2, 3, 2, 3, 2, 3, 2, 1, 0,
+                                          1, 0, 1, 0, 1, 0);
+    for (int64_t i = 0; i < nb; i++) {
+        const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)src + i;
+        struct k45_dec_act *d = dst + i;
+        _mm512_store_si512(d->qs, ld2x32(a->qs, a->qs + 64));
+        _mm512_store_si512(d->qs + 64, ld2x32(a->qs + 32, a->qs + 96));
+        _mm512_store_si512(d->qs + 128, ld2x32(a->qs + 128, a->qs + 192));
+        _mm512_store_si512(d->qs + 192, ld2x32(a->qs + 160, a->qs + 224));
+        const __m256i bsw = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+        const __m512i bp = _mm512_castsi256_si512(_mm256_packs_epi32(bsw, bsw)); /* |bp| <= 4096: exact */
+        /* packs works per 128-bit lane: words [b0 b1 b2 b3 b0 b1 b2 b3 | b4 b5 b6 b7 b4 ..] */
+        const __m512i fix = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11,
+                                             10, 9, 8, 3, 2, 1, 0);
+        const __m512i bp8 = _mm512_permutexvar_epi16(fix, bp);
+        _mm512_store_si512(d->bp, _mm512_permutexvar_epi16(ixbp, bp8));
+        d->d = a->d;
+    }
+}
+
+static inline __attribute__((always_inline)) void k45_gemv4p(const char *w, size_t rb, int64_t nb,
+                                                             const struct k45_dec_act *x, size_t pf, float *out,
+                                                             const size_t block_bytes, const size_t qs_off,
+                                                             const int has_qh, const size_t qh_off) {
+    __m512d acc = _mm512_setzero_pd();
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    /* masked vpermb indices into the unpacked headers (row r's [SC0..SC7, MN0..MN7] bytes in
+     * 128-bit lane r): word w of S01 = SC[(w/16)*2 + (w/4 & 1)] of row r, S23 = that + 4;
+     * mins words (lane k, row r, t) -> MN_r[2k + t] = byte 16r + 8 + 2k + t */
+    const __m512i ix01 = _mm512_set_epi8(0, 3, 0, 3, 0, 3, 0, 3, 0, 2, 0, 2, 0, 2, 0, 2, 0, 3, 0, 3, 0, 3, 0, 3, 0, 2,
+                                         0, 2, 0, 2, 0, 2, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1,
+                                         0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i four8 = _mm512_set1_epi16(4), row8 = _mm512_set1_epi16(16);
+    const __m512i ixm = _mm512_set_epi8(0, 63, 0, 62, 0, 47, 0, 46, 0, 31, 0, 30, 0, 15, 0, 14, 0, 61, 0, 60, 0, 45,
+                                        0, 44, 0, 29, 0, 28, 0, 13, 0, 12, 0, 59, 0, 58, 0, 43, 0, 42, 0, 27, 0, 26,
+                                        0, 11, 0, 10, 0, 57, 0, 56, 0, 41, 0, 40, 0, 25, 0, 24, 0, 9, 0, 8);
+    const __mmask64 even = 0x5555555555555555ull;
+    /* fp16 d, dmin of rows 0..3: words [d0 d1 d2 d3 dmin0 .. dmin3] */
+    const __m512i ixd = _mm512_castsi128_si512(_mm_set_epi16(25, 17, 9, 1, 24, 16, 8, 0));
+    const __m512i bl0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(4), 1);
+    const __m512i bh0 = _mm512_add_epi8(bl0, bl0), bl1 = _mm512_slli_epi16(bl0, 4), bh1 = _mm512_slli_epi16(bh0, 4);
+    const __m512d sign = _mm512_castsi512_pd(_mm512_set_epi64(INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, 0, 0, 0, 0));
+    for (int64_t i = 0; i < nb; i++) {
+        const struct k45_dec_act *a = x + i;
+        const __m512i a0 = _mm512_load_si512(a->qs), a1 = _mm512_load_si512(a->qs + 64);
+        const __m512i a2 = _mm512_load_si512(a->qs + 128), a3 = _mm512_load_si512(a->qs + 192);
+        const uint8_t *b0 = (const uint8_t *)w + (size_t)i * block_bytes;
+        __m512i hdr = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b0));
+        hdr = _mm512_inserti32x4(hdr, _mm_loadu_si128((const __m128i *)(b0 + rb)), 1);
+        hdr = _mm512_inserti32x4(hdr, _mm_loadu_si128((const __m128i *)(b0 + 2 * rb)), 2);
+        hdr = _mm512_inserti32x4(hdr, _mm_loadu_si128((const __m128i *)(b0 + 3 * rb)), 3);
+        const __m512i scmn = k45_scales_mins_x4(hdr);
+        __m512i is[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *b = b0 + (size_t)r * rb;
+            hmoe_prefetch_block((const char *)b + pf, block_bytes);
+            const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);
+            __m512i l0 = _mm512_and_si512(z0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4);
+            __m512i l1 = _mm512_and_si512(z1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4);
+            if (has_qh) {
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
+                l0 = _mm512_mask_add_epi8(l0, _mm512_test_epi8_mask(qh, bl0), l0, b4);
+                h0 = _mm512_mask_add_epi8(h0, _mm512_test_epi8_mask(qh, bh0), h0, b4);
+                l1 = _mm512_mask_add_epi8(l1, _mm512_test_epi8_mask(qh, bl1), l1, b4);
+                h1 = _mm512_mask_add_epi8(h1, _mm512_test_epi8_mask(qh, bh1), h1, b4);
+            }
+            const __m512i zero = _mm512_setzero_si512();
+            const __m512i p01 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, l0, a0), _mm512_dpbusd_epi32(zero, h0, a1));
+            const __m512i p23 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, l1, a2), _mm512_dpbusd_epi32(zero, h1, a3));
+            const __m512i ixr = _mm512_add_epi16(ix01, _mm512_mullo_epi16(row8, _mm512_set1_epi16((short)r)));
+            is[r] = _mm512_madd_epi16(p01, _mm512_maskz_permutexvar_epi8(even, ixr, scmn));
+            is[r] = _mm512_dpwssd_epi32(is[r], p23,
+                                        _mm512_maskz_permutexvar_epi8(even, _mm512_add_epi16(ixr, four8), scmn));
+        }
+        /* mins of the 4 rows: dword (lane k, row r) */
+        const __m512i ms = _mm512_madd_epi16(_mm512_maskz_permutexvar_epi8(even, ixm, scmn), _mm512_load_si512(a->bp));
+        /* transpose-sum the rows' 16 lanes to dword (lane k, row r), like ms */
+        const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(is[0], is[1]), _mm512_unpackhi_epi32(is[0], is[1]));
+        const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(is[2], is[3]), _mm512_unpackhi_epi32(is[2], is[3]));
+        const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+        /* sum the 4 lanes of t and of ms: [IS0..IS3 | MS0..MS3] */
+        const __m256i t2 = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+        const __m256i m2 = _mm256_add_epi32(_mm512_castsi512_si256(ms), _mm512_extracti64x4_epi64(ms, 1));
+        const __m256i v =
+            _mm256_add_epi32(_mm256_permute2x128_si256(t2, m2, 0x20), _mm256_permute2x128_si256(t2, m2, 0x31));
+        const __m512d sc =
+            _mm512_cvtps_pd(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(ixd, hdr))));
+        const __m512d dav = _mm512_xor_pd(_mm512_set1_pd((double)a->d), sign);
+        acc = _mm512_fmadd_pd(_mm512_cvtepi32_pd(v), _mm512_mul_pd(sc, dav), acc);
+    }
+    double lanes[8];
+    _mm512_storeu_pd(lanes, acc);
+    for (int r = 0; r < 4; r++) out[r] = (float)(lanes[r] + lanes[4 + r]);
 }
 
 /* The R = 4, T = 1 instance takes the decode path above; every other shape the tile. */
@@ -304,20 +431,55 @@ static inline __attribute__((always_inline)) void k45_gemm_tile(const char *w, i
     k45_body(w, rb, nb, x, xs, out, R, T, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,     \
              offsetof(struct hmoe_block_q5_k, qh))
 
-/* The decode tiles with the look-ahead chosen by the caller (HMOE_DEFINE_GEMV_STREAM). */
-static void q4k512_stream4(const char *w, size_t rb, int64_t nb, const char *x, size_t pf, float *out) {
-    k45_gemv4(w, rb, nb, x, pf, out, sizeof(struct hmoe_block_q4_k), offsetof(struct hmoe_block_q4_k, qs), 0, 0);
-}
-static void q5k512_stream4(const char *w, size_t rb, int64_t nb, const char *x, size_t pf, float *out) {
-    k45_gemv4(w, rb, nb, x, pf, out, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,
-              offsetof(struct hmoe_block_q5_k, qh));
+HMOE_GEMV_TILE_INSTANCES(q4k512, Q4K_TILE)
+HMOE_GEMV_TILE_INSTANCES(q5k512, Q5K_TILE)
+
+/* The decode gemv of both types: the activation row prepared once (k45_prep_dec) into a
+ * stack buffer, then the streaming loop of HMOE_DEFINE_GEMV_STREAM (tile_impl.h: first
+ * look-ahead burst, page look-ahead, look-ahead clamped to the range) over k45_gemv4p.
+ * Rows longer than the buffer (> 170 blocks = 43520 columns) take k45_gemv4 instead. */
+#define K45_PREP_MAX_BLOCKS ((int64_t)((64 * 1024) / sizeof(struct k45_dec_act)))
+static inline __attribute__((always_inline)) void k45_gemv_dec(int64_t ncols, const void *w, size_t row_bytes,
+                                                               int64_t nrows, const void *xq, float *y,
+                                                               const hmoe_tile_fn *row_tiles,
+                                                               const size_t block_bytes, const size_t qs_off,
+                                                               const int has_qh, const size_t qh_off) {
+    const int64_t nb = ncols / 256;
+    const size_t pf = hmoe_stream_prefetch_distance(row_bytes);
+    const size_t all = (size_t)nrows * row_bytes, ahead = pf + HMOE_PAGE_AHEAD_EXTRA;
+    size_t touch = (size_t)((((uintptr_t)w + 4095) & ~(uintptr_t)4095) - (uintptr_t)w);
+    hmoe_prefetch_block((const char *)w, pf < all ? pf : all);
+    _Alignas(64) struct k45_dec_act buf[(64 * 1024) / sizeof(struct k45_dec_act)];
+    const int prep = nb <= K45_PREP_MAX_BLOCKS && nrows >= HMOE_TILE_GEMV_ROWS;
+    if (prep) k45_prep_dec(buf, (const char *)xq, nb);
+    int64_t r = 0;
+    for (; r + HMOE_TILE_GEMV_ROWS <= nrows; r += HMOE_TILE_GEMV_ROWS) {
+        touch = hmoe_page_touch((const char *)w, touch, (size_t)(r + HMOE_TILE_GEMV_ROWS) * row_bytes + ahead, all);
+        const size_t left = (size_t)(nrows - r - HMOE_TILE_GEMV_ROWS) * row_bytes; /* after this tile */
+        const char *wt = (const char *)w + (size_t)r * row_bytes;
+        if (prep)
+            k45_gemv4p(wt, row_bytes, nb, buf, pf < left ? pf : left, y + r, block_bytes, qs_off, has_qh, qh_off);
+        else
+            k45_gemv4(wt, row_bytes, nb, (const char *)xq, pf < left ? pf : left, y + r, block_bytes, qs_off, has_qh,
+                      qh_off);
+    }
+    if (r < nrows)
+        row_tiles[nrows - r]((const char *)w + (size_t)r * row_bytes, row_bytes, nb, (const char *)xq, 0, y + r);
 }
 
-HMOE_GEMV_TILE_INSTANCES(q4k512, Q4K_TILE)
-HMOE_DEFINE_GEMV_STREAM(q4_k_avx512, q4k512, q4k512_stream4, 256)
+void hmoe_cpu_gemv_q4_k_avx512(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                               float *y) {
+    k45_gemv_dec(ncols, w, row_bytes, nrows, xq, y, q4k512_row_tiles, sizeof(struct hmoe_block_q4_k),
+                 offsetof(struct hmoe_block_q4_k, qs), 0, 0);
+}
+void hmoe_cpu_gemv_q5_k_avx512(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                               float *y) {
+    k45_gemv_dec(ncols, w, row_bytes, nrows, xq, y, q5k512_row_tiles, sizeof(struct hmoe_block_q5_k),
+                 offsetof(struct hmoe_block_q5_k, qs), 1, offsetof(struct hmoe_block_q5_k, qh));
+}
+
 HMOE_GEMM_TILE_INSTANCES(q4k512g, Q4K_GEMM_TILE)
 HMOE_DEFINE_GEMM_PREP(q4_k_avx512, q4k512g, 256, q8k_prep_k45, sizeof(struct hmoe_block_q8_k))
-HMOE_GEMV_TILE_INSTANCES(q5k512, Q5K_TILE)
-HMOE_DEFINE_GEMV_STREAM(q5_k_avx512, q5k512, q5k512_stream4, 256)
+
 HMOE_GEMM_TILE_INSTANCES(q5k512g, Q5K_GEMM_TILE)
 HMOE_DEFINE_GEMM_PREP(q5_k_avx512, q5k512g, 256, q8k_prep_k45, sizeof(struct hmoe_block_q8_k))

@@ -74,10 +74,13 @@ static inline __attribute__((always_inline)) void q6k_gemv4(const char *w, size_
         const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
         __m256i is8[4];
         uint16_t dd[8] = {0};
+        /* look-ahead: this block's share of the tile's 4·rb bytes, pf ahead, one prefetch per
+         * line (a block is 210 bytes, so per-row prefetches of 4 lines each repeat lines) */
+        const size_t s0 = (4 * rb * (size_t)i / (size_t)nb) & ~(size_t)63, e0 = 4 * rb * (size_t)(i + 1) / (size_t)nb;
+        for (size_t o = s0; o < e0; o += 64) __builtin_prefetch(w + pf + o, 0, 3);
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const struct hmoe_block_q6_k *b = (const struct hmoe_block_q6_k *)(w + (size_t)r * rb) + i;
-            hmoe_prefetch_block((const char *)b + pf, sizeof *b);
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
             const __m512i sc = _mm512_castsi256_si512(sc16);
             __m512i q[4];

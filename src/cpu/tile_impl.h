@@ -27,6 +27,18 @@ static inline size_t hmoe_prefetch_distance(size_t row_bytes, int R) {
     size_t rows = (HMOE_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
     return (rows > (size_t)R ? rows : (size_t)R) * row_bytes;
 }
+/* The streaming decode gemv (HMOE_DEFINE_GEMV_STREAM, the Q4_K/Q5_K decode in
+ * q45_k_avx512.c) looks ahead much less: 8 KiB. Why: since the page look-ahead below touches
+ * every page before the block prefetches reach it, the 32 KiB block look-ahead only cost
+ * speed (dec7, 2 threads streaming real Q4_K_M weights, distances alternated in one process:
+ * Q4_K gate/up with the dec7 kernel 51-53 GB/s at 32 KiB, 56-57 at 16 KiB, 62 at 8 KiB, 59-60
+ * at one tile; the Q6_K LM head 40 at 32 KiB, 53 at 16 KiB, 59-61 at 8 KiB, and 66-68 at
+ * 8 KiB with q6k_gemv4's one prefetch per line; bench/cpu_results.md, dec7). */
+#define HMOE_STREAM_PREFETCH_MIN_BYTES 8192
+static inline size_t hmoe_stream_prefetch_distance(size_t row_bytes) {
+    size_t rows = (HMOE_STREAM_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
+    return (rows > (size_t)HMOE_TILE_GEMV_ROWS ? rows : (size_t)HMOE_TILE_GEMV_ROWS) * row_bytes;
+}
 static inline void hmoe_prefetch_block(const char *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
@@ -99,16 +111,16 @@ static inline size_t hmoe_page_touch(const char *w, size_t touch, size_t upto, s
  * prefetches each block `pf` bytes ahead. Two things the plain loop above leaves to the
  * hardware prefetcher, which matter for the small matrices of decode (an expert is 0.3-1 MB,
  * a work item a few hundred rows): the first look-ahead distance of the range is requested
- * in one burst before the first tile (else the first ~32 KiB of every item streams at
- * demand-miss latency), and the look-ahead is clamped to the range, so an item never pulls
- * in up to 32 KiB past its end (the next expert's matrix, which this token may not use).
+ * in one burst before the first tile (else the first look-ahead distance of every item streams
+ * at demand-miss latency), and the look-ahead is clamped to the range, so an item never pulls
+ * in bytes past its end (the next expert's matrix, which this token may not use).
  * Each page of the range is touched HMOE_PAGE_AHEAD_EXTRA bytes before the block look-ahead
  * enters it (hmoe_page_touch; offsets of page starts, clamped to the range too). */
 #define HMOE_DEFINE_GEMV_STREAM(SUFFIX, NAME, GEMV4, BLCK)                                                             \
     void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
         const int64_t nb = ncols / (BLCK);                                                                             \
-        const size_t pf = hmoe_prefetch_distance(row_bytes, HMOE_TILE_GEMV_ROWS);                                      \
+        const size_t pf = hmoe_stream_prefetch_distance(row_bytes);                                                    \
         const size_t all = (size_t)nrows * row_bytes, ahead = pf + HMOE_PAGE_AHEAD_EXTRA;                              \
         size_t touch = (size_t)((((uintptr_t)w + 4095) & ~(uintptr_t)4095) - (uintptr_t)w);                           \
         hmoe_prefetch_block((const char *)w, pf < all ? pf : all);                                                     \
