@@ -23,7 +23,7 @@
 # hybcnt (the split by token count vs by index vs off; bench_moe_subset at few tokens per expert): HCNT_END / HCNT_BT /
 # HCNT_TEST_T / HCNT_RUNS.
 # xfer (--moe-miss transfer / --prefetch on validated: tests + memcheck, cpu vs transfer vs auto, Zipf prefetch on/off):
-# XF_END / XF_BT / XF_BT1 / XF_TEST_T / XF_SAN_T / XF_BUDGET.
+# XF_END / XF_BT / XF_BT1 / XF_TEST_T / XF_SAN_T / XF_BUDGET, XF_SET (1: call 1's list, 2: transfer vs cpu again).
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -776,13 +776,22 @@ xfer)
         env $e timeout $bt ./hmoe bench -m $f -p 0 -n 128 -r $r --vram-budget $b -v "$@" > "$D/$lab.log" 2>&1
         echo "rc=$?" >> "$D/$lab.log"
         grep -E "^\| qwen|decode:|misses:|transfer:|prefetch|hit rate|pinned|HMOE_PIN|routing profile|error|rc=" "$D/$lab.log" | head -14 | cut -c1-600 | tee -a "$OUT/summary.txt"; }
-    xb u2048_cpu X=1 $Q4 2048 2 --no-profile --moe-miss cpu
-    xb u2048_xfer X=1 $Q4 2048 2 --no-profile --moe-miss transfer
-    xb z10240_prof HMOE_PIN=copy $Z 10240 1
-    xb z10240_pf HMOE_PIN=copy $Z 10240 2 --prefetch on
-    xb z10240_off HMOE_PIN=copy $Z 10240 2
-    xb u2048_auto X=1 $Q4 2048 2 --no-profile --moe-miss auto
-    xb u10240_xfer X=1 $Q4 10240 2 --no-profile --moe-miss transfer
+    if [ "${XF_SET:-1}" = 1 ]; then
+        xb u2048_cpu X=1 $Q4 2048 2 --no-profile --moe-miss cpu
+        xb u2048_xfer X=1 $Q4 2048 2 --no-profile --moe-miss transfer
+        xb z10240_prof HMOE_PIN=copy $Z 10240 1
+        xb z10240_pf HMOE_PIN=copy $Z 10240 2 --prefetch on
+        xb z10240_off HMOE_PIN=copy $Z 10240 2
+        xb u2048_auto X=1 $Q4 2048 2 --no-profile --moe-miss auto
+        xb u10240_xfer X=1 $Q4 10240 2 --no-profile --moe-miss transfer
+    else # XF_SET=2: after the zero-slot fix, the transfer runs again next to their CPU twins
+        xb u2048_xfer X=1 $Q4 2048 2 --no-profile --moe-miss transfer
+        xb u2048_cpu X=1 $Q4 2048 2 --no-profile --moe-miss cpu
+        xb u10240_xfer X=1 $Q4 10240 2 --no-profile --moe-miss transfer
+        xb u10240_cpu X=1 $Q4 10240 2 --no-profile --moe-miss cpu
+        xb u2048_xfer_pf X=1 $Q4 2048 2 --no-profile --moe-miss transfer --prefetch on
+        xb u2048_auto X=1 $Q4 2048 2 --no-profile --moe-miss auto
+    fi
     log "end at $(el) s"
     ;;
 hybcpu)

@@ -104,7 +104,8 @@ struct hmoe_sched_hybrid {
     bool pin_stopped;
     /* transfer (hybrid_xfer.c) */
     int n_transfer;
-    struct hmoe_cuda_buf xfer_buf;     /* k + 1 scratch expert slots (the last all zeros) + slot ids */
+    struct hmoe_cuda_buf xfer_buf;     /* k + 1 scratch expert slots per matrix (slot 0 all zeros) + slot ids */
+    size_t xfer_max[3];                /* largest gate, up, down matrix of the transfer layers (bytes) */
     int32_t *d_xfer_gids;
     double xfer_probe_gbps;            /* the transfer kernel's zero-copy read rate at start (auto) */
     char miss_why[256];

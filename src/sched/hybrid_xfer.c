@@ -1,11 +1,11 @@
 /* hybrid_xfer.c — the two decode-time paths that move expert weights over PCIe during a token
  * (sched.h, issue #6), both reading the page-locked GGUF mapping from kernels (cuda.h):
  *  --moe-miss transfer|auto: a layer's missed experts are copied into k scratch slots and computed
- *    by the GPU (no CPU handoff). Slot k of the scratch is all zeros and stands for every selection
- *    that is not transferred (a hit): the expert kernels read the weights of whatever slot an id
- *    names, even with weight 0, and 0 x (stale bytes read as scales: Inf/NaN) is NaN — the cause of
- *    round 3's crash (NaN router logits -> top-k ids of 0x7fffffff -> the copy read far outside the
- *    mapping). auto decides at start from rates measured then: the CPU team's RAM read rate (times
+ *    by the GPU (no CPU handoff); selection j goes to scratch slot j + 1. Slot 0 is all zeros and
+ *    stands for every selection that is not transferred (a hit): the expert kernels read the
+ *    weights of whatever slot an id names, even with weight 0, and 0 x (stale bytes read as scales:
+ *    Inf/NaN) is NaN — the cause of round 3's crash (NaN router logits -> top-k ids of 0x7fffffff
+ *    -> the copy read far outside the mapping; see stacks() for why slot 0 and not slot k). auto decides at start from rates measured then: the CPU team's RAM read rate (times
  *    the efficiency its expert phase reaches) against this kernel's own zero-copy read rate from
  *    the pinned experts (not the copy engines' DMA rate). The CPU computes concurrently with the
  *    GPU's hits, a transfer is serial, so auto only transfers when the kernel reads faster than the
@@ -33,19 +33,35 @@ static uint64_t expert_bytes(const struct hmoe_moe_weights *w) {
     return (uint64_t)w->gate.mat_bytes + w->up.mat_bytes + w->down.mat_bytes;
 }
 
-/* The three stacks of n slots at base, laid out like a cache pool (gate | up | down). */
-static void stacks(const struct hmoe_moe_weights *w, uint8_t *base, int n, struct hmoe_cuda_experts *g,
+/* The transfer scratch as layer w's gate, up and down stacks of k + 1 slots. Matrix p has a region
+ * of (k + 1) x xfer_max[p] bytes (the largest such matrix of the transfer layers); layer w's stack
+ * starts xfer_max[p] - its matrix bytes into it, so its slot 0 lies inside the region's first
+ * xfer_max[p] bytes and its slots 1..k start at region + xfer_max[p] whatever the layer's type.
+ * Those first bytes are zeroed once and never written: slot 0 is the zero expert of every layer.
+ * (Layers differ in type, e.g. Q4_K_M's down is Q4_K or Q6_K: a zero slot at index k moves with
+ * the stride and lay inside another layer's slots, and 0 x its Q6_K bytes read as Q4_K scales was
+ * NaN: the first fix's failure on the H200, bench/gpu_results.md "xfer".) */
+static void stacks(const struct hmoe_sched_hybrid *h, const struct hmoe_moe_weights *w, struct hmoe_cuda_experts *g,
                    struct hmoe_cuda_experts *u, struct hmoe_cuda_experts *dn) {
-    const size_t gb = al256(w->gate.mat_bytes * (size_t)n), ub = al256(w->up.mat_bytes * (size_t)n);
-    *g = (struct hmoe_cuda_experts){.type = w->gate.type, .w = base, .row_bytes = w->gate.row_bytes,
-                                    .expert_stride_bytes = w->gate.mat_bytes, .nrows = w->gate.n_out,
-                                    .ncols = w->gate.n_in, .n_expert = n};
+    const size_t n = (size_t)h->k + 1;
+    uint8_t *r0 = h->xfer_buf.ptr, *r1 = r0 + al256(h->xfer_max[0] * n), *r2 = r1 + al256(h->xfer_max[1] * n);
+    *g = (struct hmoe_cuda_experts){.type = w->gate.type, .w = r0 + (h->xfer_max[0] - w->gate.mat_bytes),
+                                    .row_bytes = w->gate.row_bytes, .expert_stride_bytes = w->gate.mat_bytes,
+                                    .nrows = w->gate.n_out, .ncols = w->gate.n_in, .n_expert = (int64_t)n};
     *u = *g;
     u->type = w->up.type;
-    u->w = base + gb;
-    *dn = (struct hmoe_cuda_experts){.type = w->down.type, .w = base + gb + ub, .row_bytes = w->down.row_bytes,
-                                     .expert_stride_bytes = w->down.mat_bytes, .nrows = w->down.n_out,
-                                     .ncols = w->down.n_in, .n_expert = n};
+    u->w = r1 + (h->xfer_max[1] - w->up.mat_bytes);
+    *dn = (struct hmoe_cuda_experts){.type = w->down.type, .w = r2 + (h->xfer_max[2] - w->down.mat_bytes),
+                                     .row_bytes = w->down.row_bytes, .expert_stride_bytes = w->down.mat_bytes,
+                                     .nrows = w->down.n_out, .ncols = w->down.n_in, .n_expert = (int64_t)n};
+}
+
+/* Where the copy of the missed selection j goes: slot j + 1 (dst[p] + j * bytes). */
+static void slot1(const struct hmoe_cuda_experts *g, const struct hmoe_cuda_experts *u,
+                  const struct hmoe_cuda_experts *dn, uint8_t *dst[3]) {
+    dst[0] = (uint8_t *)g->w + g->expert_stride_bytes;
+    dst[1] = (uint8_t *)u->w + u->expert_stride_bytes;
+    dst[2] = (uint8_t *)dn->w + dn->expert_stride_bytes;
 }
 
 static bool quantized(const struct hmoe_moe_weights *w) {
@@ -56,11 +72,6 @@ static bool quantized(const struct hmoe_moe_weights *w) {
  * slow, and on the H200 VM some files' pins never return, bench/gpu_results.md) */
 bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp) {
     return sp->moe_miss == HMOE_MOE_MISS_TRANSFER || sp->prefetch;
-}
-
-/* Bytes of n scratch slots of layer w's three stacks (stacks() above). */
-static size_t slots_bytes(const struct hmoe_moe_weights *w, int n) {
-    return al256(w->gate.mat_bytes * (size_t)n) + al256(w->up.mat_bytes * (size_t)n) + al256(w->down.mat_bytes * (size_t)n);
 }
 
 /* The transfer copy kernel's own read rate from page-locked host memory (zero-copy: SMs read over
@@ -74,8 +85,9 @@ static double probe_xfer(struct hmoe_sched_hybrid *h, int l) {
     for (int j = 0; j < k; j++) ids[j] = j % h->E, ids[k + j] = -1; /* all missed */
     int32_t *d_ids = (int32_t *)((uint8_t *)h->xfer_buf.ptr + h->xfer_buf.bytes - 512);
     struct hmoe_cuda_experts g, u, dn;
-    stacks(&h->moe[l], h->xfer_buf.ptr, k + 1, &g, &u, &dn);
-    uint8_t *const dst[3] = {(uint8_t *)g.w, (uint8_t *)u.w, (uint8_t *)dn.w};
+    uint8_t *dst[3];
+    stacks(h, &h->moe[l], &g, &u, &dn);
+    slot1(&g, &u, &dn, dst);
     double best = 0;
     if (hmoe_cuda_upload(h->cu, d_ids, ids, (size_t)2 * k * 4, &e) || hmoe_cuda_event_create(&e0, &e) ||
         hmoe_cuda_event_create(&e1, &e))
@@ -92,8 +104,7 @@ static double probe_xfer(struct hmoe_sched_hybrid *h, int l) {
 out:
     hmoe_cuda_event_destroy(e0);
     hmoe_cuda_event_destroy(e1);
-    /* the zero slot (k) was never written; the probe's slots 0..k-1 are scratch */
-    return best;
+    return best; /* (slots 1..k only: slot 0 stays zero) */
 }
 
 enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
@@ -111,10 +122,14 @@ enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err
             if (!can) continue;
             n_can++;
             if (first < 0) first = l;
-            need = HMOE_MAX(need, slots_bytes(&h->moe[l], h->k + 1));
+            const struct hmoe_moe_weights *w = &h->moe[l];
+            h->xfer_max[0] = HMOE_MAX(h->xfer_max[0], w->gate.mat_bytes);
+            h->xfer_max[1] = HMOE_MAX(h->xfer_max[1], w->up.mat_bytes);
+            h->xfer_max[2] = HMOE_MAX(h->xfer_max[2], w->down.mat_bytes);
         }
-        /* k + 1 slots (slot k stays zero, see the top), then 256 bytes each: the step's slot ids, the
-         * probe's ids and gids */
+        /* three regions of k + 1 slots (stacks()), then 256 bytes each: the step's slot ids, the probe's
+         * ids and gids; all zero, and the zero slots stay so */
+        for (int p = 0; p < 3; p++) need += al256(h->xfer_max[p] * ((size_t)h->k + 1));
         if (n_can) {
             st = hmoe_cuda_buf_alloc(h->cu, need + 3 * 256, &h->xfer_buf, err);
             if (!st) st = hmoe_cuda_memset(h->cu, h->xfer_buf.ptr, 0, h->xfer_buf.bytes, err);
@@ -130,7 +145,6 @@ enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err
             /* no CPU rate (under 64 MB pinned: the probe needs a resident range that large) -> stay on
              * the CPU, the default: a transfer must have measured faster */
             pcie_wins = h->ram_probe_gbps > 0 && h->xfer_probe_gbps > cpu_gbps;
-            /* the probe wrote scratch slots 0..k-1 only; slot k is still zero */
         }
         for (int l = 0; l < h->n_layer; l++) {
             struct hyb_layer *L = &h->L[l];
@@ -245,8 +259,9 @@ enum hmoe_status hmoe_hyb_xfer_compute(struct hmoe_sched_hybrid *h, int il, cons
     const int k = h->k;
     const int64_t d = h->d, F = w->gate.n_out;
     struct hmoe_cuda_experts g, u, dn;
-    stacks(w, h->xfer_buf.ptr, k + 1, &g, &u, &dn); /* slot k: zeros, for the selections not transferred */
-    uint8_t *const dst[3] = {(uint8_t *)g.w, (uint8_t *)u.w, (uint8_t *)dn.w};
+    uint8_t *dst[3];
+    stacks(h, w, &g, &u, &dn); /* slot 0: zeros, named by the selections not transferred */
+    slot1(&g, &u, &dn, dst);
     enum hmoe_status st = hmoe_cuda_hybrid_xfer_copy(d_ids, d_gids, k, h->E, &h->L[il].src, dst, stream, err);
     if (!st) st = hmoe_cuda_moe_gate_up(&g, &u, h->d_xfer_gids, k, k, d_hq, hq_stride, d_z, F, stream, err);
     if (!st) st = hmoe_cuda_quantize_q8_1(d_z, F, k, F, d_zq, stream, err);
@@ -292,6 +307,14 @@ enum hmoe_status hmoe_hyb_prefetch_join(struct hmoe_sched_hybrid *h, void *strea
     return st;
 }
 
+/* Whether the router chose expert e in this step (each prediction counts once, even if the ids
+ * repeat, as they do when the logits are NaN). */
+static bool chosen(const struct hmoe_cuda_mailbox *mb, int e) {
+    for (int j = 0; j < mb->k && j < HMOE_CUDA_MAILBOX_MAX_K; j++)
+        if (mb->ids[j] == e) return true;
+    return false;
+}
+
 void hmoe_hyb_prefetch_collect(struct hmoe_sched_hybrid *h) {
     if (!h->prefetch) return;
     for (int t = 0; t < h->n_layer; t++) {
@@ -302,11 +325,11 @@ void hmoe_hyb_prefetch_collect(struct hmoe_sched_hybrid *h) {
         for (int i = 0; i < r->n_fill && i < HMOE_CUDA_PREFETCH_MAX; i++) {
             hmoe_sched_cache_install(h->cache, t, r->expert[i], r->slot[i]);
             h->pf_fills++;
-            for (int j = 0; j < mb->k; j++) h->pf_used += mb->ids[j] == r->expert[i];
+            h->pf_used += chosen(mb, r->expert[i]);
         }
         for (int i = 0; i < r->n_pred && i < HMOE_CUDA_MAILBOX_MAX_K; i++) {
             h->pf_pred++;
-            for (int j = 0; j < mb->k; j++) h->pf_correct += mb->ids[j] == r->pred[i];
+            h->pf_correct += chosen(mb, r->pred[i]);
         }
     }
 }
