@@ -5,11 +5,12 @@
  *    stands for every selection that is not transferred (a hit): the expert kernels read the
  *    weights of whatever slot an id names, even with weight 0, and 0 x (stale bytes read as scales:
  *    Inf/NaN) is NaN — the cause of round 3's crash (NaN router logits -> top-k ids of 0x7fffffff
- *    -> the copy read far outside the mapping; see stacks() for why slot 0 and not slot k). auto decides at start from rates measured then: the CPU team's RAM read rate (times
- *    the efficiency its expert phase reaches) against this kernel's own zero-copy read rate from
- *    the pinned experts (not the copy engines' DMA rate). The CPU computes concurrently with the
- *    GPU's hits, a transfer is serial, so auto only transfers when the kernel reads faster than the
- *    CPU would.
+ *    -> the copy read far outside the mapping; stacks() says why slot 0 and not slot k).
+ *    auto decides at start from rates measured then: the CPU team's RAM read rate (times the
+ *    efficiency its expert phase reaches) against this kernel's own zero-copy read rate from the
+ *    pinned experts (not the copy engines' DMA rate). The CPU computes concurrently with the GPU's
+ *    hits, a transfer is serial, so auto only transfers when the kernel reads faster than the CPU
+ *    would (on the H200 host: 47 GB/s against 59-74, so cpu; bench/gpu_results.md "xfer").
  *  --prefetch on: after layer L's publish, a side stream forked from the step's graph applies
  *    layer L+1's router to L's normalised state, and copies up to prefetch_max predicted but
  *    uncached experts into L+1's dynamic slots (victims from the host's policy). A per-layer lock
