@@ -22,6 +22,8 @@
 # cpujob (the split's CPU job: bench_moe_subset, old vs new batch layout at 2/10 GiB): CJ_END / CJ_BT / CJ_MT / CJ_TEST_T.
 # hybcnt (the split by token count vs by index vs off; bench_moe_subset at few tokens per expert): HCNT_END / HCNT_BT /
 # HCNT_TEST_T / HCNT_RUNS.
+# xfer (--moe-miss transfer / --prefetch on validated: tests + memcheck, cpu vs transfer vs auto, Zipf prefetch on/off):
+# XF_END / XF_BT / XF_BT1 / XF_TEST_T / XF_SAN_T / XF_BUDGET, XF_SET (1: call 1's list, 2: transfer vs cpu again).
 set -u
 cd "$(dirname "$0")/.."
 LIB=${LIB:-/tmp/libhmoe.a}
@@ -735,6 +737,61 @@ hybcnt)
         timeout 30 $B/bench/bench_moe_subset -m $Q4 -t 16 -p $tp -e 4,16 -L 16 -r 1 -V 1 > "$D/ms_$tp.log" 2>&1; echo "rc=$?" >> "$D/ms_$tp.log"
         grep -vE "^\|---" "$D/ms_$tp.log" | tail -12 | tee -a "$OUT/summary.txt"
     done
+    log "end at $(el) s"
+    ;;
+xfer)
+    # branch xfer (issue #6: --moe-miss transfer and --prefetch on, no longer experimental), one call: link;
+    # gpu_test_forward (every case; transfer, prefetch and both at the expert-cache budget) and, at the same
+    # time, compute-sanitizer memcheck of the transfer / prefetch cases alone (HMOE_TEST_XFER_ONLY, budget
+    # XF_BUDGET MiB = what the plain run's search finds for the Q4_K_M model, 47) while q4 and zipf are written;
+    # then tg128 at 2 GiB with --moe-miss cpu / transfer / auto (q4, --no-profile), and the Zipf file at
+    # 10 GiB (HMOE_PIN=copy: its file pages never pin on this VM): a profile pass (-r 1), then --prefetch on
+    # and off. Each bench under its own timeout (the first page-locks 17.6 GB cold: XF_BT1), nothing
+    # started after XF_END s.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf; Z=${ZIPF:-/tmp/zipf.gguf}
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth_q4.log" 2>&1 &
+    Q1=$!
+    ( [ -f $Z ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o $Z ) > "$D/synth_z.log" 2>&1 &
+    Q2=$!
+    ( HMOE_SHARED=$SHARED timeout ${XF_TEST_T:-90} $B/tests/gpu_test_forward > "$D/test_forward.log" 2>&1
+      echo "rc=$? at $(el) s" >> "$D/test_forward.log" ) &
+    TP=$!
+    ( HMOE_TEST_XFER_ONLY=1 HMOE_TEST_HYB_BUDGET=${XF_BUDGET:-47} HMOE_SHARED=$SHARED timeout ${XF_SAN_T:-80} \
+        compute-sanitizer --tool memcheck --print-limit 10 $B/tests/gpu_test_forward > "$D/san.log" 2>&1
+      echo "rc=$? at $(el) s" >> "$D/san.log" ) &
+    SP=$!
+    wait $TP; log "gpu_test_forward (at $(el) s)"
+    grep -E "FAIL|passed|rc=" "$D/test_forward.log" | tail -30 | cut -c1-700 | tee -a "$OUT/summary.txt"
+    grep -E "transfer|prefetch" "$D/test_forward.log" | cut -c1-260 >> "$OUT/summary.txt"
+    wait $Q1 $Q2; log "synth done at $(el) s"; ls -la $Q4 $Z | tee -a "$OUT/summary.txt"
+    wait $SP; log "memcheck, transfer/prefetch cases (at $(el) s)"
+    grep -E "ERROR SUMMARY|FAIL|passed|Invalid|at 0x|by thread|rc=" "$D/san.log" | head -24 | cut -c1-300 | sed 's/^/memcheck: /' | tee -a "$OUT/summary.txt"
+    grep -E " \.\.\. ok" "$D/san.log" | cut -c1-200 | sed 's/^/memcheck: /' >> "$OUT/summary.txt"
+    xb() { # label env file budget runs extra-args...
+        local lab=$1 e=$2 f=$3 b=$4 r=$5; shift 5
+        [ $(el) -gt ${XF_END:-200} ] && { log "skipped (time): $lab"; return; }
+        local bt=${XF_BT:-30}; [ -z "${xf_first:-}" ] && bt=${XF_BT1:-45}; xf_first=1
+        log "$lab: $e hmoe bench -m $f -p 0 -n 128 -r $r --vram-budget $b $* -v (at $(el) s)"
+        env $e timeout $bt ./hmoe bench -m $f -p 0 -n 128 -r $r --vram-budget $b -v "$@" > "$D/$lab.log" 2>&1
+        echo "rc=$?" >> "$D/$lab.log"
+        grep -E "^\| qwen|decode:|misses:|transfer:|prefetch|hit rate|pinned|HMOE_PIN|routing profile|error|rc=" "$D/$lab.log" | head -14 | cut -c1-600 | tee -a "$OUT/summary.txt"; }
+    if [ "${XF_SET:-1}" = 1 ]; then
+        xb u2048_cpu X=1 $Q4 2048 2 --no-profile --moe-miss cpu
+        xb u2048_xfer X=1 $Q4 2048 2 --no-profile --moe-miss transfer
+        xb z10240_prof HMOE_PIN=copy $Z 10240 1
+        xb z10240_pf HMOE_PIN=copy $Z 10240 2 --prefetch on
+        xb z10240_off HMOE_PIN=copy $Z 10240 2
+        xb u2048_auto X=1 $Q4 2048 2 --no-profile --moe-miss auto
+        xb u10240_xfer X=1 $Q4 10240 2 --no-profile --moe-miss transfer
+    else # XF_SET=2: after the zero-slot fix, the transfer runs again next to their CPU twins
+        xb u2048_xfer X=1 $Q4 2048 2 --no-profile --moe-miss transfer
+        xb u2048_cpu X=1 $Q4 2048 2 --no-profile --moe-miss cpu
+        xb u10240_xfer X=1 $Q4 10240 2 --no-profile --moe-miss transfer
+        xb u10240_cpu X=1 $Q4 10240 2 --no-profile --moe-miss cpu
+        xb u2048_xfer_pf X=1 $Q4 2048 2 --no-profile --moe-miss transfer --prefetch on
+        xb u2048_auto X=1 $Q4 2048 2 --no-profile --moe-miss auto
+    fi
     log "end at $(el) s"
     ;;
 hybcpu)

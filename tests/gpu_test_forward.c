@@ -9,12 +9,13 @@
  * (CPU backend, F16 KV, same thresholds against each other), and hybrid mode with experts in RAM
  * (--cpu-moe; --n-cpu-moe 2; an automatic VRAM budget small enough to leave experts in RAM with
  * cache slots) for decode and for both hybrid prefill paths (CPU threads, streamed chunks), the
- * latter also with --moe-miss transfer and with --prefetch on (and that those paths ran), and the
+ * latter also with --moe-miss transfer, --prefetch on and both (and that those paths ran), and the
  * prefill split between CPU threads and streaming (HMOE_PREFILL_CPU_SHARE 0.3 / 1.0 / auto:
  * logits vs golden, and exactly the experts outside the CPU's share streamed; unset, the default,
  * is the planned split: CPU threads take part and streamed + CPU experts cover the uncached ones).
  * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer),
- * HMOE_TEST_HYBRID_DECODE=1 only its --cpu-moe decode cases (CPU team sizes, handoff statistics).
+ * HMOE_TEST_HYBRID_DECODE=1 only its --cpu-moe decode cases (CPU team sizes, handoff statistics),
+ * HMOE_TEST_XFER_ONLY=1 only its transfer / prefetch cases (HMOE_TEST_HYB_BUDGET=N: that budget, no search).
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
 #include "harness.h"
@@ -578,6 +579,25 @@ static void check_hybrid_decode(const struct kind *k, struct golden *gd, const s
     hmoe_ctx_free(c);
 }
 
+/* The decode-time PCIe paths at the expert-cache budget b: --moe-miss transfer, --prefetch on and
+ * both, each with logits vs golden (prefill and token-by-token decode), and that they really ran. */
+static void run_xfer_modes(const struct kind *k, struct golden *gd, const struct hmoe_model *m, int64_t b,
+                           const char *label) {
+    char l2[160], l3[160], l4[200];
+    snprintf(l2, sizeof l2, "%s, --moe-miss transfer", label);
+    snprintf(l3, sizeof l3, "%s, --prefetch on", label);
+    snprintf(l4, sizeof l4, "%s, --moe-miss transfer --prefetch on", label);
+    const struct mode xfer = {l2, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", "transfer", false};
+    const struct mode pf = {l3, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", NULL, true};
+    const struct mode both = {l4, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", "transfer", true};
+    run_mode(k, gd, m, &xfer, true);
+    check_decode_paths(k, gd, m, &xfer);
+    run_mode(k, gd, m, &pf, true);
+    check_decode_paths(k, gd, m, &pf);
+    run_mode(k, gd, m, &both, true);
+    check_decode_paths(k, gd, m, &both);
+}
+
 static void run_kind(const struct kind *k) {
     struct hmoe_err err = {0};
     struct golden gd = {0};
@@ -600,7 +620,8 @@ static void run_kind(const struct kind *k) {
     const struct mode all_gpu = {"gpu", HMOE_GPU_ON, 512, false, 0, 0, 0, "cuda", NULL, false};
     const struct mode ub7 = {"gpu, 7-token micro-batches", HMOE_GPU_ON, 7, false, 0, 0, 0, "cuda", NULL, false};
     const bool quick = getenv("HMOE_TEST_QUICK") != NULL; /* compute-sanitizer runs: one path each */
-    const bool hyb_only = getenv("HMOE_TEST_HYBRID_CACHE") != NULL; /* sanitizer: cache, transfer, prefetch */
+    const bool xfer_only = getenv("HMOE_TEST_XFER_ONLY") != NULL; /* sanitizer: transfer, prefetch */
+    const bool hyb_only = xfer_only || getenv("HMOE_TEST_HYBRID_CACHE") != NULL; /* sanitizer: cache, transfer, prefetch */
     if (getenv("HMOE_TEST_HYBRID_DECODE")) { /* sanitizer: the decode handoff alone */
         check_hybrid_decode(k, &gd, m);
         hmoe_model_free(m);
@@ -649,40 +670,18 @@ static void run_kind(const struct kind *k) {
             hmoe_ctx_free(cb);
             unsetenv("HMOE_PREFILL_SPLIT");
         }
-        const int64_t b = hybrid_budget(m);
+        /* HMOE_TEST_HYB_BUDGET=N skips the search (compute-sanitizer runs: N from a plain run's label) */
+        const int64_t b = getenv("HMOE_TEST_HYB_BUDGET") ? atoll(getenv("HMOE_TEST_HYB_BUDGET")) : hybrid_budget(m);
         char label[128];
         snprintf(label, sizeof label, "hybrid, VRAM budget %lld MiB (expert cache)", (long long)b);
         const struct mode cache = {label, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", NULL, false};
-        if (b > 0) {
+        if (b > 0 && xfer_only) {
+            run_xfer_modes(k, &gd, m, b, label);
+        } else if (b > 0) {
             run_mode(k, &gd, m, &cache, true);
             check_preseeded(k, &gd, m, &cache);
             run_split(k, &gd, m, &cache); /* cached group + streamed chunks + CPU part in one layer */
-            char l2[160], l3[160];
-            snprintf(l2, sizeof l2, "%s, --moe-miss transfer", label);
-            snprintf(l3, sizeof l3, "%s, --prefetch on", label);
-            const struct mode xfer = {l2, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", "transfer", false};
-            const struct mode pf = {l3, HMOE_GPU_ON, 512, false, 0, b, 1, "cuda+cpu", NULL, true};
-            /* experimental paths (refused unless HMOE_EXPERIMENTAL=1): their first H200 run failed
-             * (illegal address in the transfer copy); run them with HMOE_TEST_EXPERIMENTAL=1 */
-            if (getenv("HMOE_TEST_EXPERIMENTAL")) {
-                setenv("HMOE_EXPERIMENTAL", "1", 1);
-                run_mode(k, &gd, m, &xfer, true);
-                check_decode_paths(k, &gd, m, &xfer);
-                run_mode(k, &gd, m, &pf, true);
-                check_decode_paths(k, &gd, m, &pf);
-                unsetenv("HMOE_EXPERIMENTAL");
-            } else {
-                /* without the switch both are refused with a message, never run */
-                struct hmoe_err e2 = {0};
-                struct hmoe_ctx *cx = open_ctx(m, &xfer, &e2);
-                t_check(!cx && strstr(e2.msg, "HMOE_EXPERIMENTAL"), l2, "%s",
-                        cx ? "opened (expected a refusal)" : e2.msg);
-                hmoe_ctx_free(cx);
-                struct hmoe_ctx *cp2 = open_ctx(m, &pf, &e2);
-                t_check(!cp2 && strstr(e2.msg, "HMOE_EXPERIMENTAL"), l3, "%s",
-                        cp2 ? "opened (expected a refusal)" : e2.msg);
-                hmoe_ctx_free(cp2);
-            }
+            run_xfer_modes(k, &gd, m, b, label);
         }
         else t_check(0, label, "no budget between 'everything fits' and 'attention does not fit' found");
     } else if (!quick) {
@@ -707,7 +706,8 @@ int main(void) {
         return t_summary();
     }
     for (size_t i = 0; i < HMOE_ARRAY_LEN(kinds); i++)
-        if (!(getenv("HMOE_TEST_QUICK") || getenv("HMOE_TEST_HYBRID_CACHE") || getenv("HMOE_TEST_HYBRID_DECODE")) ||
+        if (!(getenv("HMOE_TEST_QUICK") || getenv("HMOE_TEST_HYBRID_CACHE") || getenv("HMOE_TEST_HYBRID_DECODE") ||
+              getenv("HMOE_TEST_XFER_ONLY")) ||
             i == 1)
             run_kind(&kinds[i]);
     return t_summary();

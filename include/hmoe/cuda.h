@@ -562,8 +562,10 @@ enum hmoe_status hmoe_cuda_hybrid_publish(const int32_t *d_ids, const float *d_w
 
 /* Options of a publish beyond the plain handoff (zero-initialised = the plain handoff).
  * transfer: misses go to the GPU instead of the CPU: d_nmiss and mb->n_miss become 0 (the CPU
- *   skips the layer, wait_add adds nothing), mb->n_xfer counts them, and xfer_gids[j] = j for a
- *   missed selection j (its scratch slot, see hmoe_cuda_hybrid_xfer_copy), -1 for a hit.
+ *   skips the layer, wait_add adds nothing), mb->n_xfer counts them, and xfer_gids[j] = j + 1 for
+ *   a missed selection j (its scratch slot: hmoe_cuda_hybrid_xfer_copy gets slot 1 as dst), 0 for a
+ *   hit or a bad id: the caller keeps scratch slot 0 all zeros (the expert kernels read the slot an
+ *   id names even at weight 0, so stale bytes there could turn 0 x NaN into NaN).
  * lock/closed: the layer's prefetch guard (hmoe_cuda_hybrid_prefetch_plan): the map is read
  *   under the lock and closed = seq afterwards, so a late prefetch for this token gives up.
  * h_snap: also copy d_h there (the prefetch of the next layer reads it from its own stream). */

@@ -96,7 +96,9 @@ const char *hmoe_sched_moe_phase_name(int phase);
 enum hmoe_moe_miss {
     HMOE_MOE_MISS_CPU = 0,      /* CPU threads, at the same time as the GPU computes the hits */
     HMOE_MOE_MISS_TRANSFER = 1, /* the GPU reads it over PCIe (pinned mapping) into scratch and computes it */
-    HMOE_MOE_MISS_AUTO = 2,     /* per layer, from the RAM and PCIe bandwidth measured at start */
+    HMOE_MOE_MISS_AUTO = 2,     /* transfer where the transfer kernel's read rate measured at start beats
+                                   the CPU threads' RAM read rate x their expert-phase efficiency, else
+                                   cpu (page-locked layers only; nothing is pinned for it) */
 };
 bool hmoe_moe_miss_from_name(const char *name, enum hmoe_moe_miss *out);
 

@@ -79,12 +79,12 @@ struct hmoe_cli_model_opts {
      &(o).n_cpu_moe},                                                                                           \
     {"--override-tensor", "-ot", "REGEX=CPU|GPU", "place expert tensors whose name matches (repeatable)",       \
      HMOE_OPT_STRS, &(o).ot},                                                                                   \
-    {"--moe-miss", NULL, "POLICY", "experts missing from VRAM during decode: cpu (CPU threads), auto "        \
-     "(default: per layer from the RAM and PCIe bandwidth measured at start; cpu unless experimental paths "    \
-     "are on) or transfer (read over PCIe, computed by the GPU; experimental: HMOE_EXPERIMENTAL=1)",            \
+    {"--moe-miss", NULL, "POLICY", "experts missing from VRAM during decode: cpu (CPU threads), transfer "    \
+     "(the GPU reads them over PCIe from the page-locked experts and computes them) or auto (default: "          \
+     "transfer where its read rate measured at start beats the CPU threads', else cpu; -v prints both)",        \
      HMOE_OPT_STR, &(o).moe_miss},                                                                              \
     {"--prefetch", NULL, "on|off", "decode: predict the next layer's experts from this layer's state and copy " \
-     "uncached ones into the VRAM cache during the token (default off; experimental: HMOE_EXPERIMENTAL=1)",     \
+     "uncached ones into the VRAM cache during the token (default off; accuracy in -v)",                        \
      HMOE_OPT_STR, &(o).prefetch},                                                                              \
     {"--cache-policy", NULL, "lfu|lru", "expert cache replacement (default lfu)", HMOE_OPT_STR,                \
      &(o).cache_policy},                                                                                        \

@@ -12,7 +12,8 @@
  *             of publish and wait_add give the handoff latency in each direction.
  * Both read the per-token sequence number from device memory so the graph never changes.
  *  xfer_copy  --moe-miss transfer: the missed experts read from the pinned mapping over PCIe into
- *             k scratch slots (the GPU then computes them like hits).
+ *             scratch slots 1..k (the GPU then computes them like hits; slot 0 stays all zeros
+ *             and stands for the selections that are not transferred).
  *  prefetch   plan (one warp: top-k of the next layer's router logits, victims under the layer's
  *             lock) and copy (many blocks; the last one enters the copied experts in the map).
  */
@@ -58,7 +59,10 @@ __global__ void __launch_bounds__(PUBLISH_THREADS)
         mb->ids[tid] = e;
         mb->wts[tid] = wts[tid];
         mb->miss[tid] = s < 0 && !o.transfer;
-        if (o.transfer) o.xfer_gids[tid] = s < 0 && e >= 0 && e < E ? tid : -1; /* (a bad id: computed by nobody) */
+        /* miss j -> scratch slot j + 1; a hit (or a bad id) names the zero slot 0, never -1: the
+         * expert kernels read the slot an id names even at weight 0, and stale bytes there can be
+         * Inf/NaN scales (0 x NaN = NaN) */
+        if (o.transfer) o.xfer_gids[tid] = s < 0 && e >= 0 && e < E ? tid + 1 : 0;
         if (s < 0) atomicAdd(&s_nmiss, 1);
     }
     __syncthreads();

@@ -222,8 +222,6 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
                                         struct hmoe_err *err) {
     *out = NULL;
     const struct hmoe_moe_weights *w0 = &p->moe[0];
-    enum hmoe_status st0 = hmoe_hyb_xfer_check(p->sched, err);
-    if (st0) return st0;
     for (int l = 0; l < p->n_layer; l++) {
         const struct hmoe_moe_weights *w = &p->moe[l];
         if (!p->plan->where || p->plan->where[l] != HMOE_PLACE_RAM) continue;

@@ -104,8 +104,10 @@ struct hmoe_sched_hybrid {
     bool pin_stopped;
     /* transfer (hybrid_xfer.c) */
     int n_transfer;
-    struct hmoe_cuda_buf xfer_buf;     /* k scratch expert slots + k ids */
+    struct hmoe_cuda_buf xfer_buf;     /* k + 1 scratch expert slots per matrix (slot 0 all zeros) + slot ids */
+    size_t xfer_max[3];                /* largest gate, up, down matrix of the transfer layers (bytes) */
     int32_t *d_xfer_gids;
+    double xfer_probe_gbps;            /* the transfer kernel's zero-copy read rate at start (auto) */
     char miss_why[256];
     /* next-layer prefetch (hybrid_xfer.c) */
     bool prefetch;
@@ -238,8 +240,6 @@ void hmoe_hyb_count_init(struct hmoe_sched_hybrid *h);
 /* hybrid_xfer.c */
 /* Whether these settings can put a layer on the transfer path (which needs the pinned mapping). */
 bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp);
-/* Refuses the experimental paths unless HMOE_EXPERIMENTAL=1 (before anything is set up). */
-enum hmoe_status hmoe_hyb_xfer_check(const struct hmoe_sched_gpu_params *sp, struct hmoe_err *err);
 enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err);
 void hmoe_hyb_xfer_free(struct hmoe_sched_hybrid *h);
 /* Publish of a decode step's layer with the transfer / prefetch options, the GPU's share of a

@@ -1,12 +1,16 @@
 /* hybrid_xfer.c — the two decode-time paths that move expert weights over PCIe during a token
  * (sched.h, issue #6), both reading the page-locked GGUF mapping from kernels (cuda.h):
  *  --moe-miss transfer|auto: a layer's missed experts are copied into k scratch slots and computed
- *    by the GPU (no CPU handoff); auto decides per layer from the bandwidths measured at start:
- *    the CPU team's RAM read rate (times the efficiency its expert phase reaches) against pinned
- *    host->device. The CPU computes concurrently with the GPU's hits, a transfer is serial, so
- *    auto only transfers when PCIe is faster than what the CPU would read.
- *  Both are experimental (HMOE_EXPERIMENTAL=1, else refused; auto then stays on the CPU): their
- *  first H200 run read an invalid address in the transfer copy kernel (bench/gpu_results.md).
+ *    by the GPU (no CPU handoff); selection j goes to scratch slot j + 1. Slot 0 is all zeros and
+ *    stands for every selection that is not transferred (a hit): the expert kernels read the
+ *    weights of whatever slot an id names, even with weight 0, and 0 x (stale bytes read as scales:
+ *    Inf/NaN) is NaN — the cause of round 3's crash (NaN router logits -> top-k ids of 0x7fffffff
+ *    -> the copy read far outside the mapping; stacks() says why slot 0 and not slot k).
+ *    auto decides at start from rates measured then: the CPU team's RAM read rate (times the
+ *    efficiency its expert phase reaches) against this kernel's own zero-copy read rate from the
+ *    pinned experts (not the copy engines' DMA rate). The CPU computes concurrently with the GPU's
+ *    hits, a transfer is serial, so auto only transfers when the kernel reads faster than the CPU
+ *    would (on the H200 host: 47 GB/s against 59-74, so cpu; bench/gpu_results.md "xfer").
  *  --prefetch on: after layer L's publish, a side stream forked from the step's graph applies
  *    layer L+1's router to L's normalised state, and copies up to prefetch_max predicted but
  *    uncached experts into L+1's dynamic slots (victims from the host's policy). A per-layer lock
@@ -30,86 +34,143 @@ static uint64_t expert_bytes(const struct hmoe_moe_weights *w) {
     return (uint64_t)w->gate.mat_bytes + w->up.mat_bytes + w->down.mat_bytes;
 }
 
-/* The three stacks of n slots at base, laid out like a cache pool (gate | up | down). */
-static void stacks(const struct hmoe_moe_weights *w, uint8_t *base, int n, struct hmoe_cuda_experts *g,
+/* The transfer scratch as layer w's gate, up and down stacks of k + 1 slots. Matrix p has a region
+ * of (k + 1) x xfer_max[p] bytes (the largest such matrix of the transfer layers); layer w's stack
+ * starts xfer_max[p] - its matrix bytes into it, so its slot 0 lies inside the region's first
+ * xfer_max[p] bytes and its slots 1..k start at region + xfer_max[p] whatever the layer's type.
+ * Those first bytes are zeroed once and never written: slot 0 is the zero expert of every layer.
+ * (Layers differ in type, e.g. Q4_K_M's down is Q4_K or Q6_K: a zero slot at index k moves with
+ * the stride and lay inside another layer's slots, and 0 x its Q6_K bytes read as Q4_K scales was
+ * NaN: the first fix's failure on the H200, bench/gpu_results.md "xfer".) */
+static void stacks(const struct hmoe_sched_hybrid *h, const struct hmoe_moe_weights *w, struct hmoe_cuda_experts *g,
                    struct hmoe_cuda_experts *u, struct hmoe_cuda_experts *dn) {
-    const size_t gb = al256(w->gate.mat_bytes * (size_t)n), ub = al256(w->up.mat_bytes * (size_t)n);
-    *g = (struct hmoe_cuda_experts){.type = w->gate.type, .w = base, .row_bytes = w->gate.row_bytes,
-                                    .expert_stride_bytes = w->gate.mat_bytes, .nrows = w->gate.n_out,
-                                    .ncols = w->gate.n_in, .n_expert = n};
+    const size_t n = (size_t)h->k + 1;
+    uint8_t *r0 = h->xfer_buf.ptr, *r1 = r0 + al256(h->xfer_max[0] * n), *r2 = r1 + al256(h->xfer_max[1] * n);
+    *g = (struct hmoe_cuda_experts){.type = w->gate.type, .w = r0 + (h->xfer_max[0] - w->gate.mat_bytes),
+                                    .row_bytes = w->gate.row_bytes, .expert_stride_bytes = w->gate.mat_bytes,
+                                    .nrows = w->gate.n_out, .ncols = w->gate.n_in, .n_expert = (int64_t)n};
     *u = *g;
     u->type = w->up.type;
-    u->w = base + gb;
-    *dn = (struct hmoe_cuda_experts){.type = w->down.type, .w = base + gb + ub, .row_bytes = w->down.row_bytes,
-                                     .expert_stride_bytes = w->down.mat_bytes, .nrows = w->down.n_out,
-                                     .ncols = w->down.n_in, .n_expert = n};
+    u->w = r1 + (h->xfer_max[1] - w->up.mat_bytes);
+    *dn = (struct hmoe_cuda_experts){.type = w->down.type, .w = r2 + (h->xfer_max[2] - w->down.mat_bytes),
+                                     .row_bytes = w->down.row_bytes, .expert_stride_bytes = w->down.mat_bytes,
+                                     .nrows = w->down.n_out, .ncols = w->down.n_in, .n_expert = (int64_t)n};
+}
+
+/* Where the copy of the missed selection j goes: slot j + 1 (dst[p] + j * bytes). */
+static void slot1(const struct hmoe_cuda_experts *g, const struct hmoe_cuda_experts *u,
+                  const struct hmoe_cuda_experts *dn, uint8_t *dst[3]) {
+    dst[0] = (uint8_t *)g->w + g->expert_stride_bytes;
+    dst[1] = (uint8_t *)u->w + u->expert_stride_bytes;
+    dst[2] = (uint8_t *)dn->w + dn->expert_stride_bytes;
 }
 
 static bool quantized(const struct hmoe_moe_weights *w) {
     return hmoe_type_info[w->gate.type].is_quantized && hmoe_type_info[w->down.type].is_quantized;
 }
 
-static bool experimental_on(void) {
-    const char *xe = getenv("HMOE_EXPERIMENTAL");
-    return xe && !strcmp(xe, "1");
-}
-
+/* auto pins nothing by itself: it uses what the cache / streaming pinned anyway (pinning can be
+ * slow, and on the H200 VM some files' pins never return, bench/gpu_results.md) */
 bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp) {
-    return experimental_on() && (sp->moe_miss != HMOE_MOE_MISS_CPU || sp->prefetch);
+    return sp->moe_miss == HMOE_MOE_MISS_TRANSFER || sp->prefetch;
 }
 
-enum hmoe_status hmoe_hyb_xfer_check(const struct hmoe_sched_gpu_params *sp, struct hmoe_err *err) {
-    if ((sp->moe_miss == HMOE_MOE_MISS_TRANSFER || sp->prefetch) && !experimental_on())
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                          "%s is experimental: on the H200 its copy kernel read an invalid address "
-                          "(bench/gpu_results.md, hybrid round 3); use %s, or set HMOE_EXPERIMENTAL=1 to try it",
-                          sp->moe_miss == HMOE_MOE_MISS_TRANSFER ? "--moe-miss transfer" : "--prefetch on",
-                          sp->moe_miss == HMOE_MOE_MISS_TRANSFER ? "--moe-miss cpu (or auto)" : "--prefetch off");
-    return HMOE_OK;
+/* The transfer copy kernel's own read rate from page-locked host memory (zero-copy: SMs read over
+ * PCIe), GB/s: k experts of layer l into the scratch, best of 3 after a warm-up; 0 on failure. The
+ * copy engines' DMA rate (h2d_probe_gbps) is not the rate this path gets. */
+static double probe_xfer(struct hmoe_sched_hybrid *h, int l) {
+    struct hmoe_err e = {0};
+    void *s = hmoe_cuda_ctx_stream(h->cu), *e0 = NULL, *e1 = NULL;
+    const int k = h->k;
+    int32_t ids[2 * 32];
+    for (int j = 0; j < k; j++) ids[j] = j % h->E, ids[k + j] = -1; /* all missed */
+    int32_t *d_ids = (int32_t *)((uint8_t *)h->xfer_buf.ptr + h->xfer_buf.bytes - 512);
+    struct hmoe_cuda_experts g, u, dn;
+    uint8_t *dst[3];
+    stacks(h, &h->moe[l], &g, &u, &dn);
+    slot1(&g, &u, &dn, dst);
+    double best = 0;
+    if (hmoe_cuda_upload(h->cu, d_ids, ids, (size_t)2 * k * 4, &e) || hmoe_cuda_event_create(&e0, &e) ||
+        hmoe_cuda_event_create(&e1, &e))
+        goto out;
+    for (int r = 0; r < 4; r++) {
+        double ms = 0;
+        if (hmoe_cuda_event_record(e0, s, &e) ||
+            hmoe_cuda_hybrid_xfer_copy(d_ids, d_ids + k, k, h->E, &h->L[l].src, dst, s, &e) ||
+            hmoe_cuda_event_record(e1, s, &e) || hmoe_cuda_event_sync(e1, &e) || hmoe_cuda_event_elapsed_ms(e0, e1, &ms, &e))
+            break;
+        const double gbps = ms > 0 ? (double)k * (double)expert_bytes(&h->moe[l]) / (ms * 1e-3) / 1e9 : 0;
+        if (r > 0) best = HMOE_MAX(best, gbps); /* r = 0: warm-up */
+    }
+out:
+    hmoe_cuda_event_destroy(e0);
+    hmoe_cuda_event_destroy(e1);
+    return best; /* (slots 1..k only: slot 0 stays zero) */
 }
 
 enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
     const enum hmoe_moe_miss mode = h->sp.moe_miss;
     enum hmoe_status st = HMOE_OK;
     /* --- per-layer miss policy ------------------------------------------------------------- */
-    const bool experimental = experimental_on();
     if (mode != HMOE_MOE_MISS_CPU) {
-        if (mode == HMOE_MOE_MISS_AUTO) h->ram_probe_gbps = hmoe_hyb_probe_ram(h);
-        const double cpu_gbps = h->ram_probe_gbps * CPU_EXPERT_EFF;
-        /* auto transfers only where the transfer path is enabled (experimental, see above) */
-        const bool pcie_wins = experimental && h->h2d_probe_gbps > 0 && h->h2d_probe_gbps > cpu_gbps;
-        int unable = 0;
+        int unable = 0, n_can = 0, first = -1;
+        size_t need = 0;
         for (int l = 0; l < h->n_layer; l++) {
             struct hyb_layer *L = &h->L[l];
             if (!L->ram) continue;
             const bool can = L->src_ok && quantized(&h->moe[l]);
             unable += !can;
-            L->transfer = can && (mode == HMOE_MOE_MISS_TRANSFER || pcie_wins);
+            if (!can) continue;
+            n_can++;
+            if (first < 0) first = l;
+            const struct hmoe_moe_weights *w = &h->moe[l];
+            h->xfer_max[0] = HMOE_MAX(h->xfer_max[0], w->gate.mat_bytes);
+            h->xfer_max[1] = HMOE_MAX(h->xfer_max[1], w->up.mat_bytes);
+            h->xfer_max[2] = HMOE_MAX(h->xfer_max[2], w->down.mat_bytes);
+        }
+        /* three regions of k + 1 slots (stacks()), then 256 bytes each: the step's slot ids, the probe's
+         * ids and gids; all zero, and the zero slots stay so */
+        for (int p = 0; p < 3; p++) need += al256(h->xfer_max[p] * ((size_t)h->k + 1));
+        if (n_can) {
+            st = hmoe_cuda_buf_alloc(h->cu, need + 3 * 256, &h->xfer_buf, err);
+            if (!st) st = hmoe_cuda_memset(h->cu, h->xfer_buf.ptr, 0, h->xfer_buf.bytes, err);
+            if (st) return st;
+            h->d_xfer_gids = (int32_t *)((uint8_t *)h->xfer_buf.ptr + need);
+        }
+        bool pcie_wins = mode == HMOE_MOE_MISS_TRANSFER;
+        double cpu_gbps = 0;
+        if (mode == HMOE_MOE_MISS_AUTO && n_can) {
+            h->ram_probe_gbps = hmoe_hyb_probe_ram(h);
+            h->xfer_probe_gbps = probe_xfer(h, first);
+            cpu_gbps = h->ram_probe_gbps * CPU_EXPERT_EFF;
+            /* no CPU rate (under 64 MB pinned: the probe needs a resident range that large) -> stay on
+             * the CPU, the default: a transfer must have measured faster */
+            pcie_wins = h->ram_probe_gbps > 0 && h->xfer_probe_gbps > cpu_gbps;
+        }
+        for (int l = 0; l < h->n_layer; l++) {
+            struct hyb_layer *L = &h->L[l];
+            if (!L->ram) continue;
+            L->transfer = pcie_wins && L->src_ok && quantized(&h->moe[l]);
             h->n_transfer += L->transfer;
         }
-        if (mode == HMOE_MOE_MISS_AUTO)
+        if (mode == HMOE_MOE_MISS_AUTO && !n_can)
+            snprintf(h->miss_why, sizeof h->miss_why,
+                     "auto = cpu for %d RAM layers: no layer's experts are page-locked and quantized (a transfer "
+                     "reads them from kernels)", h->n_ram);
+        else if (mode == HMOE_MOE_MISS_AUTO)
             snprintf(h->miss_why, sizeof h->miss_why,
                      "auto = %s for %d of %d RAM layers: CPU reads %.1f GB/s x %.2f (its expert-phase efficiency) = "
-                     "%.1f GB/s vs pinned host->device %.1f GB/s%s",
-                     h->n_transfer ? "transfer" : "cpu", h->n_transfer ? h->n_transfer : h->n_ram - h->n_transfer,
-                     h->n_ram, h->ram_probe_gbps, CPU_EXPERT_EFF, cpu_gbps, h->h2d_probe_gbps,
-                     h->n_transfer ? ""
-                     : experimental || h->h2d_probe_gbps <= cpu_gbps
-                         ? "; the CPU also overlaps the GPU's hits, a transfer does not"
-                         : "; transfer would win on bandwidth but is experimental (HMOE_EXPERIMENTAL=1)");
+                     "%.1f GB/s vs the transfer kernel's zero-copy read %.1f GB/s (DMA host->device %.1f GB/s)%s",
+                     h->n_transfer ? "transfer" : "cpu", h->n_transfer ? h->n_transfer : h->n_ram, h->n_ram,
+                     h->ram_probe_gbps, CPU_EXPERT_EFF, cpu_gbps, h->xfer_probe_gbps, h->h2d_probe_gbps,
+                     h->n_transfer ? "" : "; the CPU also overlaps the GPU's hits, a transfer does not");
         else
             snprintf(h->miss_why, sizeof h->miss_why, "transfer for %d of %d RAM layers%s", h->n_transfer, h->n_ram,
                      unable ? " (the others are not page-locked or not quantized: CPU)" : "");
+        if (!h->n_transfer) hmoe_cuda_buf_free(h->cu, &h->xfer_buf); /* (auto chose the CPU) */
+        if (!h->n_transfer) h->d_xfer_gids = NULL;
     } else {
         snprintf(h->miss_why, sizeof h->miss_why, "cpu");
-    }
-    if (h->n_transfer) {
-        uint64_t mx = 0;
-        for (int l = 0; l < h->n_layer; l++)
-            if (h->L[l].transfer) mx = HMOE_MAX(mx, expert_bytes(&h->moe[l]));
-        st = hmoe_cuda_buf_alloc(h->cu, al256((size_t)mx * (size_t)h->k + 3 * 256) + 256, &h->xfer_buf, err);
-        if (st) return st;
-        h->d_xfer_gids = (int32_t *)((uint8_t *)h->xfer_buf.ptr + h->xfer_buf.bytes - 256);
     }
 
     /* --- next-layer prefetch --------------------------------------------------------------- */
@@ -199,8 +260,9 @@ enum hmoe_status hmoe_hyb_xfer_compute(struct hmoe_sched_hybrid *h, int il, cons
     const int k = h->k;
     const int64_t d = h->d, F = w->gate.n_out;
     struct hmoe_cuda_experts g, u, dn;
-    stacks(w, h->xfer_buf.ptr, k, &g, &u, &dn);
-    uint8_t *const dst[3] = {(uint8_t *)g.w, (uint8_t *)u.w, (uint8_t *)dn.w};
+    uint8_t *dst[3];
+    stacks(h, w, &g, &u, &dn); /* slot 0: zeros, named by the selections not transferred */
+    slot1(&g, &u, &dn, dst);
     enum hmoe_status st = hmoe_cuda_hybrid_xfer_copy(d_ids, d_gids, k, h->E, &h->L[il].src, dst, stream, err);
     if (!st) st = hmoe_cuda_moe_gate_up(&g, &u, h->d_xfer_gids, k, k, d_hq, hq_stride, d_z, F, stream, err);
     if (!st) st = hmoe_cuda_quantize_q8_1(d_z, F, k, F, d_zq, stream, err);
@@ -246,6 +308,14 @@ enum hmoe_status hmoe_hyb_prefetch_join(struct hmoe_sched_hybrid *h, void *strea
     return st;
 }
 
+/* Whether the router chose expert e in this step (each prediction counts once, even if the ids
+ * repeat, as they do when the logits are NaN). */
+static bool chosen(const struct hmoe_cuda_mailbox *mb, int e) {
+    for (int j = 0; j < mb->k && j < HMOE_CUDA_MAILBOX_MAX_K; j++)
+        if (mb->ids[j] == e) return true;
+    return false;
+}
+
 void hmoe_hyb_prefetch_collect(struct hmoe_sched_hybrid *h) {
     if (!h->prefetch) return;
     for (int t = 0; t < h->n_layer; t++) {
@@ -256,11 +326,11 @@ void hmoe_hyb_prefetch_collect(struct hmoe_sched_hybrid *h) {
         for (int i = 0; i < r->n_fill && i < HMOE_CUDA_PREFETCH_MAX; i++) {
             hmoe_sched_cache_install(h->cache, t, r->expert[i], r->slot[i]);
             h->pf_fills++;
-            for (int j = 0; j < mb->k; j++) h->pf_used += mb->ids[j] == r->expert[i];
+            h->pf_used += chosen(mb, r->expert[i]);
         }
         for (int i = 0; i < r->n_pred && i < HMOE_CUDA_MAILBOX_MAX_K; i++) {
             h->pf_pred++;
-            for (int j = 0; j < mb->k; j++) h->pf_correct += mb->ids[j] == r->pred[i];
+            h->pf_correct += chosen(mb, r->pred[i]);
         }
     }
 }
