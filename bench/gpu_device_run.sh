@@ -18,7 +18,7 @@
 # H3_END / H3_BT / H3_TEST_T / H3_SAN_T (h3r time guard, per-bench, test and sanitizer timeouts, seconds),
 # HC_END / HC_BT / HC_TEST_T / HC_SAN_T / HC_CPU_T (the same for step hybcpu: hybrid decode CPU phase + handoff).
 # hybpf2 (the prefill split's planner, default vs off at 2/10/14 GiB and pp4096): HYBPF2_END / HYBPF2_BT / HYBPF2_TEST_T.
-# final4 (the lead's stop-14 validation): F4_END. final5 (stop 15: count split vs index, Zipf 2/10 GiB): F5_END. splitchk (default split vs off at 2/10 GiB): SC_END.
+# final4 (the lead's stop-14 validation): F4_END. final5 (stop 15: count split vs index, Zipf 2/10 GiB): F5_END. final6 (final5 without the comparisons): F6_END. splitchk (default split vs off at 2/10 GiB): SC_END.
 # cpujob (the split's CPU job: bench_moe_subset, old vs new batch layout at 2/10 GiB): CJ_END / CJ_BT / CJ_MT / CJ_TEST_T.
 # hybcnt (the split by token count vs by index vs off; bench_moe_subset at few tokens per expert): HCNT_END / HCNT_BT /
 # HCNT_TEST_T / HCNT_RUNS.
@@ -484,6 +484,40 @@ final5)
     fb z2idx 30 HMOE_PIN=copy HMOE_PREFILL_SPLIT=index -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
     fb z10np 30 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
     fb z10npidx 30 HMOE_PIN=copy HMOE_PREFILL_SPLIT=index -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
+    fb z14a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 14336
+    fb z14b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 14336 -v
+    fb z10a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 10240
+    fb z10b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 10240 -v
+    fb cpu1 40 X=1 -- -m $Q4 --gpu off -t 16 -p 512 -n 64 -r 1
+    log "end at $(el) s"
+    ;;
+final6)
+    # the lead's check of main after later merges (stop 15): final5 without its comparison runs: every GPU test
+    # and the AMX CPU tests, all-GPU, hybrid 2 / 10 / 14 GiB and pp4096 with the defaults, Zipf 14 / 10 GiB with
+    # the profile, CPU only. Nothing starts after F6_END s.
+    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
+    for t in tests/test_cpu_amx.c tests/test_sched_moe_subset.c; do cc $CF -o $B/tests/$(basename $t .c) $t $LIB $LD 2>&1 | tail -3; done
+    log "all gpu tests || cpu amx tests || synth q4 zipf"
+    ( HMOE_SHARED=$SHARED BUILD=$B timeout 170 ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
+    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
+    ( [ -f /tmp/zipf.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o /tmp/zipf.gguf ) > "$D/synthz.log" 2>&1 &
+    ( HMOE_EXPECT_AMX=1 HMOE_SHARED=$SHARED timeout 60 $B/tests/test_cpu_amx; echo "rc=$?"
+      HMOE_SHARED=$SHARED timeout 60 $B/tests/test_sched_moe_subset; echo "rc=$?" ) > "$D/test_cpu.log" 2>&1 &
+    wait; sync
+    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -24 | tee -a "$OUT/summary.txt"
+    grep -E "FAIL|passed|rc=|amx" "$D/test_cpu.log" | tail -8 | tee -a "$OUT/summary.txt"
+    fb() { # label timeout env... -- bench args...
+        local lab=$1 t=$2; shift 2; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+        [ $(el) -gt ${F6_END:-330} ] && { log "skipped (time): $lab"; return; }
+        log "$lab: ${envs[*]} hmoe bench $* (at $(el) s)"
+        env "${envs[@]}" timeout $t ./hmoe bench "$@" > "$D/$lab.log" 2>&1; echo "rc=$?" >> "$D/$lab.log"
+        grep -E "^\| qwen|decode:|CPU expert phase|handoff|split by count:|CPU kernels|error|rc=[1-9]" "$D/$lab.log" | cut -c1-500 | head -14 | tee -a "$OUT/summary.txt"; }
+    fb gpu 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --gpu on
+    fb u2 60 X=1 -- -m $Q4 -p 512 -n 128 -r 3 --vram-budget 2048 --no-profile -v
+    fb u10 45 X=1 -- -m $Q4 -p 512 -n 128 -r 3 --vram-budget 10240 --no-profile -v
+    fb u14 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --vram-budget 14336 --no-profile -v
+    fb pp4096 35 X=1 -- -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v
     fb z14a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 14336
     fb z14b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 14336 -v
     fb z10a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 10240
