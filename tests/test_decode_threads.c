@@ -1,9 +1,9 @@
 /* test_decode_threads.c — token-by-token decoding with 2 threads against llama.cpp's goldens
  * (fixtures/README.md §4, thresholds of §5.4), for the decode-only job layouts that
  * test_model_golden (1 thread for decode) does not run threaded: the MoE's gate/up and down
- * in one job with per-expert readiness (src/sched/moe_cpu.c; model A's expert FFN 256 is a
- * whole Q8_K block, which that path needs) and the short tail items of the dense matmuls
- * (src/model/ops.c). Model A (d 256, 16 experts, top-4), Q4_K_M, F32 KV cache, every prompt
+ * in one job with per-expert readiness and the last expert's down rows in short items
+ * (src/sched/moe_cpu.c; model A's expert FFN 256 is a whole Q8_K block, which that path
+ * needs). Model A (d 256, 16 experts, top-4), Q4_K_M, F32 KV cache, every prompt
  * of the sidecar; max |Δ| <= 0.06 and cosine >= 0.999 on the stored rows, top-1 >= 90 %.
  */
 #include "harness.h"

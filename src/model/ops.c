@@ -4,7 +4,6 @@
  * of the cpu.h thread team (cpu.h does the dot products too).
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "hmoe/cpu.h"
@@ -101,11 +100,6 @@ static void mm_rows(const struct hmoe_mat *w, const void *xq, size_t xq_stride, 
 
 enum { MM_MAX_JOBS = 4 };
 
-static bool mm_tail_on(void) {
-    const char *e = getenv("HMOE_MM_TAIL");
-    return !e || strcmp(e, "0") != 0;
-}
-
 /* One hmoe_model_matmul call as the pool's work items see it. */
 struct mm_call {
     const struct hmoe_mm_job *jobs;
@@ -116,8 +110,6 @@ struct mm_call {
     int job_slot[MM_MAX_JOBS];          /* activation slot of each job, -1: F32 reads x */
     int64_t first_item[MM_MAX_JOBS + 1];
     int64_t chunk;                      /* rows per item */
-    int n_jobs;
-    struct hmoe_cpu_split last;         /* the last job's items: chunk rows, a tail of shorter ones */
     uint8_t *act;                       /* slot s, token t at act + s * slot_bytes + t * arb */
     size_t arb, slot_bytes;
 };
@@ -137,13 +129,8 @@ static void task_rows(void *arg, int64_t it, int tid) {
     int j = 0;
     while (it >= m->first_item[j + 1]) j++;
     const struct hmoe_mm_job *jb = &m->jobs[j];
-    int64_t r0, r1;
-    if (j == m->n_jobs - 1) {
-        hmoe_cpu_split_item(&m->last, it - m->first_item[j], &r0, &r1);
-    } else {
-        r0 = (it - m->first_item[j]) * m->chunk;
-        r1 = r0 + m->chunk < jb->w->n_out ? r0 + m->chunk : jb->w->n_out;
-    }
+    const int64_t r0 = (it - m->first_item[j]) * m->chunk;
+    const int64_t r1 = r0 + m->chunk < jb->w->n_out ? r0 + m->chunk : jb->w->n_out;
     const int s = m->job_slot[j];
     const void *xq = s < 0 ? (const void *)m->x : (const void *)(m->act + s * m->slot_bytes);
     const size_t xq_stride = s < 0 ? m->x_stride * sizeof(float) : m->arb;
@@ -185,22 +172,8 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
     int64_t chunk = total_rows / ((int64_t)nt * 8);
     const int64_t chunk_max = ntok == 1 ? 1024 : 256;
     m.chunk = chunk < 16 ? 16 : chunk > chunk_max ? chunk_max : (chunk + 15) / 16 * 16;
-    /* A decoded token's last rows go in quarter items (HMOE_MM_TAIL=0: off), nt chunks'
-     * worth: the threads then finish within a quarter item of each other instead of a whole
-     * one (the LM head's 1024-row items left the other thread ~35 µs idle, dec8). */
-    const int64_t quarter = (m.chunk / 4 + 15) / 16 * 16;
-    const bool tail = ntok == 1 && mm_tail_on();
-    m.n_jobs = n_jobs;
     m.first_item[0] = 0;
-    for (int j = 0; j < n_jobs; j++) {
-        const int64_t rows = jobs[j].w->n_out;
-        if (j == n_jobs - 1) {
-            hmoe_cpu_split_init(&m.last, rows, m.chunk, tail ? quarter : m.chunk, tail ? nt * m.chunk : 0);
-            m.first_item[j + 1] = m.first_item[j] + m.last.n_items;
-        } else {
-            m.first_item[j + 1] = m.first_item[j] + (rows + m.chunk - 1) / m.chunk;
-        }
-    }
+    for (int j = 0; j < n_jobs; j++) m.first_item[j + 1] = m.first_item[j] + (jobs[j].w->n_out + m.chunk - 1) / m.chunk;
 
     /* A decoded token's row is quantized by the caller: a job would cost more than the work. */
     const int64_t n_quant = (int64_t)m.n_slots * ntok;
