@@ -87,4 +87,20 @@ void hmoe_cpu_matmul(enum hmoe_type wtype, int64_t ncols, int64_t nrows, const v
 typedef void (*hmoe_cpu_task_fn)(void *arg, int64_t item, int tid);
 void hmoe_cpu_parallel(int n_threads, int64_t n_items, hmoe_cpu_task_fn fn, void *arg);
 
+/* ---- work items with a fine tail (split.c) ----
+ * Rows [0, rows) cut into work items for hmoe_cpu_parallel(): items of `big` rows first, then
+ * the last rows (at least tail_rows; the big part is whole items) in items of `small` rows.
+ * Why: the threads claim items dynamically, so a job ends up to one item apart on its threads;
+ * with small items at the end the last thread finishes within a small item of the others,
+ * while the bulk keeps long runs (each item starts its weight stream cold). big >= 1,
+ * 1 <= small <= big, tail_rows >= 0 (clamped to rows); rows >= 0. */
+struct hmoe_cpu_split {
+    int64_t rows, big, small;
+    int64_t n_big;   /* items of `big` rows, covering [0, n_big * big) */
+    int64_t n_items; /* all items */
+};
+void hmoe_cpu_split_init(struct hmoe_cpu_split *s, int64_t rows, int64_t big, int64_t small, int64_t tail_rows);
+/* Rows [*r0, *r1) of item `item` (0 <= item < s->n_items). */
+void hmoe_cpu_split_item(const struct hmoe_cpu_split *s, int64_t item, int64_t *r0, int64_t *r1);
+
 #endif

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "cli.h"
 #include "hmoe/progress.h"
@@ -91,10 +90,11 @@ void hmoe_cli_model_preload(const struct hmoe_model *model, bool show_progress) 
     uint8_t acc = 0;
     for (uint64_t off = 0; off < g->file_size; off += chunk) {
         const size_t len = (size_t)HMOE_MIN((uint64_t)chunk, g->file_size - off);
-        /* Ask for the next chunk while this one is touched: the disk keeps reading ahead. */
-        if (off + chunk < g->file_size)
-            madvise((void *)(g->base + off + chunk), (size_t)HMOE_MIN((uint64_t)chunk, g->file_size - off - chunk),
-                    MADV_WILLNEED);
+        /* No MADV_WILLNEED ahead: its read-ahead fills the page cache in small folios, while
+         * the faults of this loop in the MADV_HUGEPAGE mapping (gguf_open.c) read the file in
+         * 2 MiB folios that decode then reads through one TLB entry each (2.6 GB model from
+         * an evicted cache: 100 % of it in 2 MiB folios instead of 88 %, same load time;
+         * bench/cpu_results.md dec8). The kernel still reads ahead of the faults. */
         for (size_t i = 0; i < len; i += page) acc ^= g->base[off + i];
         hmoe_progress_update(&bar, off + len);
     }

@@ -74,12 +74,17 @@ static inline int64_t claim(uint32_t g, int64_t n_items) {
 }
 
 /* Run items of job g until none is left; returns how many this thread ran. A successful
- * claim proves job g was still in flight, so fn/arg/n_items read before it belong to g
- * (the caller rewrites them only after every item of g has finished). */
+ * claim proves job g was still in flight, so fn/arg/n_items read before it belong to g: the
+ * caller closes the work word to the next generation before it rewrites them (release), and
+ * these loads are acquire, so a worker that read a newer job's value also sees the closed
+ * word and its claim of g fails. (Without the close, a late worker could read the next job's
+ * larger n_items, still win a compare-exchange on g's exhausted word, run an item past g's
+ * end and count it into the next job's done: dec8 saw the caller wait forever on such a
+ * count in test_decode_threads.) */
 static int64_t run_items(uint32_t g, int tid) {
-    const hmoe_cpu_task_fn fn = atomic_load_explicit(&P.fn, memory_order_relaxed);
-    void *arg = atomic_load_explicit(&P.arg, memory_order_relaxed);
-    const int64_t n = atomic_load_explicit(&P.n_items, memory_order_relaxed);
+    const int64_t n = atomic_load_explicit(&P.n_items, memory_order_acquire);
+    const hmoe_cpu_task_fn fn = atomic_load_explicit(&P.fn, memory_order_acquire);
+    void *arg = atomic_load_explicit(&P.arg, memory_order_acquire);
     int64_t ran = 0;
     pool_tid = tid;
     for (int64_t it; (it = claim(g, n)) >= 0; ran++) fn(arg, it, tid);
@@ -172,9 +177,12 @@ void hmoe_cpu_parallel(int n_threads, int64_t n_items, hmoe_cpu_task_fn fn, void
     pthread_mutex_lock(&P.lock);
     grow(n_threads - 1);
     const uint32_t g = ++P.gen;
-    atomic_store_explicit(&P.fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&P.arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&P.n_items, n_items, memory_order_relaxed);
+    /* Close the previous job's work word (generation g, no item open) before the job's fields
+     * change; see run_items. */
+    atomic_exchange(&P.work, (uint64_t)g << 32 | UINT32_MAX);
+    atomic_store_explicit(&P.fn, fn, memory_order_release);
+    atomic_store_explicit(&P.arg, arg, memory_order_release);
+    atomic_store_explicit(&P.n_items, n_items, memory_order_release);
     atomic_store_explicit(&P.n_threads, n_threads, memory_order_relaxed);
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
     atomic_store_explicit(&P.work, (uint64_t)g << 32, memory_order_release);

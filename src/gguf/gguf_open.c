@@ -107,6 +107,40 @@ static enum hmoe_status read_to_ram(int fd, const char *path, uint64_t size, voi
     return HMOE_OK;
 }
 
+/* The file mapped read-only at a 2 MiB-aligned address and advised for transparent huge
+ * pages (HMOE_MMAP_HUGE=0: a plain mapping). Why: CPU decode streams ~0.5 GB of weights per
+ * token, and in 4 KiB pages every page is a TLB miss and a page walk (~6 % of decode CPU
+ * time, cpu_results.md dec7). Faults in a MADV_HUGEPAGE mapping read the file into the page
+ * cache in 2 MiB folios, and with file offset and address congruent modulo 2 MiB the kernel
+ * maps such a folio with one PMD entry (FilePmdMapped in /proc/PID/smaps). Measured on this
+ * machine's kernel (6.18, ext4): a model read from an evicted cache lands 100 % in 2 MiB
+ * folios this way (31 % with a plain mapping), and decode is ~6 % faster over it. Pages the
+ * cache already holds in small folios stay mapped in 4 KiB pages (evicting the file's cache,
+ * e.g. `dd if=MODEL iflag=nocache count=0`, lets the next run re-read it). The mapping is
+ * `size` bytes at the aligned address, so munmap(base, file_size) releases exactly it. */
+static void *map_file(int fd, size_t size) {
+    const char *e = getenv("HMOE_MMAP_HUGE");
+    const size_t huge = (size_t)2 << 20;
+    if ((e && strcmp(e, "0") == 0) || size < huge || size > SIZE_MAX - huge)
+        return mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    char *raw = mmap(NULL, size + huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    char *a = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    void *base = mmap(a, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+    if (base == MAP_FAILED) {
+        const int err = errno;
+        munmap(raw, size + huge);
+        errno = err;
+        return MAP_FAILED;
+    }
+    /* Give back the reservation around the file mapping (page-rounded ends). */
+    const size_t end = ((uintptr_t)a + size + 4095) & ~(uintptr_t)4095;
+    if (a > raw) munmap(raw, (size_t)(a - raw));
+    if ((uintptr_t)raw + size + huge > end) munmap((void *)end, (uintptr_t)raw + size + huge - end);
+    madvise(base, size, MADV_HUGEPAGE); /* advice only */
+    return base;
+}
+
 static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_gguf **out, struct hmoe_err *err) {
     *out = NULL;
     if (!path) return HMOE_RAISE(err, HMOE_ERR_ARG, "no model file given");
@@ -149,7 +183,7 @@ static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_ggu
     } else {
         /* Read-only private mapping: pages come from the page cache on demand and the file
          * can never be modified through it. */
-        base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+        base = map_file(fd, (size_t)size);
         int e = errno;
         close(fd); /* the mapping keeps its own reference to the file */
         if (base == MAP_FAILED)

@@ -9,12 +9,38 @@
 #include "hmoe/cpu.h"
 #include "model/model_impl.h"
 
+/* GNU vector types for the norm's loops: -O2's cheap vectoriser leaves them scalar. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+
 void hmoe_model_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    /* Sum of squares in double in 8 lanes, then the lanes in a fixed tree: one chain of
+     * dependent scalar adds plus the scalar scaling took 2.1 µs per 2048-wide row and 5.1 µs
+     * per token's 36 Q/K heads, all on the decode's serial path (dec8). The squares are
+     * exact in double; only the order of the double adds changed, which moves the f32 mean
+     * by at most one unit in its last place and only when the sum lies within ~n·2^-53 of a
+     * rounding boundary. The scaling is the same f32 (x * scale) * w per element. */
+    v8d acc = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f xv;
+        memcpy(&xv, x + i, sizeof xv);
+        const v8d xd = __builtin_convertvector(xv, v8d);
+        acc += xd * xd;
+    }
+    double sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) sum += (double)x[i] * (double)x[i];
     const float mean = (float)(sum / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f xv, wv;
+        memcpy(&xv, x + i, sizeof xv);
+        memcpy(&wv, w + i, sizeof wv);
+        const v8f yv = (xv * scale) * wv;
+        memcpy(y + i, &yv, sizeof yv);
+    }
+    for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
 /* YaRN correction dimension for a given number of rotations beta (qwen3moe.md §5.2). */
