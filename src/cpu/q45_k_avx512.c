@@ -120,6 +120,41 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
  *  - floats: the 4 rows' 8-lane int32 sums and mins are reduced together (vphaddd tree)
  *    into [IS0, MS0, IS1, MS1, ..] and scaled by [d0, dmin0, d1, ..]·[da, -da, ..] with one
  *    double FMA per block for all 4 rows. */
+/* The decode layout of one block's quants (both decode kernels): two 64-byte loads; low / high
+ * nibbles of qs[0..63] are sub-blocks (0, 2) and (1, 3) — elements [0..31 | 64..95] and
+ * [32..63 | 96..127] — and of qs[64..127] (4, 6) and (5, 7); for Q5_K the qh bit of each element
+ * (bit e/32 of qh[e%32]) adds 16; qb holds the bit masks, built once per call (k45_qh_bits_dec). */
+struct k45_qh_bits {
+    __m512i l0, h0, l1, h1;
+};
+
+static inline struct k45_qh_bits k45_qh_bits_dec(void) {
+    struct k45_qh_bits q;
+    q.l0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(4), 1);
+    q.h0 = _mm512_add_epi8(q.l0, q.l0);
+    q.l1 = _mm512_slli_epi16(q.l0, 4);
+    q.h1 = _mm512_slli_epi16(q.h0, 4);
+    return q;
+}
+
+static inline __attribute__((always_inline)) void k45_unpack_dec(const uint8_t *b, const size_t qs_off, const int has_qh,
+                                                                 const size_t qh_off, const struct k45_qh_bits *qb,
+                                                                 __m512i *l0, __m512i *h0, __m512i *l1, __m512i *h1) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);
+    *l0 = _mm512_and_si512(z0, m4);
+    *h0 = _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4);
+    *l1 = _mm512_and_si512(z1, m4);
+    *h1 = _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4);
+    if (has_qh) {
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
+        *l0 = _mm512_mask_add_epi8(*l0, _mm512_test_epi8_mask(qh, qb->l0), *l0, b4);
+        *h0 = _mm512_mask_add_epi8(*h0, _mm512_test_epi8_mask(qh, qb->h0), *h0, b4);
+        *l1 = _mm512_mask_add_epi8(*l1, _mm512_test_epi8_mask(qh, qb->l1), *l1, b4);
+        *h1 = _mm512_mask_add_epi8(*h1, _mm512_test_epi8_mask(qh, qb->h1), *h1, b4);
+    }
+}
+
 static inline __m512i ld2x32(const int8_t *lo, const int8_t *hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
                               _mm256_loadu_si256((const __m256i *)hi), 1);
@@ -130,7 +165,7 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
                                                             const size_t qs_off, const int has_qh,
                                                             const size_t qh_off) {
     __m512d acc = _mm512_setzero_pd();
-    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    const struct k45_qh_bits qb = k45_qh_bits_dec();
     /* scale words: L0 = sub-blocks (0, 2), H0 = (1, 3), L1 = (4, 6), H1 = (5, 7) */
     const __m512i ixl0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i one = _mm512_set1_epi16(1), four = _mm512_set1_epi16(4);
@@ -141,8 +176,6 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
     /* fp16 d, dmin of rows 0..3: words 0, 1 of each 128-bit lane of the headers */
     const __m512i ixd = _mm512_castsi128_si512(_mm_set_epi16(25, 24, 17, 16, 9, 8, 1, 0));
     /* Q5_K: the qh bit of each half of L0, H0, L1, H1 (bit e/32 of qh[e%32]) */
-    const __m512i bl0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(4), 1);
-    const __m512i bh0 = _mm512_add_epi8(bl0, bl0), bl1 = _mm512_slli_epi16(bl0, 4), bh1 = _mm512_slli_epi16(bh0, 4);
     const __m512d sign = _mm512_castsi512_pd(_mm512_set_epi64(INT64_MIN, 0, INT64_MIN, 0, INT64_MIN, 0, INT64_MIN, 0));
     for (int64_t i = 0; i < nb; i++) {
         const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)x + i;
@@ -166,16 +199,8 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
             hmoe_prefetch_block((const char *)b + pf, block_bytes);
             const __m512i scmn = sm[r >> 1];
             const __m512i odd = _mm512_set1_epi16((short)(16 * (r & 1))); /* row r's words in scmn */
-            const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);
-            __m512i l0 = _mm512_and_si512(z0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4);
-            __m512i l1 = _mm512_and_si512(z1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4);
-            if (has_qh) {
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
-                l0 = _mm512_mask_add_epi8(l0, _mm512_test_epi8_mask(qh, bl0), l0, b4);
-                h0 = _mm512_mask_add_epi8(h0, _mm512_test_epi8_mask(qh, bh0), h0, b4);
-                l1 = _mm512_mask_add_epi8(l1, _mm512_test_epi8_mask(qh, bl1), l1, b4);
-                h1 = _mm512_mask_add_epi8(h1, _mm512_test_epi8_mask(qh, bh1), h1, b4);
-            }
+            __m512i l0, h0, l1, h1;
+            k45_unpack_dec(b, qs_off, has_qh, qh_off, &qb, &l0, &h0, &l1, &h1);
             __m512i is = _mm512_madd_epi16(_mm512_maddubs_epi16(l0, al0),
                                            _mm512_permutexvar_epi16(_mm512_add_epi16(ixl0, odd), scmn));
             is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(h0, ah0),
@@ -256,7 +281,7 @@ static inline __attribute__((always_inline)) void k45_gemv4p(const char *w, size
                                                              const size_t block_bytes, const size_t qs_off,
                                                              const int has_qh, const size_t qh_off) {
     __m512d acc = _mm512_setzero_pd();
-    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    const struct k45_qh_bits qb = k45_qh_bits_dec();
     /* masked vpermb indices into the unpacked headers (row r's [SC0..SC7, MN0..MN7] bytes in
      * 128-bit lane r): word w of S01 = SC[(w/16)*2 + (w/4 & 1)] of row r, S23 = that + 4;
      * mins words (lane k, row r, t) -> MN_r[2k + t] = byte 16r + 8 + 2k + t */
@@ -270,8 +295,6 @@ static inline __attribute__((always_inline)) void k45_gemv4p(const char *w, size
     const __mmask64 even = 0x5555555555555555ull;
     /* fp16 d, dmin of rows 0..3: words [d0 d1 d2 d3 dmin0 .. dmin3] */
     const __m512i ixd = _mm512_castsi128_si512(_mm_set_epi16(25, 17, 9, 1, 24, 16, 8, 0));
-    const __m512i bl0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(4), 1);
-    const __m512i bh0 = _mm512_add_epi8(bl0, bl0), bl1 = _mm512_slli_epi16(bl0, 4), bh1 = _mm512_slli_epi16(bh0, 4);
     const __m512d sign = _mm512_castsi512_pd(_mm512_set_epi64(INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, 0, 0, 0, 0));
     for (int64_t i = 0; i < nb; i++) {
         const struct k45_dec_act *a = x + i;
@@ -288,16 +311,8 @@ static inline __attribute__((always_inline)) void k45_gemv4p(const char *w, size
         for (int r = 0; r < 4; r++) {
             const uint8_t *b = b0 + (size_t)r * rb;
             hmoe_prefetch_block((const char *)b + pf, block_bytes);
-            const __m512i z0 = _mm512_loadu_si512(b + qs_off), z1 = _mm512_loadu_si512(b + qs_off + 64);
-            __m512i l0 = _mm512_and_si512(z0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4);
-            __m512i l1 = _mm512_and_si512(z1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4);
-            if (has_qh) {
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + qh_off)));
-                l0 = _mm512_mask_add_epi8(l0, _mm512_test_epi8_mask(qh, bl0), l0, b4);
-                h0 = _mm512_mask_add_epi8(h0, _mm512_test_epi8_mask(qh, bh0), h0, b4);
-                l1 = _mm512_mask_add_epi8(l1, _mm512_test_epi8_mask(qh, bl1), l1, b4);
-                h1 = _mm512_mask_add_epi8(h1, _mm512_test_epi8_mask(qh, bh1), h1, b4);
-            }
+            __m512i l0, h0, l1, h1;
+            k45_unpack_dec(b, qs_off, has_qh, qh_off, &qb, &l0, &h0, &l1, &h1);
             const __m512i zero = _mm512_setzero_si512();
             const __m512i p01 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, l0, a0), _mm512_dpbusd_epi32(zero, h0, a1));
             const __m512i p23 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, l1, a2), _mm512_dpbusd_epi32(zero, h1, a3));
