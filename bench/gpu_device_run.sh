@@ -449,11 +449,12 @@ final4)
     fb cpu1 40 X=1 -- -m $Q4 --gpu off -t 16 -p 512 -n 0 -r 1
     log "end at $(el) s"
     ;;
-final5)
+final5|final6)
     # the lead's validation of merged main (stop 15): final4's runs with the split by token count as the default
     # (HMOE_PREFILL_SPLIT=count) against the split before (=index) and the old off (index + share 0) at 2 / 10 GiB,
     # and the Zipf file (every expert gets tokens at 512: the near-real routing case) at 2 / 10 GiB without a
-    # profile, count vs index, before its profiled 14 / 10 GiB decode runs. Nothing starts after F5_END s.
+    # profile, count vs index, before its profiled 14 / 10 GiB decode runs. final6 = the same without the
+    # comparison runs (fc), for a check of main after later merges. Nothing starts after F5_END (F6_END) s.
     T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
     V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
     for t in tests/test_cpu_amx.c tests/test_sched_moe_subset.c; do cc $CF -o $B/tests/$(basename $t .c) $t $LIB $LD 2>&1 | tail -3; done
@@ -468,56 +469,23 @@ final5)
     grep -E "FAIL|passed|rc=|amx" "$D/test_cpu.log" | tail -8 | tee -a "$OUT/summary.txt"
     fb() { # label timeout env... -- bench args...
         local lab=$1 t=$2; shift 2; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-        [ $(el) -gt ${F5_END:-330} ] && { log "skipped (time): $lab"; return; }
+        [ $(el) -gt ${F5_END:-${F6_END:-330}} ] && { log "skipped (time): $lab"; return; }
         log "$lab: ${envs[*]} hmoe bench $* (at $(el) s)"
         env "${envs[@]}" timeout $t ./hmoe bench "$@" > "$D/$lab.log" 2>&1; echo "rc=$?" >> "$D/$lab.log"
         grep -E "^\| qwen|decode:|CPU expert phase|handoff|split by count:|CPU kernels|error|rc=[1-9]" "$D/$lab.log" | cut -c1-500 | head -14 | tee -a "$OUT/summary.txt"; }
+    fc() { [ "$step" = final6 ] || fb "$@"; } # comparison runs: final5 only
     fb gpu 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --gpu on
     fb u2 60 X=1 -- -m $Q4 -p 512 -n 128 -r 3 --vram-budget 2048 --no-profile -v
-    fb u2idx 30 HMOE_PREFILL_SPLIT=index -- -m $Q4 -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
-    fb u2off 30 HMOE_PREFILL_SPLIT=index HMOE_PREFILL_CPU_SHARE=0 -- -m $Q4 -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
+    fc u2idx 30 HMOE_PREFILL_SPLIT=index -- -m $Q4 -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
+    fc u2off 30 HMOE_PREFILL_SPLIT=index HMOE_PREFILL_CPU_SHARE=0 -- -m $Q4 -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
     fb u10 45 X=1 -- -m $Q4 -p 512 -n 128 -r 3 --vram-budget 10240 --no-profile -v
-    fb u10idx 30 HMOE_PREFILL_SPLIT=index -- -m $Q4 -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
+    fc u10idx 30 HMOE_PREFILL_SPLIT=index -- -m $Q4 -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
     fb u14 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --vram-budget 14336 --no-profile -v
     fb pp4096 35 X=1 -- -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v
-    fb z2 50 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
-    fb z2idx 30 HMOE_PIN=copy HMOE_PREFILL_SPLIT=index -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
-    fb z10np 30 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
-    fb z10npidx 30 HMOE_PIN=copy HMOE_PREFILL_SPLIT=index -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
-    fb z14a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 14336
-    fb z14b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 14336 -v
-    fb z10a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 10240
-    fb z10b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 10240 -v
-    fb cpu1 40 X=1 -- -m $Q4 --gpu off -t 16 -p 512 -n 64 -r 1
-    log "end at $(el) s"
-    ;;
-final6)
-    # the lead's check of main after later merges (stop 15): final5 without its comparison runs: every GPU test
-    # and the AMX CPU tests, all-GPU, hybrid 2 / 10 / 14 GiB and pp4096 with the defaults, Zipf 14 / 10 GiB with
-    # the profile, CPU only. Nothing starts after F6_END s.
-    T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-    V=$SHARED/fixtures/tokenizer/qwen3-vocab.gguf
-    for t in tests/test_cpu_amx.c tests/test_sched_moe_subset.c; do cc $CF -o $B/tests/$(basename $t .c) $t $LIB $LD 2>&1 | tail -3; done
-    log "all gpu tests || cpu amx tests || synth q4 zipf"
-    ( HMOE_SHARED=$SHARED BUILD=$B timeout 170 ./tests/run_gpu.sh > "$D/test_all.log" 2>&1; echo "rc=$? at $(el) s" >> "$D/test_all.log" ) &
-    ( [ -f $Q4 ] || ./hmoe synth --preset qwen3-30b-a3b --vocab $V -q -o $Q4 ) > "$D/synth.log" 2>&1 &
-    ( [ -f /tmp/zipf.gguf ] || ./hmoe synth --preset qwen3-30b-a3b --routing zipf:1.0 --vocab $V -q -o /tmp/zipf.gguf ) > "$D/synthz.log" 2>&1 &
-    ( HMOE_EXPECT_AMX=1 HMOE_SHARED=$SHARED timeout 60 $B/tests/test_cpu_amx; echo "rc=$?"
-      HMOE_SHARED=$SHARED timeout 60 $B/tests/test_sched_moe_subset; echo "rc=$?" ) > "$D/test_cpu.log" 2>&1 &
-    wait; sync
-    grep -E "FAIL|passed|rc=" "$D/test_all.log" | tail -24 | tee -a "$OUT/summary.txt"
-    grep -E "FAIL|passed|rc=|amx" "$D/test_cpu.log" | tail -8 | tee -a "$OUT/summary.txt"
-    fb() { # label timeout env... -- bench args...
-        local lab=$1 t=$2; shift 2; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-        [ $(el) -gt ${F6_END:-330} ] && { log "skipped (time): $lab"; return; }
-        log "$lab: ${envs[*]} hmoe bench $* (at $(el) s)"
-        env "${envs[@]}" timeout $t ./hmoe bench "$@" > "$D/$lab.log" 2>&1; echo "rc=$?" >> "$D/$lab.log"
-        grep -E "^\| qwen|decode:|CPU expert phase|handoff|split by count:|CPU kernels|error|rc=[1-9]" "$D/$lab.log" | cut -c1-500 | head -14 | tee -a "$OUT/summary.txt"; }
-    fb gpu 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --gpu on
-    fb u2 60 X=1 -- -m $Q4 -p 512 -n 128 -r 3 --vram-budget 2048 --no-profile -v
-    fb u10 45 X=1 -- -m $Q4 -p 512 -n 128 -r 3 --vram-budget 10240 --no-profile -v
-    fb u14 40 X=1 -- -m $Q4 -p 512 -n 128 -r 2 --vram-budget 14336 --no-profile -v
-    fb pp4096 35 X=1 -- -m $Q4 -p 4096 -n 0 -r 1 -ub 4096 --vram-budget 2048 --no-profile -v
+    fc z2 50 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
+    fc z2idx 30 HMOE_PIN=copy HMOE_PREFILL_SPLIT=index -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 2048 --no-profile -v
+    fc z10np 30 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
+    fc z10npidx 30 HMOE_PIN=copy HMOE_PREFILL_SPLIT=index -- -m /tmp/zipf.gguf -p 512 -n 0 -r 3 --vram-budget 10240 --no-profile -v
     fb z14a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 14336
     fb z14b 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 2 --vram-budget 14336 -v
     fb z10a 45 HMOE_PIN=copy -- -m /tmp/zipf.gguf -p 512 -n 128 -r 1 --vram-budget 10240
