@@ -19,6 +19,8 @@
 #include "hmoe/common.h"
 #include "hmoe/types.h"
 
+#include <stdatomic.h>
+
 enum hmoe_cpu_path { HMOE_CPU_SCALAR = 0, HMOE_CPU_AVX2 = 1, HMOE_CPU_AVX512 = 2 };
 
 /* Detect the CPU (cpuid + XGETBV) and pick kernels; idempotent and thread-safe to call
@@ -102,5 +104,24 @@ struct hmoe_cpu_split {
 void hmoe_cpu_split_init(struct hmoe_cpu_split *s, int64_t rows, int64_t big, int64_t small, int64_t tail_rows);
 /* Rows [*r0, *r1) of item `item` (0 <= item < s->n_items). */
 void hmoe_cpu_split_item(const struct hmoe_cpu_split *s, int64_t item, int64_t *r0, int64_t *r1);
+
+/* ---- items in per-thread lanes (lanes.c) ----
+ * Items [0, n) in n_lanes contiguous lanes; thread tid takes items from the front of lane
+ * tid % n_lanes in order, then steals the back items of the fullest other lane. For decode
+ * jobs whose items are consecutive weight rows: each thread then reads one contiguous run
+ * instead of every n_threads-th item. Run the job as hmoe_cpu_parallel(nt, n, fn, arg) with
+ * fn taking its item from hmoe_cpu_lanes_next(lanes, tid) (the pool makes exactly n calls, so
+ * each returns an item; -1 only when called more often than there are items). */
+#define HMOE_CPU_LANES_MAX 64
+struct hmoe_cpu_lanes {
+    int n_lanes;
+    struct {
+        _Alignas(64) _Atomic uint64_t w; /* back << 32 | front: items [front, back) are left */
+    } lane[HMOE_CPU_LANES_MAX];
+};
+void hmoe_cpu_lanes_init(struct hmoe_cpu_lanes *l, int64_t n_items, int n_lanes);
+int64_t hmoe_cpu_lanes_next(struct hmoe_cpu_lanes *l, int tid);
+/* false when HMOE_LANES=0 (read once): decode jobs then take items in plain order (comparisons). */
+bool hmoe_cpu_lanes_enabled(void);
 
 #endif

@@ -112,6 +112,7 @@ struct mm_call {
     int64_t chunk;                      /* rows per item */
     uint8_t *act;                       /* slot s, token t at act + s * slot_bytes + t * arb */
     size_t arb, slot_bytes;
+    struct hmoe_cpu_lanes *lanes;       /* decode: items taken per thread lane (NULL: item order) */
 };
 
 static void task_quantize(void *arg, int64_t i, int tid) {
@@ -124,8 +125,8 @@ static void task_quantize(void *arg, int64_t i, int tid) {
 
 /* One row chunk of one job for all tokens, plus its bias. */
 static void task_rows(void *arg, int64_t it, int tid) {
-    (void)tid;
     const struct mm_call *m = arg;
+    if (m->lanes) it = hmoe_cpu_lanes_next(m->lanes, tid);
     int j = 0;
     while (it >= m->first_item[j + 1]) j++;
     const struct hmoe_mm_job *jb = &m->jobs[j];
@@ -178,6 +179,13 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
     /* A decoded token's row is quantized by the caller: a job would cost more than the work. */
     const int64_t n_quant = (int64_t)m.n_slots * ntok;
     hmoe_cpu_parallel(n_quant >= 4 ? nt : 1, n_quant, task_quantize, &m);
+    /* A decoded token's items in per-thread lanes (cpu.h): each thread reads one contiguous
+     * run of rows instead of every nt-th item (qkv 5 %, wo 3-4 % less time, lanes). */
+    struct hmoe_cpu_lanes lanes;
+    if (ntok == 1 && nt > 1 && hmoe_cpu_lanes_enabled()) {
+        hmoe_cpu_lanes_init(&lanes, m.first_item[n_jobs], nt);
+        m.lanes = &lanes;
+    }
     hmoe_cpu_parallel(nt, m.first_item[n_jobs], task_rows, &m);
 }
 

@@ -224,13 +224,14 @@ struct moe_call {
     int64_t items_per_expert;     /* gate/up items of one expert */
     bool batch2;                  /* n_tok > 1 and HMOE_MOE_BATCH != 0: gather job, down by expert */
     struct hmoe_cpu_split dn;     /* decode: down rows of all active experts end to end, as items */
+    struct hmoe_cpu_lanes *lanes; /* decode router: items in per-thread lanes (NULL: item order) */
     int64_t chunk_sum;            /* tokens (rows of out) per item of the sum job (batch2) */
 };
 
 /* Router logits for 16 experts, all tokens (F32 x F32, no activation quantization, as llama.cpp). */
 static void task_router(void *arg, int64_t it, int tid) {
-    (void)tid;
     const struct moe_call *m = arg;
+    if (m->lanes) it = hmoe_cpu_lanes_next(m->lanes, tid);
     const int64_t r0 = it * 16, r1 = HMOE_MIN(r0 + 16, (int64_t)m->E);
     mm_rows(m->w->router.type, m->d, m->w->router.data, m->w->router.row_bytes, r0, r1, m->x,
             (size_t)m->d * sizeof(float), m->n_tok, m->s->logits + r0, (size_t)m->E);
@@ -508,7 +509,14 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
         memcpy(s->wsel, wsel, (size_t)n_tok * (size_t)k * sizeof *wsel);
         if (!m.batch2) hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_take_route, &m);
     } else {
+        /* a decoded token's router rows in per-thread lanes: one contiguous run per thread */
+        struct hmoe_cpu_lanes lanes;
+        if (n_tok == 1 && nt > 1 && hmoe_cpu_lanes_enabled()) {
+            hmoe_cpu_lanes_init(&lanes, (E + 15) / 16, nt);
+            m.lanes = &lanes;
+        }
         hmoe_cpu_parallel(nt, (E + 15) / 16, task_router, &m);
+        m.lanes = NULL;
         hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_route, &m);
     }
     if (timed) t[1 + HMOE_MOE_PH_ROUTE] = now_ms();
