@@ -65,11 +65,26 @@ void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t ro
 /* Attention's weighted sum over a transposed V (rows of positions): for h < n_h, e < n_rows
  *   o[h * o_stride + e] = Σ_{p < n_pos} prob[h * p_stride + p] · V(e, p),
  * V(e, p) the element of type vt (F32, F16 or BF16) at v + e * row_bytes + p * type_size.
- * Products of the exact binary32 values, summed in binary32 over blocks of positions (512 on
- * the AVX-512 path, 256 in the portable loop) whose partial sums are added in binary32.
+ * Products of the exact binary32 values, summed in binary32 (the AVX-512 path in 16 lanes of
+ * positions added in a tree at the end, the portable loop in blocks of 256 positions).
  * Reads no position at or past n_pos. Single-threaded. */
 void hmoe_cpu_attn_wsum(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
                         const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
+
+/* Attention's scores: for h < n_h, p < n_pos
+ *   s[h * s_stride + p] = dot(K row p at k + p * k_stride, query h at q + h * q_stride),
+ * K rows of D elements of type kt, queries in kt's activation format (hmoe_cpu_quantize_act),
+ * as the gemm/gemv kernels take them. F32/F16/BF16 K with D <= HMOE_CPU_ATTN_MAX_DIM on
+ * AVX-512: one pass over K for 8 heads at a time, products of the exact binary32 values
+ * summed in binary32; otherwise the type table's gemm/gemv. Single-threaded. */
+#define HMOE_CPU_ATTN_MAX_DIM 512
+void hmoe_cpu_attn_scores(enum hmoe_type kt, int64_t D, const void *k, size_t k_stride, int64_t n_pos, const void *q,
+                          size_t q_stride, int n_h, float *s, size_t s_stride);
+
+/* Softmax of n scores in place after scaling by `scale`, as ggml's soft_max: max-subtracted,
+ * binary32 exponentials (the AVX-512 path within 2 ulp of expf), their sum in double, one
+ * multiply by the inverse. */
+void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale);
 
 /* Convenience for dense matrices: quantize x (ntok rows of ncols floats, x_stride floats
  * apart) and compute y = W·x for all nrows rows with the OpenMP threads available.

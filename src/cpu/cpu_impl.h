@@ -115,5 +115,9 @@ HMOE_CPU_DECLARE_WEIGHT(bf16_avx2)
 /* The attention's weighted sum over transposed V (attn_wsum_avx512.c; cpu.h hmoe_cpu_attn_wsum). */
 void hmoe_cpu_attn_wsum_avx512(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
                                const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
+/* The attention's scores and softmax (attn_scores_avx512.c, softmax_avx512.c; cpu.h). */
+void hmoe_cpu_attn_scores_avx512(enum hmoe_type kt, int64_t D, const void *k, size_t k_stride, int64_t n_pos,
+                                 const void *q, size_t q_stride, int n_h, float *s, size_t s_stride);
+void hmoe_cpu_softmax_scaled_avx512(float *s, int64_t n, float scale);
 
 #endif

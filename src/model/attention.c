@@ -2,14 +2,16 @@
  * The batch's K/V rows are stored first (converted to the cache type: f32 copy, or the
  * cpu.h activation quantizer for f16/bf16/q8_0, whose output format is the type itself),
  * then each work item (token, KV head, slice of its query heads) scores its queries
- * against the cached keys with the cpu.h dot products (the queries converted to the K
- * type's partner format, as llama.cpp does) and applies softmax in f32 (sum in double).
- * V of f32/f16/bf16 caches is stored transposed, [Hkv][Dv][n_ctx], so the weighted sum
- * over positions is cpu.h's hmoe_cpu_attn_wsum with the probabilities in f32 (a gemm call
- * per V row and 8 heads spent its time in horizontal sums: 56 of a layer's 68 us at 64
- * positions, bench/cpu_results.md cpuperf6); q8_0 V stays in rows (its blocks run
- * along head_dim) and is accumulated row by row in f32. Two jobs of the cpu.h thread team
- * per layer (the cache store runs on the caller for a decoded token).
+ * against the cached keys (cpu.h hmoe_cpu_attn_scores, the queries converted to the K
+ * type's partner format, as llama.cpp does) and applies softmax in f32 (sum in double,
+ * hmoe_cpu_softmax_scaled). K is stored head-major, [Hkv][n_ctx] rows of head_dim, so a
+ * KV head's keys are one contiguous run (position-major rows of all heads put 3/4 of every
+ * 1 KB stride between the rows a head reads). V of f32/f16/bf16 caches is stored transposed,
+ * [Hkv][Dv][n_ctx], so the weighted sum over positions is cpu.h's hmoe_cpu_attn_wsum with
+ * the probabilities in f32; q8_0 V stays in rows (its blocks run along head_dim) and is
+ * accumulated row by row in f32. Two jobs of the cpu.h thread team per layer (the cache
+ * store runs on the caller for a decoded token). At 4000 cached positions the scores and
+ * sum kernels took decode on the dev box from 40 to 58 tok/s (bench/cpu_results.md, attn).
  */
 #include <math.h>
 #include <string.h>
@@ -22,30 +24,13 @@ static void kv_store(enum hmoe_type t, const float *src, void *dst, int64_t n) {
     else hmoe_cpu_quantize_act(t, src, dst, n);
 }
 
-/* Softmax of n scores in place after scaling, as ggml's soft_max (max-subtracted, f32
- * exponentials, their sum in double, one multiply by the inverse). */
-static void softmax_scaled(float *s, int n, float scale) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        s[i] *= scale;
-        mx = s[i] > mx ? s[i] : mx;
-    }
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        s[i] = expf(s[i] - mx);
-        sum += (double)s[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) s[i] *= inv;
-}
-
 /* One hmoe_model_attention call as the pool's work items see it. */
 struct att_call {
     struct hmoe_ctx *c;
     int il, n, H, Hkv, G, D, Dv, n_slice, per_slice;
     enum hmoe_type tk, tv;
     uint8_t *kc, *vc;
-    size_t krow, vrow, kpos, vpos, ves, n_ctx;
+    size_t krow, vrow, vpos, ves, n_ctx;
     float scale;
     bool q_f32;
 };
@@ -56,7 +41,7 @@ static void task_kv_store(void *arg, int64_t i, int tid) {
     const struct hmoe_run_state *rs = &a->c->rs;
     const int t = (int)(i / a->Hkv), g = (int)(i % a->Hkv), D = a->D, Dv = a->Dv;
     const size_t p = (size_t)rs->pos[t];
-    kv_store(a->tk, rs->k + ((size_t)t * a->Hkv + g) * D, a->kc + p * a->kpos + (size_t)g * a->krow, D);
+    kv_store(a->tk, rs->k + ((size_t)t * a->Hkv + g) * D, a->kc + ((size_t)g * a->n_ctx + p) * a->krow, D);
     const float *vsrc = rs->v + ((size_t)t * a->Hkv + g) * Dv;
     if (!a->c->v_trans) {
         kv_store(a->tv, vsrc, a->vc + p * a->vpos + (size_t)g * a->vrow, Dv);
@@ -92,10 +77,9 @@ static void task_attend(void *arg, int64_t it, int tid) {
         xq = qq;
         xq_stride = rs->att_q_bytes;
     }
-    const uint8_t *kbase = a->kc + (size_t)g * a->krow;
-    if (nh == 1) hmoe_cpu_gemv(tk, D, kbase, a->kpos, 0, n_kv, xq, scores);
-    else hmoe_cpu_gemm(tk, D, kbase, a->kpos, 0, n_kv, xq, xq_stride, nh, scores, n_ctx);
-    for (int h = 0; h < nh; h++) softmax_scaled(scores + (size_t)h * n_ctx, n_kv, a->scale);
+    const uint8_t *kbase = a->kc + (size_t)g * n_ctx * a->krow;
+    hmoe_cpu_attn_scores(tk, D, kbase, a->krow, n_kv, xq, xq_stride, nh, scores, n_ctx);
+    for (int h = 0; h < nh; h++) hmoe_cpu_softmax_scaled(scores + (size_t)h * n_ctx, n_kv, a->scale);
 
     float *o = rs->attn + ((size_t)t * H + j0) * Dv;
     if (a->c->v_trans) {
@@ -124,7 +108,6 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
                          .vc = rs->v_cache[il], .krow = c->k_row_bytes, .vrow = c->v_row_bytes,
                          .n_ctx = (size_t)c->p.n_ctx};
     a.G = a.H / a.Hkv;
-    a.kpos = (size_t)a.Hkv * a.krow; /* bytes per cached position */
     a.vpos = (size_t)a.Hkv * a.vrow;
     a.ves = (size_t)hmoe_type_info[a.tv].type_size; /* transposed V: bytes per element */
     a.scale = 1.0f / sqrtf((float)a.D);

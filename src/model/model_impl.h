@@ -27,7 +27,7 @@ struct hmoe_run_state {
     uint8_t *att_p;     /* [n_threads][2][heads_per_item][att_p_bytes] probabilities in V's dot format, hi/lo parts */
     float *att_o;       /* [n_threads][att_o_floats] split-probability scratch and partial outputs */
     size_t att_q_bytes, att_p_bytes, att_o_floats;
-    uint8_t **k_cache;  /* [n_layer] -> [n_ctx][Hkv] rows of D elements in type_k */
+    uint8_t **k_cache;  /* [n_layer] -> [Hkv][n_ctx] rows of D elements in type_k (a head's keys contiguous) */
     uint8_t **v_cache;  /* [n_layer] -> transposed [Hkv][Dv][n_ctx] when v_trans, else [n_ctx][Hkv][Dv] */
     struct hmoe_sched_moe *moe; /* MoE workspace (src/sched) */
     struct hmoe_rec_state *rec; /* qwen35moe: recurrent state and its scratch (qwen35_impl.h), else NULL */

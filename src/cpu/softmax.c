@@ -1,0 +1,28 @@
+/* softmax.c — hmoe_cpu_softmax_scaled (cpu.h): the attention's softmax of one row of scores,
+ * as ggml's soft_max: scaled, max-subtracted, binary32 exponentials, their sum in double, one
+ * multiply by the inverse. The AVX-512 path (softmax_avx512.c) evaluates the exponentials
+ * 16 at a time with its own exp (within 2 ulp of expf); this loop is the portable one.
+ */
+#include <math.h>
+
+#include "cpu_impl.h"
+
+void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale) {
+    if (n <= 0) return;
+    if (hmoe_cpu_path() == HMOE_CPU_AVX512) {
+        hmoe_cpu_softmax_scaled_avx512(s, n, scale);
+        return;
+    }
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        s[i] *= scale;
+        mx = s[i] > mx ? s[i] : mx;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = expf(s[i] - mx);
+        sum += (double)s[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) s[i] *= inv;
+}
