@@ -74,7 +74,7 @@ static inline double bench_thread_cpu_s(void) {
 /* Page-aligned buffer of n bytes, first touched by `nthreads` threads in the same static
  * split the probes use (so pages are spread like the data they later stream). */
 static int bench_hugepages; /* -H: ask for transparent huge pages (madvise) */
-static void *bench_alloc_touched(size_t n, int nthreads) {
+static inline void *bench_alloc_touched(size_t n, int nthreads) {
     void *p = NULL;
     if (posix_memalign(&p, (size_t)2 << 20, n) != 0) return NULL;
     if (bench_hugepages) madvise(p, n, MADV_HUGEPAGE);
@@ -85,7 +85,7 @@ static void *bench_alloc_touched(size_t n, int nthreads) {
 
 /* Read bandwidth in GB/s (1e9 bytes/s) of `nthreads` threads each reading its own
  * contiguous slice of buf[0..n), best of `reps` passes. */
-static double bench_read_gbs(const uint8_t *buf, size_t n, int nthreads, int reps) {
+static inline double bench_read_gbs(const uint8_t *buf, size_t n, int nthreads, int reps) {
     enum hmoe_cpu_path path = hmoe_cpu_path();
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
