@@ -92,7 +92,6 @@ static void free_run_state(struct hmoe_run_state *rs, int n_layer) {
     free(rs->att_scores);
     free(rs->att_q);
     free(rs->att_v);
-    free(rs->att_p);
     free(rs->att_o);
     for (int i = 0; rs->k_cache && i < n_layer; i++) free(rs->k_cache[i]);
     for (int i = 0; rs->v_cache && i < n_layer; i++) free(rs->v_cache[i]);
@@ -148,17 +147,21 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     rs->act_row_bytes = (max_act_row_bytes(c->m) + 63) / 64 * 64;
     rs->act = calloc(3 * ub, rs->act_row_bytes ? rs->act_row_bytes : 1);
     rs->att_q_bytes = (hmoe_cpu_act_bytes(c->p.type_k, (int64_t)D) + 63) / 64 * 64;
-    rs->att_scores = calloc(nt * G * n_ctx, sizeof(float));
-    rs->att_q = calloc(nt * G, rs->att_q_bytes);
+    /* A batch's attention items take up to 4 tokens (attention.c), as long as their scores
+     * stay within 8 MiB per thread; a one-token micro-batch needs one. */
+    size_t tok = ub > 1 ? 4 : 1;
+    const char *tok_env = getenv("HMOE_ATTN_TOK"); /* 1: one token per item (comparisons, tests) */
+    if (tok_env && *tok_env) tok = (size_t)HMOE_MAX(1, HMOE_MIN(64, atoi(tok_env)));
+    while (tok > 1 && tok * G * n_ctx * sizeof(float) > ((size_t)8 << 20)) tok /= 2;
+    rs->att_tok = (int)tok;
+    rs->att_scores = calloc(nt * tok * G * (n_ctx + 32), sizeof(float)); /* rows of a chunk: up to n_ctx + 32 apart */
+    rs->att_q = calloc(nt * tok * G, rs->att_q_bytes);
     rs->att_v = calloc(nt * Dv, sizeof(float));
-    rs->att_p_bytes = (hmoe_cpu_act_bytes(c->p.type_v, (int64_t)n_ctx) + 63) / 64 * 64;
-    rs->att_p = c->v_trans ? calloc(nt * 2 * G, rs->att_p_bytes) : malloc(1);
-    rs->att_o_floats = HMOE_MAX(n_ctx, 2 * G * Dv);
-    rs->att_o = calloc(nt * rs->att_o_floats, sizeof(float));
+    rs->att_o = calloc(nt * tok * G * Dv, sizeof(float));
     rs->k_cache = calloc(L, sizeof *rs->k_cache);
     rs->v_cache = calloc(L, sizeof *rs->v_cache);
     if (!rs->x || !rs->xn || !rs->q || !rs->k || !rs->v || !rs->attn || !rs->out || !rs->rope_cos || !rs->rope_sin ||
-        !rs->pos || !rs->act || !rs->att_scores || !rs->att_q || !rs->att_v || !rs->att_p || !rs->att_o || !rs->k_cache || !rs->v_cache)
+        !rs->pos || !rs->act || !rs->att_scores || !rs->att_q || !rs->att_v || !rs->att_o || !rs->k_cache || !rs->v_cache)
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the run state (%zu-token micro-batch)", ub);
     /* calloc: the OS hands out zero pages lazily, so RSS grows only with positions used. */
     for (size_t il = 0; il < L; il++) {

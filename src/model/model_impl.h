@@ -21,12 +21,12 @@ struct hmoe_run_state {
     int32_t *pos;       /* [n_ub] absolute position of each token */
     uint8_t *act;       /* [3][n_ub][act_row_bytes]: quantized matmul inputs, one slot per activation type */
     size_t act_row_bytes;
-    float *att_scores;  /* [n_threads][heads_per_item][n_ctx] attention scores -> probabilities */
-    uint8_t *att_q;     /* [n_threads][heads_per_item][att_q_bytes] queries in the K cache's dot format */
+    float *att_scores;  /* [n_threads][att_tok * G][n_ctx + 32] attention scores -> probabilities (G = query heads per KV head) */
+    uint8_t *att_q;     /* [n_threads][att_tok * G][att_q_bytes] queries in the K cache's dot format */
     float *att_v;       /* [n_threads][Dv] one V row converted to f32 (row layout) or to type_v (transposed) */
-    uint8_t *att_p;     /* [n_threads][2][heads_per_item][att_p_bytes] probabilities in V's dot format, hi/lo parts */
-    float *att_o;       /* [n_threads][att_o_floats] split-probability scratch and partial outputs */
-    size_t att_q_bytes, att_p_bytes, att_o_floats;
+    float *att_o;       /* [n_threads][att_tok * G][Dv] a token chunk's outputs before they go to attn */
+    size_t att_q_bytes;
+    int att_tok;        /* tokens per work item of a batch's attention (they share each K/V read) */
     uint8_t **k_cache;  /* [n_layer] -> [Hkv][n_ctx] rows of D elements in type_k (a head's keys contiguous) */
     uint8_t **v_cache;  /* [n_layer] -> transposed [Hkv][Dv][n_ctx] when v_trans, else [n_ctx][Hkv][Dv] */
     struct hmoe_sched_moe *moe; /* MoE workspace (src/sched) */
