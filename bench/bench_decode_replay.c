@@ -32,7 +32,7 @@ struct piece {
     size_t n;
 };
 /* One phase: pieces read by all threads, then a barrier. split = true: the pieces' bytes end
- * to end are cut into T contiguous shares; false: piece i goes to thread i % T (experts). */
+ * to end are cut into T contiguous shares; false: an expert phase (read_experts). */
 enum { K_QKV, K_WO, K_ROUTER, K_EXPERTS, K_HEAD, K_COUNT };
 static const char *const kind_name[K_COUNT] = {"attn q/k/v", "attn output", "router", "experts", "LM head"};
 struct phase {
@@ -103,6 +103,16 @@ static uint64_t read_share(const struct phase *ph, int t) {
 }
 
 static double kind_s[K_COUNT]; /* thread 0's time per phase kind, barrier wait included */
+/* This thread's experts of an expert phase (pieces: gate, up of expert 0, 1, .., then the
+ * downs): experts j with j % T == t, gate and up of each, then their downs. */
+static uint64_t read_experts(const struct phase *ph, int t) {
+    const int ne = ph->n_pc / 3;
+    uint64_t s = 0;
+    for (int j = t; j < ne; j += n_threads) s += read_run(ph->pc[2 * j].p, ph->pc[2 * j].n) + read_run(ph->pc[2 * j + 1].p, ph->pc[2 * j + 1].n);
+    for (int j = t; j < ne; j += n_threads) s += read_run(ph->pc[2 * ne + j].p, ph->pc[2 * ne + j].n);
+    return s;
+}
+
 static void *worker(void *arg) {
     const int t = (int)(intptr_t)arg;
     uint64_t s = 0;
@@ -112,7 +122,7 @@ static void *worker(void *arg) {
         if (ph->split)
             s += read_share(ph, t);
         else
-            for (int i = t; i < ph->n_pc; i += n_threads) s += read_run(ph->pc[i].p, ph->pc[i].n);
+            s += read_experts(ph, t);
         barrier();
         if (t == 0) {
             const double now = hmoe_time_s();
@@ -238,35 +248,6 @@ int main(int argc, char **argv) {
         }
     for (int k = 0; k < per_tok; k++)
         for (int i = 0; i < phases[k].n_pc; i++) bytes_tok += (double)phases[k].pc[i].n;
-    /* round-robin deals piece i to thread i % T: with gate and up adjacent, keep an expert's
-     * two pieces on one thread by dealing pairs */
-    for (int k = 0; k < n_phases; k++) {
-        struct phase *ph = &phases[k];
-        if (ph->split) continue;
-        struct piece tmp[MAX_PIECES];
-        int n = 0;
-        /* reorder so that thread t's pieces (i % T == t) are: gate/up of its experts, then their downs */
-        const int ne = ph->n_pc / 3;
-        struct piece by[MAX_THREADS][MAX_PIECES];
-        int cnt[MAX_THREADS] = {0};
-        for (int j = 0; j < ne; j++) {
-            const int t = j % n_threads;
-            by[t][cnt[t]++] = ph->pc[2 * j];
-            by[t][cnt[t]++] = ph->pc[2 * j + 1];
-        }
-        for (int j = 0; j < ne; j++) by[j % n_threads][cnt[j % n_threads]++] = ph->pc[2 * ne + j];
-        /* interleave the per-thread lists into slots i with i % T == t */
-        int maxc = 0;
-        for (int t = 0; t < n_threads; t++) maxc = cnt[t] > maxc ? cnt[t] : maxc;
-        for (int i = 0; i < maxc; i++)
-            for (int t = 0; t < n_threads; t++) tmp[n++] = i < cnt[t] ? by[t][i] : (struct piece){ph->pc[0].p, 0};
-        if (n > MAX_PIECES) {
-            fprintf(stderr, "bench_decode_replay: too many pieces per phase for %d threads\n", n_threads);
-            return 1;
-        }
-        memcpy(ph->pc, tmp, (size_t)n * sizeof *tmp);
-        ph->n_pc = n;
-    }
     printf("bench_decode_replay: %s, %d layers, %d experts per token, %d threads, %d tokens per pass\n", path, n_layer,
            k_used, n_threads, n_tok);
     printf("  %.1f MB of weights per token (router, attention, %d experts per layer, LM head)\n", bytes_tok / 1e6,
