@@ -120,7 +120,7 @@ int main(void) {
     for (size_t i = 0; i < 4; i++) {
         snprintf(cmd, sizeof cmd, "./hmoe %s -m %s %s", model_cmds[i].name, archx, model_cmds[i].args);
         snprintf(name, sizeof name, "%s: unsupported architecture named with the supported list", model_cmds[i].name);
-        expect(name, cmd, 1, NEEDLES("unsupported architecture 'gpt-oss' (supported: qwen3moe, qwen35moe)"));
+        expect(name, cmd, 1, NEEDLES("unsupported architecture 'gpt-oss' (supported: qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h)"));
     }
     bool made = write_retyped(model, tq2, "blk.0.attn_q.weight", 35 /* TQ2_0 */);
     t_check(made, "cli errors: tiny model copy with blk.0.attn_q.weight retyped to TQ2_0", "cannot write %s", tq2);

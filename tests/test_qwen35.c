@@ -250,7 +250,7 @@ static void load_errors(const char *path) {
         snprintf(p2, sizeof p2, "fixtures/moe-tiny/%s-tiny.gguf", others[i]);
         struct hmoe_model *m = NULL;
         enum hmoe_status st = hmoe_model_load(t_shared(p2), NULL, &m, &err);
-        snprintf(want, sizeof want, "unsupported architecture '%s' (supported: qwen3moe, qwen35moe)", others[i]);
+        snprintf(want, sizeof want, "unsupported architecture '%s' (supported: qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h)", others[i]);
         snprintf(name, sizeof name, "%s-tiny: clear unsupported-architecture error", others[i]);
         t_check(st == HMOE_ERR_UNSUPPORTED && !m && strstr(err.msg, want), name, "status %d: %s", st, err.msg);
         hmoe_model_free(m);

@@ -28,6 +28,8 @@ enum hmoe_rope_scaling {
 enum hmoe_arch {
     HMOE_ARCH_QWEN3MOE = 0,  /* qwen3moe.md */
     HMOE_ARCH_QWEN35MOE = 1, /* qwen35moe.md */
+    HMOE_ARCH_NEMOTRON_H_MOE = 2, /* nemotron_h_moe.md: Mamba-2 + attention + MoE layers */
+    HMOE_ARCH_NEMOTRON_H = 3,     /* nemotron_h_moe.md §6.3: the same with dense ReLU² FFN layers */
 };
 
 struct hmoe_model_config {
@@ -61,6 +63,17 @@ struct hmoe_model_config {
     int ssm_head_dim;       /* Dk = Dv: {arch}.ssm.state_size */
     int ssm_n_k_head;       /* Hk: {arch}.ssm.group_count (q/k heads of Gated DeltaNet) */
     int ssm_n_v_head;       /* Hv: {arch}.ssm.time_step_rank (value heads) */
+    /* nemotron_h / nemotron_h_moe only (nemotron_h_moe.md §2); 0 elsewhere. Layer kinds come
+     * from the per-layer arrays and live in hmoe_layer_weights (mamba / ffn_only). */
+    int ssm_d_inner;        /* d_inner = n_ssm_head * P: {arch}.ssm.inner_size */
+    int ssm_d_state;        /* N: {arch}.ssm.state_size */
+    int ssm_n_group;        /* G: {arch}.ssm.group_count (B/C groups = gated-norm groups) */
+    int ssm_n_head;         /* Mamba heads: {arch}.ssm.time_step_rank */
+    int n_ff_dense;         /* widest dense FFN layer (nemotron_h), 0 without dense layers */
+    int moe_latent;         /* m: {arch}.moe_latent_size (latent routed experts), 0 = none */
+    bool exp_w_norm;        /* {arch}.expert_weights_norm: renormalise the top-k weights */
+    float exp_w_scale;      /* {arch}.expert_weights_scale (0 or 1: none) */
+    int exp_n_group, exp_n_group_used; /* {arch}.expert_group_count / _used_count (1 / 1: no groups) */
 };
 
 /* Load-time overrides (0 / NONE-with-has_rope_scaling=false keep the file's values):
@@ -99,8 +112,22 @@ struct hmoe_shexp_weights {
     struct hmoe_mat down;         /* ffn_down_shexp {Fs, d} */
 };
 
+/* Mamba-2 mixer of a nemotron_h layer (nemotron_h_moe.md §3-§4). d_in_proj = 2*d_inner +
+ * 2*G*N + n_head, conv_dim = d_inner + 2*G*N. */
+struct hmoe_mamba2_weights {
+    struct hmoe_mat in;           /* ssm_in {d, d_in_proj}: [z | x B C (conv_dim) | dt] */
+    const float *conv1d;          /* ssm_conv1d {K, conv_dim} F32: K taps per channel, tap K-1 = current token */
+    const float *conv_bias;       /* ssm_conv1d.bias {conv_dim} F32, or NULL */
+    const float *dt_bias;         /* ssm_dt.bias {n_head} */
+    const float *a;               /* ssm_a {n_head}: A = -exp(A_log), already negative */
+    const float *d;               /* ssm_d {n_head}: skip coefficient */
+    const float *norm;            /* ssm_norm {d_inner/G, G}: gated-RMSNorm weight per channel */
+    struct hmoe_mat out;          /* ssm_out {d_inner, d} */
+};
+
 struct hmoe_layer_weights {
-    bool recurrent;               /* qwen35moe Gated DeltaNet layer: gdn is set, attn_* are not */
+    bool recurrent;               /* recurrent mixer (qwen35moe Gated DeltaNet, nemotron_h Mamba-2): no KV cache */
+    bool ffn_only;                /* nemotron_h FFN layer: one pre-norm, no mixer, no KV cache */
     const float *attn_norm;       /* {d} F32 */
     struct hmoe_mat attn_q;       /* {d, H*D}   (a row range of attn_qkv when the file fuses Q/K/V);
                                      qwen35moe: {d, 2*H*D}, per head [query D | gate D] */
@@ -115,7 +142,12 @@ struct hmoe_layer_weights {
     const float *ffn_norm;        /* {d} F32 (qwen35moe: post_attention_norm) */
     struct hmoe_moe_weights moe;  /* router {d,E} F32, gate/up {d,F,E}, down {F,d,E} */
     struct hmoe_gdn_weights gdn;  /* qwen35moe, recurrent layers */
-    struct hmoe_shexp_weights shexp; /* qwen35moe */
+    struct hmoe_shexp_weights shexp; /* qwen35moe; nemotron_h_moe: up/down only (ReLU², no gate) */
+    struct hmoe_mamba2_weights mamba; /* nemotron_h Mamba-2 layers */
+    struct hmoe_mat ffn_up, ffn_down; /* nemotron_h dense FFN {d, F} / {F, d} (ReLU², no gate) */
+    const float *ffn_up_bias, *ffn_down_bias; /* {F} / {d} or NULL */
+    const float *attn_output_bias; /* {d} or NULL (nemotron_h) */
+    struct hmoe_mat latent_down, latent_up; /* nemotron_h_moe latent MoE: {d, m} / {m, d}; n_in 0 = none */
 };
 
 struct hmoe_model_weights {

@@ -28,13 +28,33 @@ struct hmoe_mat {
     const char *name;  /* tensor name, for messages (points into the gguf's tensor table) */
 };
 
-/* The weights of one MoE block (no shared expert, no biases: qwen3moe.md §2). */
+/* How router logits become expert choices and weights. */
+enum hmoe_moe_gating {
+    HMOE_MOE_SOFTMAX = 0, /* softmax, top-k of the probabilities, renormalised (qwen3moe.md §4.4) */
+    HMOE_MOE_SIGMOID = 1, /* sigmoid; top-k of sigmoid + sel_bias; weights the unbiased sigmoids
+                             (nemotron_h_moe.md §6.1), optionally renormalised, then scaled */
+};
+
+/* What an expert computes from its hidden rows. */
+enum hmoe_moe_act {
+    HMOE_MOE_SWIGLU = 0, /* down(silu(gate x) * up x) */
+    HMOE_MOE_RELU2 = 1,  /* down(relu(up x)^2): ungated, gate is unused (data NULL) */
+};
+
+/* The weights of one MoE block (no shared expert, no biases: qwen3moe.md §2). A layer without
+ * experts has router.data NULL. Zero-initialised routing fields mean qwen3moe's routing. */
 struct hmoe_moe_weights {
     struct hmoe_mat router; /* ffn_gate_inp   {d, E}     F32 */
-    struct hmoe_mat gate;   /* ffn_gate_exps  {d, F, E}  */
+    struct hmoe_mat gate;   /* ffn_gate_exps  {d, F, E}  (SWIGLU only) */
     struct hmoe_mat up;     /* ffn_up_exps    {d, F, E}  */
     struct hmoe_mat down;   /* ffn_down_exps  {F, d, E}  */
     int n_expert_used;      /* k */
+    enum hmoe_moe_gating gating;
+    enum hmoe_moe_act act;
+    const float *sel_bias;  /* SIGMOID: exp_probs_b {E}, added for the choice only; NULL = none */
+    bool no_renorm;         /* SIGMOID: keep the chosen sigmoids as they are (expert_weights_norm false) */
+    float w_scale;          /* SIGMOID: weights multiplied by this after renormalising (0 or 1: none) */
+    int n_group, n_group_used; /* SIGMOID: group-limited choice (DeepSeek-V3 rule); <= 1 = none */
 };
 
 /* Router: softmax over all n_expert logits (f32, max-subtracted, sum in double), the k
@@ -42,6 +62,14 @@ struct hmoe_moe_weights {
  * renormalised: w_i = p_i / max(sum_j p_j, 6.103515625e-5) (qwen3moe.md §4.4 steps 3-5).
  * `probs` is scratch of n_expert floats. Writes sel[k] and w[k]. */
 void hmoe_sched_route(const float *logits, int n_expert, int k, float *probs, int32_t *sel, float *w);
+
+/* Sigmoid router (nemotron_h_moe.md §6.1): p = sigmoid(logits); choose the k largest of
+ * p + w->sel_bias (group-limited when w->n_group > 1: keep the n_group_used groups of
+ * consecutive experts with the largest sum of their two best scores), in descending order,
+ * lowest index first on ties; weights p[sel], renormalised unless w->no_renorm
+ * (clamped sum 6.103515625e-5), then times w->w_scale. probs: 2 * n_expert floats of scratch. */
+void hmoe_sched_route_sigmoid(const struct hmoe_moe_weights *w, const float *logits, float *probs, int32_t *sel,
+                              float *wsel);
 
 /* CPU workspace for hmoe_sched_moe_ffn, sized once for every layer of a model and the
  * largest micro-batch, so the forward pass allocates nothing. */
@@ -54,11 +82,19 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
 void hmoe_sched_moe_free(struct hmoe_sched_moe *s);
 
 /* out[t] = sum_i w_i * down_e(silu(gate_e · x[t]) * (up_e · x[t])) for the k experts e
- * routed for token t (qwen3moe.md §4.4 steps 2-7). x: n_tok rows of d floats (already
+ * routed for token t (qwen3moe.md §4.4 steps 2-7; RELU2 experts: down_e(relu(up_e · x[t])^2),
+ * routing by w->gating). x: n_tok rows of d floats (already
  * RMS-normalised), out: n_tok rows of d floats (overwritten). The experts' partial
  * results are summed in selection order, as llama.cpp does. */
 enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x,
                                     int n_tok, float *out, struct hmoe_err *err);
+
+/* The same with the router reading other rows than the experts (a latent MoE: the router on
+ * the d-wide normed state, the experts on its m-wide projection, nemotron_h_moe.md §6.1):
+ * x_route has router.n_in floats per token, x and out up.n_in = down.n_out. */
+enum hmoe_status hmoe_sched_moe_ffn_split(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w,
+                                          const float *x_route, const float *x, int n_tok, float *out,
+                                          struct hmoe_err *err);
 
 /* Routing decisions of the last hmoe_sched_moe_ffn call: sel[t*k + i] (for tests and the
  * future expert-cache statistics). Valid until the next call. */

@@ -11,9 +11,13 @@
 #include "model/model_impl.h"
 
 /* Indexed by enum hmoe_arch. */
-static const char *const supported_archs[] = {"qwen3moe", "qwen35moe"};
+static const char *const supported_archs[] = {"qwen3moe", "qwen35moe", "nemotron_h_moe", "nemotron_h"};
 
-const char *hmoe_model_supported_archs(void) { return "qwen3moe, qwen35moe"; }
+const char *hmoe_model_supported_archs(void) { return "qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h"; }
+
+static bool is_nemotron(const struct hmoe_model_config *c) {
+    return c->arch_id == HMOE_ARCH_NEMOTRON_H_MOE || c->arch_id == HMOE_ARCH_NEMOTRON_H;
+}
 
 /* Read "{arch}.{suffix}" as a positive integer. A per-layer array (allowed for head counts)
  * must hold one value for every layer. Absent: *out = dflt, or an error when required. */
@@ -66,6 +70,16 @@ static enum hmoe_status read_float(const struct hmoe_gguf *g, const char *arch, 
     if (!isfinite(*out))
         return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: key '%s' is not a finite number", g->path, key);
     return HMOE_OK;
+}
+
+enum hmoe_status hmoe_model_cfg_int(const struct hmoe_gguf *g, const char *arch, const char *suffix, bool required,
+                                    int dflt, int *out, struct hmoe_err *err) {
+    return read_int(g, arch, suffix, required, dflt, out, err);
+}
+
+enum hmoe_status hmoe_model_cfg_float(const struct hmoe_gguf *g, const char *arch, const char *suffix, bool required,
+                                      float dflt, float *out, struct hmoe_err *err) {
+    return read_float(g, arch, suffix, required, dflt, out, err);
 }
 
 static bool str_eq(struct hmoe_gguf_str s, const char *lit) {
@@ -208,10 +222,14 @@ enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct 
     if ((st = read_int(g, a, "block_count", true, 0, &c->n_layer, err)) ||
         (st = read_int(g, a, "embedding_length", true, 0, &c->n_embd, err)) ||
         (st = read_int(g, a, "context_length", true, 0, &c->n_ctx_train, err)) ||
-        (st = read_int(g, a, "attention.head_count", true, 0, &c->n_head, err)) ||
-        (st = read_int(g, a, "attention.head_count_kv", false, c->n_head, &c->n_head_kv, err)) ||
-        (st = read_int(g, a, "expert_count", true, 0, &c->n_expert, err)) ||
-        (st = read_int(g, a, "expert_used_count", true, 0, &c->n_expert_used, err)))
+        (st = read_int(g, a, "attention.head_count", true, 0, &c->n_head, err)))
+        return st;
+    /* nemotron_h: head_count_kv and feed_forward_length are per-layer arrays that decide the
+     * layer kinds, and the expert keys are optional (read in its own file). */
+    if (!is_nemotron(c) &&
+        ((st = read_int(g, a, "attention.head_count_kv", false, c->n_head, &c->n_head_kv, err)) ||
+         (st = read_int(g, a, "expert_count", true, 0, &c->n_expert, err)) ||
+         (st = read_int(g, a, "expert_used_count", true, 0, &c->n_expert_used, err))))
         return st;
     /* Head dim: key_length, falling back to d/H only when absent (wrong for Qwen3, §1). */
     if ((st = read_int(g, a, "attention.key_length", false, c->n_embd / c->n_head, &c->head_dim, err)) ||
@@ -221,7 +239,9 @@ enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct 
     /* Expert FFN width: expert_feed_forward_length, else feed_forward_length / k (§1). */
     char key[128];
     snprintf(key, sizeof key, "%s.expert_feed_forward_length", a);
-    if (hmoe_gguf_find_kv(g, key)) {
+    if (is_nemotron(c)) {
+        /* nemotron_h_config.c */
+    } else if (hmoe_gguf_find_kv(g, key)) {
         if ((st = read_int(g, a, "expert_feed_forward_length", true, 0, &c->n_ff_exp, err))) return st;
     } else {
         int ff = 0;
@@ -233,6 +253,7 @@ enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct 
         return st;
     if ((st = read_rope_scaling(g, p, c, err))) return st;
     if (c->arch_id == HMOE_ARCH_QWEN35MOE && (st = read_qwen35(g, c, err))) return st;
+    if (is_nemotron(c) && (st = hmoe_nemotron_read_config(g, c, err))) return st;
 
     /* Vocabulary size = number of token strings (qwen3moe.md §1); checked against the
      * embedding's rows when the weights are bound. 0 = take it from token_embd. */
@@ -262,7 +283,7 @@ enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct 
     if (c->n_expert_used > c->n_expert)
         return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: expert_used_count %d exceeds expert_count %d", g->path,
                           c->n_expert_used, c->n_expert);
-    if (c->n_ff_exp <= 0)
+    if (c->n_expert > 0 && c->n_ff_exp <= 0)
         return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: expert FFN width is 0", g->path);
     if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f))
         return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: layer_norm_rms_epsilon %g must be in (0, 1)", g->path,

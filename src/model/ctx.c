@@ -14,6 +14,7 @@
 #include "hmoe/cpu.h"
 #include "hmoe/cuda.h"
 #include "model/gpu_impl.h"
+#include "model/arch/nemotron_h_impl.h"
 #include "model/qwen35_impl.h"
 
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
@@ -122,7 +123,14 @@ static size_t max_act_row_bytes(const struct hmoe_model *m) {
         ACT(L->gdn.qkv); /* qwen35moe (zero-sized views elsewhere) */
         ACT(L->gdn.out);
         ACT(L->shexp.gate);
+        ACT(L->shexp.up);
         ACT(L->shexp.down);
+        ACT(L->mamba.in); /* nemotron_h */
+        ACT(L->mamba.out);
+        ACT(L->ffn_up);
+        ACT(L->ffn_down);
+        ACT(L->latent_down);
+        ACT(L->latent_up);
     }
 #undef ACT
     return mx;
@@ -165,7 +173,7 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the run state (%zu-token micro-batch)", ub);
     /* calloc: the OS hands out zero pages lazily, so RSS grows only with positions used. */
     for (size_t il = 0; il < L; il++) {
-        if (c->m->w.layers[il].recurrent) continue; /* no KV cache: recurrent state instead */
+        if (c->m->w.layers[il].recurrent || c->m->w.layers[il].ffn_only) continue; /* no KV cache */
         rs->k_cache[il] = calloc(n_ctx * Hkv, c->k_row_bytes);
         rs->v_cache[il] = calloc(n_ctx * Hkv, c->v_row_bytes);
         if (!rs->k_cache[il] || !rs->v_cache[il])
@@ -176,11 +184,20 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     }
     struct hmoe_moe_weights *moe = malloc(L * sizeof *moe);
     if (!moe) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    for (size_t il = 0; il < L; il++) moe[il] = c->m->w.layers[il].moe;
-    enum hmoe_status st = hmoe_sched_moe_init(moe, (int)L, c->p.n_ubatch, c->p.n_threads, &rs->moe, err);
+    bool any_moe = false;
+    for (size_t il = 0; il < L; il++) {
+        moe[il] = c->m->w.layers[il].moe;
+        any_moe |= moe[il].router.data != NULL;
+    }
+    enum hmoe_status st =
+        any_moe ? hmoe_sched_moe_init(moe, (int)L, c->p.n_ubatch, c->p.n_threads, &rs->moe, err) : HMOE_OK;
     free(moe);
-    if (!st && cfg->arch_id == HMOE_ARCH_QWEN35MOE) st = hmoe_rec_init(c, err);
-    return st;
+    struct hmoe_rec_dims dm;
+    if (cfg->arch_id == HMOE_ARCH_QWEN35MOE) hmoe_qwen35_rec_dims(cfg, &dm);
+    else if (cfg->arch_id == HMOE_ARCH_NEMOTRON_H_MOE || cfg->arch_id == HMOE_ARCH_NEMOTRON_H)
+        hmoe_nemotron_rec_dims(cfg, &dm);
+    else return st;
+    return st ? st : hmoe_rec_init(c, &dm, err);
 }
 
 /* --gpu auto|on: the GPU backend, or (auto only) the CPU with a note when there is no GPU or
@@ -245,7 +262,7 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     c->v_row_bytes = hmoe_row_bytes(p.type_v, cfg->head_dim_v);
     c->v_trans = hmoe_type_info[p.type_v].blck == 1;
     int n_kv_layers = 0;
-    for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent;
+    for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent && !m->w.layers[il].ffn_only;
     c->kv_bytes = (size_t)n_kv_layers * (size_t)p.n_ctx * (size_t)cfg->n_head_kv * (c->k_row_bytes + c->v_row_bytes);
     st = alloc_run_state(c, err);
     if (!st && p.gpu != HMOE_GPU_OFF) st = init_gpu(c, err);
@@ -324,11 +341,15 @@ void hmoe_ctx_checkpoint(struct hmoe_ctx *c) {
 
 size_t hmoe_ctx_state_bytes(const struct hmoe_ctx *c) { return hmoe_rec_state_bytes(c->rs.rec); }
 
-/* The architecture's forward pass for one micro-batch. */
-static enum hmoe_status forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
-                                float *logits, struct hmoe_err *err) {
-    if (c->m->cfg.arch_id == HMOE_ARCH_QWEN35MOE) return hmoe_qwen35moe_forward(c, ids, n, pos0, which, logits, err);
-    return hmoe_qwen3moe_forward(c, ids, n, pos0, which, logits, err);
+/* The architecture's CPU forward pass for one micro-batch. */
+enum hmoe_status hmoe_ctx_forward_cpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
+                                      float *logits, struct hmoe_err *err) {
+    switch (c->m->cfg.arch_id) {
+    case HMOE_ARCH_QWEN35MOE: return hmoe_qwen35moe_forward(c, ids, n, pos0, which, logits, err);
+    case HMOE_ARCH_NEMOTRON_H_MOE:
+    case HMOE_ARCH_NEMOTRON_H: return hmoe_nemotron_forward(c, ids, n, pos0, which, logits, err);
+    default: return hmoe_qwen3moe_forward(c, ids, n, pos0, which, logits, err);
+    }
 }
 
 enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
@@ -362,7 +383,7 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
         if (which == HMOE_LOGITS_ALL) lo = logits_out + (size_t)off * (size_t)V;
         else if (which == HMOE_LOGITS_LAST && off + m < n) w = HMOE_LOGITS_NONE;
         enum hmoe_status st = c->gpu ? hmoe_qwen3moe_forward_gpu(c, ids + off, m, pos0 + off, w, lo, err)
-                                     : forward(c, ids + off, m, pos0 + off, w, lo, err);
+                                     : hmoe_ctx_forward_cpu(c, ids + off, m, pos0 + off, w, lo, err);
         if (st) return st;
         c->n_past = pos0 + off + m;
         if (c->rs.rec) c->rs.rec->n_state = c->n_past;

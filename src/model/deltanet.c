@@ -28,9 +28,15 @@ void hmoe_gdn_gates(float *alpha, float *beta, size_t stride, const float *dt_bi
 
 void hmoe_gdn_conv(const float *x, size_t x_stride, float *state, const float *w, int K, int64_t conv_dim, int64_t c0,
                    int64_t c1, int n, float *y, size_t y_stride) {
+    hmoe_gdn_conv_bias(x, x_stride, state, w, NULL, K, conv_dim, c0, c1, n, y, y_stride);
+}
+
+void hmoe_gdn_conv_bias(const float *x, size_t x_stride, float *state, const float *w, const float *bias, int K,
+                        int64_t conv_dim, int64_t c0, int64_t c1, int n, float *y, size_t y_stride) {
     const int ns = K - 1;
     for (int64_t c = c0; c < c1; c++) {
         const float *wc = w + c * K;
+        const float bc = bias ? bias[c] : 0.0f;
         /* The window of K raw inputs ending at token t: state rows first, then x rows. */
         for (int t = 0; t < n; t++) {
             float s = 0.0f;
@@ -39,7 +45,7 @@ void hmoe_gdn_conv(const float *x, size_t x_stride, float *state, const float *w
                 const float xv = src < ns ? state[(size_t)src * conv_dim + c] : x[(size_t)(src - ns) * x_stride + c];
                 s += wc[j] * xv;
             }
-            y[(size_t)t * y_stride + c] = siluf(s);
+            y[(size_t)t * y_stride + c] = siluf(bias ? s + bc : s);
         }
         /* New state: the last ns rows of [state | x]; with n < ns the newest old rows move up. */
         for (int r = 0; r < ns; r++) {

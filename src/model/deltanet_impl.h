@@ -27,6 +27,10 @@ void hmoe_gdn_gates(float *alpha, float *beta, size_t stride, const float *dt_bi
  * y must not alias x. */
 void hmoe_gdn_conv(const float *x, size_t x_stride, float *state, const float *w, int K, int64_t conv_dim, int64_t c0,
                    int64_t c1, int n, float *y, size_t y_stride);
+/* The same with a per-channel bias added before the SiLU (bias NULL: none), as Mamba-2's
+ * conv1d has (nemotron_h_moe.md §4). */
+void hmoe_gdn_conv_bias(const float *x, size_t x_stride, float *state, const float *w, const float *bias, int K,
+                        int64_t conv_dim, int64_t c0, int64_t c1, int n, float *y, size_t y_stride);
 
 /* v := v / max(||v||_2, eps) * scale over len values (ggml's l2_norm, then the q scale). */
 void hmoe_gdn_l2norm(float *v, int len, float eps, float scale);

@@ -49,6 +49,15 @@ struct hmoe_ctx {
 /* config.c */
 enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct hmoe_model_params *p,
                                         struct hmoe_model_config *c, struct hmoe_err *err);
+/* config.c — "{arch}.{suffix}" as a positive integer (an array must repeat one value) or a
+ * finite float; absent: dflt, or an error naming the key when required. */
+enum hmoe_status hmoe_model_cfg_int(const struct hmoe_gguf *g, const char *arch, const char *suffix, bool required,
+                                    int dflt, int *out, struct hmoe_err *err);
+enum hmoe_status hmoe_model_cfg_float(const struct hmoe_gguf *g, const char *arch, const char *suffix, bool required,
+                                      float dflt, float *out, struct hmoe_err *err);
+/* arch/nemotron_h_config.c — the nemotron_h / nemotron_h_moe keys (nemotron_h_moe.md §2). */
+enum hmoe_status hmoe_nemotron_read_config(const struct hmoe_gguf *g, struct hmoe_model_config *c,
+                                           struct hmoe_err *err);
 
 /* weights.c — bind the matrix (or expert stack) `name` with shape want[0..n_want) and a type
  * that has CPU kernels; bind an F32 vector of n values (absent + !required: *v = NULL, OK).
@@ -57,6 +66,10 @@ enum hmoe_status hmoe_model_bind_mat(struct hmoe_model *md, const char *name, co
                                      struct hmoe_mat *m, struct hmoe_err *err);
 enum hmoe_status hmoe_model_bind_vec(struct hmoe_model *md, const char *name, int64_t n, bool required,
                                      const float **v, struct hmoe_err *err);
+/* weights.c — an F32 tensor used as plain numbers (conv taps, per-head vectors stored as
+ * {1, n}) with shape want[0..n_want); absent + !required: *v = NULL, OK. */
+enum hmoe_status hmoe_model_bind_f32(struct hmoe_model *md, const char *name, const int64_t *want, int n_want,
+                                     bool required, const float **v, struct hmoe_err *err);
 /* weights_qwen35.c — one qwen35moe main layer (qwen35moe.md §3). */
 enum hmoe_status hmoe_qwen35_bind_layer(struct hmoe_model *md, int il, struct hmoe_err *err);
 
@@ -94,6 +107,10 @@ void hmoe_model_add_rmsnorm(struct hmoe_ctx *c, float *x, const float *add, floa
 /* attention.c — write the batch's K/V rows into the cache at their positions, then causal
  * GQA attention of every query over the cache (qwen3moe.md §4.3 steps 6-9, §6). */
 void hmoe_model_attention(struct hmoe_ctx *c, int il, int n);
+
+/* ctx.c — the architecture's CPU forward pass for one micro-batch (recurrent.c replays with it). */
+enum hmoe_status hmoe_ctx_forward_cpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
+                                      float *logits, struct hmoe_err *err);
 
 /* qwen3moe.c — one micro-batch through the whole model. */
 enum hmoe_status hmoe_qwen3moe_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,

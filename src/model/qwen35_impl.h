@@ -1,6 +1,8 @@
-/* qwen35_impl.h — private to the qwen35moe files of src/model: the recurrent state of a
- * context (one sequence), its checkpoints and token history, the micro-batch scratch the
- * hybrid layers need beyond struct hmoe_run_state, and the per-layer entry points.
+/* qwen35_impl.h — private to src/model: the recurrent state of a context (one sequence) for
+ * the architectures with recurrent layers (qwen35moe, nemotron_h), its checkpoints and token
+ * history, the micro-batch scratch those layers need beyond struct hmoe_run_state (sized per
+ * architecture by struct hmoe_rec_dims; the field comments give qwen35moe's use), and the
+ * qwen35moe per-layer entry points.
  * Layouts of the state are in deltanet_impl.h. Everything is allocated by hmoe_rec_init.
  */
 #ifndef HMOE_QWEN35_IMPL_H
@@ -53,8 +55,21 @@ struct hmoe_rec_state {
     float *d_conv, *d_ssm;
 };
 
+/* What an architecture's recurrent layers keep per layer (the state) and need per token of
+ * a micro-batch (the scratch rows below; 0 = unused). */
+struct hmoe_rec_dims {
+    int K;                 /* conv taps: the conv state keeps K-1 rows */
+    int64_t conv_dim;      /* channels of the conv state */
+    size_t ssm_floats;     /* floats of the recurrent matrices of one layer */
+    int64_t qkv_cols, y_cols, z_cols, o_cols, alpha_cols, beta_cols, qg_cols, sh_cols, sh_u_cols;
+    size_t chunk_floats;   /* per-thread scratch of the chunked prefill form */
+};
+
+/* qwen35moe.c — the Gated DeltaNet shapes (qwen35moe.md §5.2). */
+void hmoe_qwen35_rec_dims(const struct hmoe_model_config *c, struct hmoe_rec_dims *out);
+
 /* recurrent.c */
-enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, struct hmoe_err *err);
+enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, const struct hmoe_rec_dims *dm, struct hmoe_err *err);
 void hmoe_rec_free(struct hmoe_rec_state *r);
 /* Forget positions >= n_keep: restore the newest checkpoint at or before n_keep, or zero. */
 void hmoe_rec_truncate(struct hmoe_rec_state *r, int n_keep);

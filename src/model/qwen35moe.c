@@ -26,6 +26,17 @@ static int chunked_min_tokens(void) {
     return v;
 }
 
+void hmoe_qwen35_rec_dims(const struct hmoe_model_config *c, struct hmoe_rec_dims *o) {
+    const int64_t dim = c->ssm_head_dim, key_dim = (int64_t)c->ssm_n_k_head * dim,
+                  value_dim = (int64_t)c->ssm_n_v_head * dim, conv_dim = 2 * key_dim + value_dim;
+    *o = (struct hmoe_rec_dims){.K = c->ssm_conv_kernel, .conv_dim = conv_dim,
+                                .ssm_floats = (size_t)(c->ssm_n_v_head * dim * dim), .qkv_cols = conv_dim,
+                                .y_cols = conv_dim, .z_cols = value_dim, .o_cols = value_dim,
+                                .alpha_cols = c->ssm_n_v_head, .beta_cols = c->ssm_n_v_head,
+                                .qg_cols = 2 * (int64_t)c->n_head * c->head_dim, .sh_cols = c->n_ff_shexp,
+                                .sh_u_cols = c->n_ff_shexp, .chunk_floats = hmoe_gdn_chunk_scratch_floats((int)dim)};
+}
+
 /* One hmoe_qwen35_deltanet call as the thread team's work items see it. */
 struct gdn_call {
     struct hmoe_ctx *c;

@@ -1,6 +1,7 @@
-/* recurrent.c — the recurrent state of a qwen35moe context (qwen35moe.md §5.2: conv state
- * and delta-rule matrices per Gated DeltaNet layer, f32, per sequence) next to the KV cache:
- * allocation with the micro-batch scratch, rewinding, checkpoints and replay.
+/* recurrent.c — the recurrent state of a context with recurrent layers (qwen35moe.md §5.2:
+ * conv state and delta-rule matrices per Gated DeltaNet layer; nemotron_h_moe.md §7: conv
+ * and SSM state per Mamba-2 layer; f32, per sequence; shapes from struct hmoe_rec_dims) next
+ * to the KV cache: allocation with the micro-batch scratch, rewinding, checkpoints and replay.
  *
  * A KV cache forgets positions by moving n_past back; a recurrent state has no positions to
  * forget. hmoe_ctx_truncate therefore keeps n_past's meaning (the attention layers' cache
@@ -15,7 +16,6 @@
 #include <string.h>
 
 #include "hmoe/cuda.h"
-#include "model/deltanet_impl.h"
 #include "model/gpu_impl.h"
 #include "model/qwen35_impl.h"
 
@@ -50,7 +50,10 @@ void hmoe_rec_free(struct hmoe_rec_state *r) {
     free(r);
 }
 
-enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, struct hmoe_err *err) {
+/* calloc of n rows of cols floats; a zero size still gets one float (a valid pointer). */
+static float *rows(size_t n, int64_t cols) { return calloc(cols > 0 ? n * (size_t)cols : 1, sizeof(float)); }
+
+enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, const struct hmoe_rec_dims *dm, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     struct hmoe_rec_state *r = calloc(1, sizeof *r);
     if (!r) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
@@ -58,15 +61,15 @@ enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     r->slot = malloc((size_t)cfg->n_layer * sizeof *r->slot);
     if (!r->slot) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
     for (int il = 0; il < cfg->n_layer; il++) r->slot[il] = c->m->w.layers[il].recurrent ? r->n_rec++ : -1;
-    r->K = cfg->ssm_conv_kernel;
     r->dim = cfg->ssm_head_dim;
     r->n_k_head = cfg->ssm_n_k_head;
     r->n_v_head = cfg->ssm_n_v_head;
     r->key_dim = (int64_t)r->n_k_head * r->dim;
     r->value_dim = (int64_t)r->n_v_head * r->dim;
-    r->conv_dim = 2 * r->key_dim + r->value_dim;
+    r->K = dm->K;
+    r->conv_dim = dm->conv_dim;
     r->conv_floats = (size_t)(r->K - 1) * (size_t)r->conv_dim;
-    r->ssm_floats = (size_t)r->n_v_head * (size_t)r->dim * (size_t)r->dim;
+    r->ssm_floats = dm->ssm_floats;
     const size_t nr = (size_t)(r->n_rec ? r->n_rec : 1), ub = (size_t)c->p.n_ubatch, d = (size_t)cfg->n_embd;
     /* calloc: large blocks come as untouched zero pages, so unused checkpoints cost nothing. */
     r->conv = calloc(nr * r->conv_floats, sizeof(float));
@@ -82,18 +85,18 @@ enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     if (!ok)
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the recurrent state (%zu MiB, %d checkpoints)",
                           hmoe_rec_state_bytes(r) >> 20, HMOE_REC_CKPT);
-    r->qkv = calloc(ub * (size_t)r->conv_dim, sizeof(float));
-    r->y = calloc(ub * (size_t)r->conv_dim, sizeof(float));
-    r->z = calloc(ub * (size_t)r->value_dim, sizeof(float));
-    r->alpha = calloc(ub * (size_t)r->n_v_head, sizeof(float));
-    r->beta = calloc(ub * (size_t)r->n_v_head, sizeof(float));
-    r->o = calloc(ub * (size_t)r->value_dim, sizeof(float));
-    r->qg = calloc(ub * 2 * (size_t)cfg->n_head * (size_t)cfg->head_dim, sizeof(float));
-    r->sh_g = calloc(ub * (size_t)cfg->n_ff_shexp, sizeof(float));
-    r->sh_u = calloc(ub * (size_t)cfg->n_ff_shexp, sizeof(float));
+    r->qkv = rows(ub, dm->qkv_cols);
+    r->y = rows(ub, dm->y_cols);
+    r->z = rows(ub, dm->z_cols);
+    r->alpha = rows(ub, dm->alpha_cols);
+    r->beta = rows(ub, dm->beta_cols);
+    r->o = rows(ub, dm->o_cols);
+    r->qg = rows(ub, dm->qg_cols);
+    r->sh_g = rows(ub, dm->sh_cols);
+    r->sh_u = rows(ub, dm->sh_u_cols);
     r->sh_gamma = calloc(ub, sizeof(float));
     r->sh_out = calloc(ub * d, sizeof(float));
-    r->chunk_floats = hmoe_gdn_chunk_scratch_floats(r->dim);
+    r->chunk_floats = dm->chunk_floats;
     r->chunk_scratch = calloc((size_t)c->p.n_threads * r->chunk_floats, sizeof(float));
     r->rope0_cos = calloc((size_t)(cfg->n_rot / 2 + 1), sizeof(float));
     r->rope0_sin = calloc((size_t)(cfg->n_rot / 2 + 1), sizeof(float));
@@ -198,7 +201,7 @@ enum hmoe_status hmoe_rec_prepare(struct hmoe_ctx *c, const int32_t *ids, int n,
         const int m = HMOE_MIN(c->p.n_ubatch, pos0 - r->n_state);
         enum hmoe_status st =
             c->gpu ? hmoe_qwen3moe_forward_gpu(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err)
-                   : hmoe_qwen35moe_forward(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err);
+                   : hmoe_ctx_forward_cpu(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err);
         if (st) return st;
         r->n_state += m;
     }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "hmoe/cpu.h"
-#include "model/model_impl.h"
+#include "model/arch/nemotron_h_impl.h"
 
 static void fmt_shape(char *buf, size_t cap, const int64_t *ne, int n_dims) {
     size_t o = (size_t)snprintf(buf, cap, "[");
@@ -111,6 +111,20 @@ enum hmoe_status hmoe_model_bind_mat(struct hmoe_model *md, const char *name, co
 enum hmoe_status hmoe_model_bind_vec(struct hmoe_model *md, const char *name, int64_t n, bool required,
                                      const float **v, struct hmoe_err *err) {
     return bind_vec(md, name, n, required, v, err);
+}
+
+enum hmoe_status hmoe_model_bind_f32(struct hmoe_model *md, const char *name, const int64_t *want, int n_want,
+                                     bool required, const float **out, struct hmoe_err *err) {
+    const struct hmoe_gguf_tensor *t;
+    *out = NULL;
+    enum hmoe_status st = find_shaped(md->gguf, md->cfg.arch, name, want, n_want, required, &t, err);
+    if (st || !t) return st;
+    if (t->type != HMOE_TYPE_F32 || (uintptr_t)t->data % sizeof(float) != 0)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: tensor %s has type %s; hmoe expects 4-byte aligned F32",
+                          md->gguf->path, name, hmoe_type_name(t->type));
+    *out = t->data;
+    md->weight_bytes += t->n_bytes;
+    return HMOE_OK;
 }
 
 /* Q/K/V: three tensors, or one fused attn_qkv {d, H*D + Hkv*D + Hkv*Dv} whose row ranges
@@ -228,7 +242,10 @@ static enum hmoe_status bind_weights(struct hmoe_model *md, struct hmoe_err *err
     md->w.layers = calloc((size_t)c->n_layer, sizeof *md->w.layers);
     if (!md->w.layers) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
     for (int il = 0; il < c->n_layer; il++)
-        if ((st = c->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_qwen35_bind_layer(md, il, err) : bind_layer(md, il, err)))
+        if ((st = c->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_qwen35_bind_layer(md, il, err)
+                  : c->arch_id == HMOE_ARCH_NEMOTRON_H_MOE || c->arch_id == HMOE_ARCH_NEMOTRON_H
+                      ? hmoe_nemotron_bind_layer(md, il, err)
+                      : bind_layer(md, il, err)))
             return st;
     return HMOE_OK;
 }

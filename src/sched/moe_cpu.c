@@ -38,8 +38,8 @@ struct hmoe_sched_moe {
     float *wsel;       /* [max_tok * k] renormalised weight of (token, rank) */
     int32_t *tok_slot; /* [max_tok * k] grouped slot of (token, rank) */
     float *logits;     /* [max_tok][E] router logits */
-    float *probs;      /* [max_tok][E] router softmax scratch */
-    uint8_t *xq_gate;  /* [max_tok][act_gate] x quantized for the gate type, per token */
+    float *probs;      /* [max_tok][2E] router scratch (softmax; sigmoid + selection scores) */
+    uint8_t *xq_gate;  /* [max_tok][act_gate] x quantized for the gate type (RELU2: the up type), per token */
     uint8_t *xq_up;    /* [max_tok][act_up]   same for the up type (unused when types match) */
     uint8_t *xg_gate;  /* [max_tok * k][act_gate] the same rows gathered in expert order */
     uint8_t *xg_up;    /* [max_tok * k][act_up] */
@@ -107,6 +107,59 @@ void hmoe_sched_route(const float *logits, int n_expert, int k, float *probs, in
     for (int i = 0; i < k; i++) w[i] /= den;
 }
 
+/* Best two of n scores (group score of the DeepSeek-V3 rule); n >= 1. */
+static float top2_sum(const float *v, int n) {
+    float a = -INFINITY, b = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (v[i] > a) b = a, a = v[i];
+        else if (v[i] > b) b = v[i];
+    }
+    return n > 1 ? a + b : a;
+}
+
+void hmoe_sched_route_sigmoid(const struct hmoe_moe_weights *w, const float *logits, float *probs, int32_t *sel,
+                              float *wsel) {
+    const int E = (int)w->router.n_out, k = w->n_expert_used;
+    float *p = probs, *score = probs + E;
+    for (int e = 0; e < E; e++) {
+        p[e] = 1.0f / (1.0f + expf(-logits[e]));
+        score[e] = w->sel_bias ? p[e] + w->sel_bias[e] : p[e];
+    }
+    if (w->n_group > 1 && E % w->n_group == 0 && w->n_group_used < w->n_group) {
+        /* Keep the n_group_used groups with the best top-2 sums; the rest cannot be chosen. */
+        const int ng = w->n_group, per = E / ng;
+        float gs[256];
+        for (int g = 0; g < ng && g < 256; g++) gs[g] = top2_sum(score + g * per, per);
+        for (int r = 0; r < ng - w->n_group_used; r++) { /* drop the worst group, ng - used times */
+            int worst = -1;
+            for (int g = 0; g < ng && g < 256; g++)
+                if (gs[g] != INFINITY && (worst < 0 || gs[g] < gs[worst])) worst = g;
+            gs[worst] = INFINITY; /* marked dropped */
+            for (int e = worst * per; e < (worst + 1) * per; e++) score[e] = -INFINITY;
+        }
+    }
+    /* Top-k by score, descending; strict '>' keeps the lowest index on ties; chosen ones are
+     * marked NaN (never greater than anything). */
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (score[e] == score[e] && (best < 0 || score[e] > score[best])) best = e;
+        if (best < 0) best = 0; /* only NaN scores left: a broken router; stay in range */
+        sel[i] = best;
+        wsel[i] = p[best];
+        score[best] = NAN;
+    }
+    if (!w->no_renorm) {
+        double wsum = 0.0;
+        for (int i = 0; i < k; i++) wsum += (double)wsel[i];
+        float den = (float)wsum;
+        if (den < 6.103515625e-5f) den = 6.103515625e-5f;
+        for (int i = 0; i < k; i++) wsel[i] /= den;
+    }
+    if (w->w_scale != 0.0f && w->w_scale != 1.0f)
+        for (int i = 0; i < k; i++) wsel[i] *= w->w_scale;
+}
+
 enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int n_layer, int max_tok,
                                      int n_threads, struct hmoe_sched_moe **out, struct hmoe_err *err) {
     *out = NULL;
@@ -119,6 +172,7 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     s->max_tok = max_tok;
     for (int l = 0; l < n_layer; l++) {
         const struct hmoe_moe_weights *w = &layers[l];
+        if (!w->router.data) continue; /* a layer without experts (nemotron_h mixers, dense FFN) */
         if (w->n_expert_used <= 0 || w->n_expert_used > w->router.n_out) {
             free(s);
             return HMOE_RAISE(err, HMOE_ERR_ARG, "MoE layer %d: expert_used_count %d must be in 1..%lld", l,
@@ -126,9 +180,10 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
         }
         s->max_k = HMOE_MAX(s->max_k, w->n_expert_used);
         s->max_expert = HMOE_MAX(s->max_expert, (int)w->router.n_out);
-        s->max_embd = HMOE_MAX(s->max_embd, w->gate.n_in);
-        s->max_ff = HMOE_MAX(s->max_ff, w->gate.n_out);
-        s->act_gate_bytes = HMOE_MAX(s->act_gate_bytes, act_bytes(w->gate.type, w->gate.n_in));
+        const struct hmoe_mat *in1 = w->act == HMOE_MOE_RELU2 ? &w->up : &w->gate;
+        s->max_embd = HMOE_MAX(s->max_embd, w->up.n_in);
+        s->max_ff = HMOE_MAX(s->max_ff, w->up.n_out);
+        s->act_gate_bytes = HMOE_MAX(s->act_gate_bytes, act_bytes(in1->type, in1->n_in));
         s->act_up_bytes = HMOE_MAX(s->act_up_bytes, act_bytes(w->up.type, w->up.n_in));
         s->act_down_bytes = HMOE_MAX(s->act_down_bytes, act_bytes(w->down.type, w->down.n_in));
     }
@@ -140,7 +195,7 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     s->wsel = calloc(ns, sizeof *s->wsel);
     s->tok_slot = calloc(ns, sizeof *s->tok_slot);
     s->logits = calloc(nt * E, sizeof *s->logits);
-    s->probs = calloc(nt * E, sizeof *s->probs);
+    s->probs = calloc(nt * 2 * E, sizeof *s->probs); /* sigmoid routing: probabilities + scores */
     s->xq_gate = calloc(nt, s->act_gate_bytes);
     s->xq_up = calloc(nt, s->act_up_bytes);
     s->xg_gate = calloc(ns, s->act_gate_bytes);
@@ -209,6 +264,8 @@ static int64_t chunk_rows(int64_t rows, int64_t n_units, int n_threads, int per_
 struct moe_call {
     struct hmoe_sched_moe *s;
     const struct hmoe_moe_weights *w;
+    const struct hmoe_mat *in1;   /* the first hidden matrix: gate (SWIGLU) or up (RELU2) */
+    const float *xr;              /* router input: n_tok rows of router.n_in floats */
     const float *x;
     float *out;
     int64_t d, F;
@@ -233,8 +290,9 @@ static void task_router(void *arg, int64_t it, int tid) {
     const struct moe_call *m = arg;
     if (m->lanes) it = hmoe_cpu_lanes_next(m->lanes, tid);
     const int64_t r0 = it * 16, r1 = HMOE_MIN(r0 + 16, (int64_t)m->E);
-    mm_rows(m->w->router.type, m->d, m->w->router.data, m->w->router.row_bytes, r0, r1, m->x,
-            (size_t)m->d * sizeof(float), m->n_tok, m->s->logits + r0, (size_t)m->E);
+    const int64_t dr = m->w->router.n_in;
+    mm_rows(m->w->router.type, dr, m->w->router.data, m->w->router.row_bytes, r0, r1, m->xr, (size_t)dr * sizeof(float),
+            m->n_tok, m->s->logits + r0, (size_t)m->E);
 }
 
 /* One token: route, and quantize its row once per activation type. */
@@ -242,9 +300,13 @@ static void task_route(void *arg, int64_t t, int tid) {
     (void)tid;
     const struct moe_call *m = arg;
     struct hmoe_sched_moe *s = m->s;
-    hmoe_sched_route(s->logits + (size_t)t * m->E, m->E, m->k, s->probs + (size_t)t * m->E, s->sel + (size_t)t * m->k,
-                     s->wsel + (size_t)t * m->k);
-    act_quantize(m->w->gate.type, m->x + (size_t)t * m->d, s->xq_gate + (size_t)t * m->ag, m->d);
+    if (m->w->gating == HMOE_MOE_SIGMOID)
+        hmoe_sched_route_sigmoid(m->w, s->logits + (size_t)t * m->E, s->probs + (size_t)t * 2 * m->E,
+                                 s->sel + (size_t)t * m->k, s->wsel + (size_t)t * m->k);
+    else
+        hmoe_sched_route(s->logits + (size_t)t * m->E, m->E, m->k, s->probs + (size_t)t * 2 * m->E,
+                         s->sel + (size_t)t * m->k, s->wsel + (size_t)t * m->k);
+    act_quantize(m->in1->type, m->x + (size_t)t * m->d, s->xq_gate + (size_t)t * m->ag, m->d);
     if (!m->same_act) act_quantize(m->w->up.type, m->x + (size_t)t * m->d, m->xq_up + (size_t)t * m->au, m->d);
 }
 
@@ -267,8 +329,19 @@ static void task_gate_up(void *arg, int64_t it, int tid) {
     const int e = s->active[it / m->items_per_expert];
     const int64_t r0 = (it % m->items_per_expert) * m->chunk_f, r1 = HMOE_MIN(r0 + m->chunk_f, m->F);
     const int32_t off = s->offset[e], cnt = s->count[e];
-    const uint8_t *wg = (const uint8_t *)w->gate.data + (size_t)e * w->gate.mat_bytes;
     const uint8_t *wu = (const uint8_t *)w->up.data + (size_t)e * w->up.mat_bytes;
+    if (w->act == HMOE_MOE_RELU2) {
+        /* Ungated expert: z = relu(up x)^2, computed in place of the gate output. */
+        mm_rows(w->up.type, m->d, wu, w->up.row_bytes, r0, r1, s->xg_gate + (size_t)off * m->ag, m->ag, cnt,
+                s->g + (size_t)off * m->F + r0, (size_t)m->F);
+        for (int32_t i = off; i < off + cnt; i++) {
+            float *g = s->g + (size_t)i * m->F;
+            for (int64_t j = r0; j < r1; j++) g[j] = g[j] > 0.0f ? g[j] * g[j] : 0.0f;
+            if (m->quant_in_item) z_quantize(m, i, r0, r1);
+        }
+        return;
+    }
+    const uint8_t *wg = (const uint8_t *)w->gate.data + (size_t)e * w->gate.mat_bytes;
     mm_rows(w->gate.type, m->d, wg, w->gate.row_bytes, r0, r1, s->xg_gate + (size_t)off * m->ag, m->ag, cnt,
             s->g + (size_t)off * m->F + r0, (size_t)m->F);
     mm_rows(w->up.type, m->d, wu, w->up.row_bytes, r0, r1, m->xg_up + (size_t)off * m->au, m->au, cnt,
@@ -445,7 +518,7 @@ static void task_gather(void *arg, int64_t it, int tid) {
         const int t = s->slot_tok[slot];
         uint8_t *dg = s->xg_gate + (size_t)slot * m->ag, *du = m->xg_up + (size_t)slot * m->au;
         if (m->mask) {
-            act_quantize(m->w->gate.type, m->x + (size_t)t * m->d, dg, m->d);
+            act_quantize(m->in1->type, m->x + (size_t)t * m->d, dg, m->d);
             if (!m->same_act) act_quantize(m->w->up.type, m->x + (size_t)t * m->d, du, m->d);
         } else {
             memcpy(dg, s->xq_gate + (size_t)t * m->ag, m->ag);
@@ -472,26 +545,27 @@ static void task_take_route(void *arg, int64_t t, int tid) {
     bool any = false;
     for (int i = 0; i < m->k; i++) any |= m->mask[s->sel[(size_t)t * m->k + (size_t)i]] != 0;
     if (!any) return;
-    act_quantize(m->w->gate.type, m->x + (size_t)t * m->d, s->xq_gate + (size_t)t * m->ag, m->d);
+    act_quantize(m->in1->type, m->x + (size_t)t * m->d, s->xq_gate + (size_t)t * m->ag, m->d);
     if (!m->same_act) act_quantize(m->w->up.type, m->x + (size_t)t * m->d, m->xq_up + (size_t)t * m->au, m->d);
 }
 
 /* Both entry points: route here (sel == NULL) or take sel/wsel, then the experts of the subset
  * `mask` (NULL: all). */
-static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x, int n_tok,
-                                const int32_t *sel, const float *wsel, const uint8_t *mask, float *out,
+static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *xr,
+                                const float *x, int n_tok, const int32_t *sel, const float *wsel, const uint8_t *mask, float *out,
                                 struct hmoe_err *err) {
-    const int64_t d = w->gate.n_in, F = w->gate.n_out;
+    const int64_t d = w->up.n_in, F = w->up.n_out;
     const int E = (int)w->router.n_out, k = w->n_expert_used;
     if (n_tok <= 0 || n_tok > s->max_tok || k > s->max_k || E > s->max_expert || d > s->max_embd ||
-        F > s->max_ff)
+        F > s->max_ff || w->down.n_out > s->max_embd)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "MoE FFN: %d tokens / shape exceed the workspace (max %d tokens)",
                           n_tok, s->max_tok);
     const int nt = s->n_threads;
-    struct moe_call m = {.s = s, .w = w, .x = x, .out = out, .d = d, .F = F, .E = E, .k = k, .n_tok = n_tok,
+    struct moe_call m = {.s = s, .w = w, .xr = xr, .x = x, .out = out, .d = d, .F = F, .E = E, .k = k, .n_tok = n_tok,
                          .mask = mask};
-    m.same_act = hmoe_type_info[w->gate.type].vec_dot_type == hmoe_type_info[w->up.type].vec_dot_type;
-    m.ag = act_bytes(w->gate.type, d);
+    m.in1 = w->act == HMOE_MOE_RELU2 ? &w->up : &w->gate;
+    m.same_act = hmoe_type_info[m.in1->type].vec_dot_type == hmoe_type_info[w->up.type].vec_dot_type;
+    m.ag = act_bytes(m.in1->type, d);
     m.au = act_bytes(w->up.type, d);
     m.ad = act_bytes(w->down.type, F);
     m.xq_up = m.same_act ? s->xq_gate : s->xq_up;
@@ -592,7 +666,13 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
 
 enum hmoe_status hmoe_sched_moe_ffn(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w, const float *x,
                                     int n_tok, float *out, struct hmoe_err *err) {
-    return moe_run(s, w, x, n_tok, NULL, NULL, NULL, out, err);
+    return moe_run(s, w, x, x, n_tok, NULL, NULL, NULL, out, err);
+}
+
+enum hmoe_status hmoe_sched_moe_ffn_split(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w,
+                                          const float *x_route, const float *x, int n_tok, float *out,
+                                          struct hmoe_err *err) {
+    return moe_run(s, w, x_route, x, n_tok, NULL, NULL, NULL, out, err);
 }
 
 enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struct hmoe_moe_weights *w,
@@ -606,7 +686,7 @@ enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struc
                               "MoE FFN subset: token %lld, rank %lld routed to expert %d, outside 0..%d (bad routing "
                               "input)",
                               (long long)(i / k), (long long)(i % k), sel[i], E - 1);
-    return moe_run(s, w, x, n_tok, sel, wsel, mask, out, err);
+    return moe_run(s, w, x, x, n_tok, sel, wsel, mask, out, err);
 }
 
 const float *hmoe_sched_moe_last_weights(const struct hmoe_sched_moe *s) { return s->wsel; }
