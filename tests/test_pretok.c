@@ -1,6 +1,6 @@
 /* test_pretok.c — the qwen2 / qwen35 pre-tokenizer word splits on the examples spelled out
  * in tokenizer.md §4.3 (the regex semantics llama.cpp implements), including the one place
- * the two differ (combining marks), and the Unicode 15.1 class table on sample code points. */
+ * the two differ (combining marks), the llama3 ("pixtral") digit runs of nemotron_h_moe.md §10, and the Unicode 15.1 class table on sample code points. */
 #include "harness.h"
 #include "text/text_impl.h"
 #include "text/unicode_impl.h"
@@ -48,6 +48,15 @@ int main(void) {
     /* The difference: letters + combining marks stay one word in qwen35 only. */
     split_case(Q2, "re\xcc\x81sume\xcc\x81", "re|\xcc\x81sume|\xcc\x81");
     split_case(Q35, "re\xcc\x81sume\xcc\x81", "re\xcc\x81sume\xcc\x81");
+    /* llama3 ("pixtral", nemotron_h_moe.md §10): \p{N}{1,3}, every other rule as qwen2. */
+    const enum hmoe_vocab_pre L3 = HMOE_VOCAB_PRE_LLAMA3;
+    split_case(L3, "12345", "123|45");
+    split_case(L3, "a1234567b", "a|123|456|7|b");
+    split_case(L3, " 2026 year", " |202|6| year");
+    split_case(L3, "don't 3.14159", "don|'t| |3|.|141|59");
+    split_case(L3, "ied 4 \xc2\xbd\xc2\xbd months", "ied| |4| |\xc2\xbd\xc2\xbd| months");
+    split_case(L3, "\tfoo (bar)!!!\n\nx", "\tfoo| (|bar|)!!!\n\n|x");
+    split_case(L3, "end  ", "end|  ");
 
     /* Unicode 15.1 classes (the version of llama.cpp's tables): CJK Ext. I (new in 15.1)
      * is a letter, U+1C89 (new in 16.0) is not; White_Space has NBSP and U+3000. */

@@ -31,6 +31,9 @@ enum hmoe_token_attr {
 enum hmoe_vocab_pre {
     HMOE_VOCAB_PRE_QWEN2,  /* "qwen2" (+ "deepseek-r1-qwen", "kormo", "f2llmv2"): Qwen2/2.5/3, Qwen3-MoE */
     HMOE_VOCAB_PRE_QWEN35, /* "qwen35": Qwen3.5 / 3.6 (letter runs absorb \p{M}) */
+    HMOE_VOCAB_PRE_LLAMA3, /* "pixtral" (Nemotron-3), "llama3", "llama-v3", "llama-bpe": numbers in runs of
+                              up to 3 digits, a word that is itself a token is emitted whole (ignore_merges),
+                              BOS added unless tokenizer.ggml.add_bos_token is false */
 };
 
 #define HMOE_TOKEN_NONE (-1)

@@ -19,6 +19,8 @@ struct cand {
 struct hmoe_bpe_scratch {
     uint32_t *sym, *next, *prev; /* per byte position; sym == DEAD once merged into the left */
     size_t cap;
+    char *text;                  /* the word as byte-level characters (whole-word lookup) */
+    size_t cap_text;
     struct cand *heap;
     size_t n_heap, cap_heap;
 };
@@ -34,6 +36,7 @@ void hmoe_bpe_scratch_free(struct hmoe_bpe_scratch *s) {
     free(s->next);
     free(s->prev);
     free(s->heap);
+    free(s->text);
     free(s);
 }
 
@@ -94,10 +97,38 @@ static bool emit_symbol(const struct hmoe_vocab *v, uint32_t sym, struct hmoe_id
     return true;
 }
 
+/* llama3 vocabularies (ignore_merges): the token whose text is the whole word written in
+ * byte-level characters, or HMOE_TOKEN_NONE (then BPE runs as usual). false: out of memory. */
+static bool whole_word(const struct hmoe_vocab *v, struct hmoe_bpe_scratch *s, const unsigned char *word, size_t len,
+                       int32_t *id) {
+    const struct hmoe_vocab_impl *im = v->impl;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += im->sym_len[im->byte_sym[word[i]]];
+    if (n > s->cap_text) {
+        char *t = realloc(s->text, n * 2);
+        if (!t) return false;
+        s->text = t;
+        s->cap_text = n * 2;
+    }
+    n = 0;
+    for (size_t i = 0; i < len; i++) {
+        const uint32_t sym = im->byte_sym[word[i]];
+        memcpy(s->text + n, im->sym_text[sym], im->sym_len[sym]);
+        n += im->sym_len[sym];
+    }
+    *id = hmoe_vocab_find(v, s->text, n);
+    return true;
+}
+
 bool hmoe_bpe_encode_word(const struct hmoe_vocab *v, struct hmoe_bpe_scratch *s, const unsigned char *word,
                           size_t len, struct hmoe_idvec *out) {
     const struct hmoe_vocab_impl *im = v->impl;
     if (len == 0) return true;
+    if (v->pre == HMOE_VOCAB_PRE_LLAMA3 && len > 1) {
+        int32_t id;
+        if (!whole_word(v, s, word, len, &id)) return false;
+        if (id != HMOE_TOKEN_NONE) return hmoe_idvec_push(out, id);
+    }
     if (len == 1) return emit_symbol(v, im->byte_sym[word[0]], out);
     if (len >= NIL) return false; /* positions are 32-bit; callers split far below this */
     if (len > s->cap) {

@@ -1,8 +1,10 @@
-/* pretok_qwen.c — the qwen2 / qwen35 pre-tokenizer (tokenizer.md §4.3) as a hand-written
- * scanner over code points, reproducing the regex's leftmost-first alternation
+/* pretok_qwen.c — the qwen2 / qwen35 / llama3 pre-tokenizers (tokenizer.md §4.3,
+ * nemotron_h_moe.md §10) as a hand-written scanner over code points, reproducing the regex's
+ * leftmost-first alternation
  *   contraction | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N} | ' '?[^\s\p{L}\p{N}]+[\r\n]*
  *   | \s*[\r\n]+ | \s+(?!\S) | \s+
- * (qwen35: letter runs also take \p{M}, and the punctuation class excludes it) the way
+ * (qwen35: letter runs also take \p{M}, and the punctuation class excludes it; llama3, the
+ * pre-tokenizer of "pixtral" vocabularies: \p{N}{1,3}, numbers in runs of up to three) the way
  * llama.cpp's own scanner does, which produced the fixtures. Linear in the input.
  * Relies on the code point classes of unicode_impl.h. */
 #include "text/text_impl.h"
@@ -44,9 +46,11 @@ bool hmoe_pretok_qwen_split(enum hmoe_vocab_pre pre, const uint32_t *cpts, const
             while (FLG(pos) & word) pos++;
             goto add;
         }
-        /* 3. exactly one number character. */
+        /* 3. one number character (llama3: up to three). */
         if (f & HMOE_UCD_N) {
             pos++;
+            if (pre == HMOE_VOCAB_PRE_LLAMA3)
+                for (int k = 1; k < 3 && (FLG(pos) & HMOE_UCD_N); k++) pos++;
             goto add;
         }
         /* 4. optional space, a run of "other" characters, then any CR/LF. */

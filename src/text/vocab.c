@@ -133,7 +133,7 @@ void hmoe_vocab_free(struct hmoe_vocab *v) {
 }
 
 const char *hmoe_vocab_pre_name(enum hmoe_vocab_pre pre) {
-    return pre == HMOE_VOCAB_PRE_QWEN35 ? "qwen35" : "qwen2";
+    return pre == HMOE_VOCAB_PRE_QWEN35 ? "qwen35" : pre == HMOE_VOCAB_PRE_LLAMA3 ? "llama3" : "qwen2";
 }
 
 int32_t hmoe_vocab_find(const struct hmoe_vocab *v, const char *text, size_t len) {
@@ -160,6 +160,8 @@ static const struct {
     {"qwen2", HMOE_VOCAB_PRE_QWEN2},  {"deepseek-r1-qwen", HMOE_VOCAB_PRE_QWEN2},
     {"kormo", HMOE_VOCAB_PRE_QWEN2},  {"f2llmv2", HMOE_VOCAB_PRE_QWEN2},
     {"qwen35", HMOE_VOCAB_PRE_QWEN35},
+    {"pixtral", HMOE_VOCAB_PRE_LLAMA3}, {"llama3", HMOE_VOCAB_PRE_LLAMA3},
+    {"llama-v3", HMOE_VOCAB_PRE_LLAMA3}, {"llama-bpe", HMOE_VOCAB_PRE_LLAMA3},
 };
 
 static bool str_is(struct hmoe_gguf_str s, const char *lit) {
@@ -345,7 +347,8 @@ static void load_special_ids(const struct hmoe_gguf *g, struct hmoe_vocab *v) {
         uint32_t val;
         if (hmoe_gguf_get_u32(g, keys[k].key, &val, NULL) == HMOE_OK && val < v->n_tokens) *id = (int32_t)val;
     }
-    v->add_bos = hmoe_gguf_get_bool_or(g, "tokenizer.ggml.add_bos_token", false);
+    /* llama.cpp's default depends on the pre-tokenizer: on for the llama3 family (nemotron_h_moe.md §10). */
+    v->add_bos = hmoe_gguf_get_bool_or(g, "tokenizer.ggml.add_bos_token", v->pre == HMOE_VOCAB_PRE_LLAMA3);
     v->add_eos = hmoe_gguf_get_bool_or(g, "tokenizer.ggml.add_eos_token", false);
 }
 
@@ -363,14 +366,15 @@ enum hmoe_status hmoe_vocab_load(const struct hmoe_gguf *g, struct hmoe_vocab **
     st = hmoe_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
     if (st == HMOE_ERR_NOT_FOUND)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: vocabulary key 'tokenizer.ggml.pre' is missing; supported "
-                          "pre-tokenizers are qwen2 and qwen35", g->path);
+                          "pre-tokenizers are qwen2, qwen35 and pixtral (llama3)", g->path);
     if (st != HMOE_OK) return st;
     int pre_idx = -1;
     for (size_t i = 0; i < HMOE_ARRAY_LEN(pre_names); i++)
         if (str_is(pre, pre_names[i].name)) pre_idx = (int)i;
     if (pre_idx < 0)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; "
-                          "supported: qwen2 (Qwen2/2.5/3, Qwen3-MoE), qwen35 (Qwen3.5/3.6)", g->path,
+                          "supported: qwen2 (Qwen2/2.5/3, Qwen3-MoE), qwen35 (Qwen3.5/3.6), pixtral / llama3 "
+                          "(Nemotron-3)", g->path,
                           (int)HMOE_MIN(pre.len, 64), pre.ptr);
     const struct hmoe_gguf_kv *toks, *merges;
     if ((st = get_str_array(g, "tokenizer.ggml.tokens", &toks, err)) != HMOE_OK) return st;
