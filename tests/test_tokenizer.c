@@ -300,9 +300,9 @@ static void run_errors(void) {
                       "'tokenizer.ggml.model' is missing");
     const struct kvspec spm[] = {{"tokenizer.ggml.model", "llama", NULL}, {"tokenizer.ggml.tokens", NULL, toks}};
     expect_load_error("SentencePiece vocab is reported unsupported", spm, 2, HMOE_ERR_UNSUPPORTED, "'llama'");
-    const struct kvspec pre[] = {{"tokenizer.ggml.model", "gpt2", NULL}, {"tokenizer.ggml.pre", "llama-bpe", NULL},
+    const struct kvspec pre[] = {{"tokenizer.ggml.model", "gpt2", NULL}, {"tokenizer.ggml.pre", "bloom", NULL},
                                  {"tokenizer.ggml.tokens", NULL, toks}, {"tokenizer.ggml.merges", NULL, merges}};
-    expect_load_error("unsupported pre-tokenizer names itself", pre, 4, HMOE_ERR_UNSUPPORTED, "'llama-bpe'");
+    expect_load_error("unsupported pre-tokenizer names itself", pre, 4, HMOE_ERR_UNSUPPORTED, "'bloom'");
     const struct kvspec wrong_type[] = {{"tokenizer.ggml.model", "gpt2", NULL}, {"tokenizer.ggml.pre", "qwen2", NULL},
                                         {"tokenizer.ggml.tokens", "not-an-array", NULL},
                                         {"tokenizer.ggml.merges", NULL, merges}};
