@@ -130,6 +130,7 @@ enum hmoe_chat_template {
     HMOE_CHAT_TEMPLATE_CHATML, /* plain <|im_start|>role\ncontent<|im_end|>\n, no think handling */
     HMOE_CHAT_TEMPLATE_QWEN3,  /* Qwen3 hybrid thinking (chat-templates.md §1) */
     HMOE_CHAT_TEMPLATE_QWEN35, /* Qwen3.5 / Qwen3.6: thinking on by default, XML tool calls (§2) */
+    HMOE_CHAT_TEMPLATE_NEMOTRON, /* NVIDIA Nemotron-3: system turn always, <think></think> history (nemotron_h_moe.md §10) */
     HMOE_CHAT_TEMPLATE_COUNT,
     HMOE_CHAT_TEMPLATE_UNKNOWN = -1,
 };
@@ -137,7 +138,7 @@ enum hmoe_chat_template {
 /* Recognise a GGUF tokenizer.chat_template. Returns HMOE_CHAT_TEMPLATE_UNKNOWN for a
  * template we do not render exactly (the caller then warns and falls back to ChatML). */
 enum hmoe_chat_template hmoe_chat_template_detect(const char *jinja_text);
-/* "chatml", "qwen3", "qwen35"; NULL for an invalid value. */
+/* "chatml", "qwen3", "qwen35", "nemotron"; NULL for an invalid value. */
 const char *hmoe_chat_template_name(enum hmoe_chat_template t);
 /* Parse a name as given to --chat-template; HMOE_CHAT_TEMPLATE_UNKNOWN when not known. */
 enum hmoe_chat_template hmoe_chat_template_from_name(const char *name);

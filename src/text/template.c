@@ -197,6 +197,13 @@ enum hmoe_status hmoe_chat_render(enum hmoe_chat_template tmpl, const struct hmo
             return st;
         }
         break;
+    case HMOE_CHAT_TEMPLATE_NEMOTRON:
+        st = hmoe_text_render_nemotron(&b, msgs, n, o, err); /* template_nemotron.c */
+        if (st != HMOE_OK) {
+            free(b.s);
+            return st;
+        }
+        break;
     case HMOE_CHAT_TEMPLATE_CHATML:
         for (size_t i = 0; i < n; i++)
             if (msgs[i].n_tool_calls)

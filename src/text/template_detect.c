@@ -61,6 +61,18 @@ static const char *const qwen35_history[] = {
     "{%- if (preserve_thinking is defined and preserve_thinking is true) or (loop.index0 > ns.last_query_index) %}",
     NULL,
 };
+/* NVIDIA Nemotron-3 (nemotron_h_moe.md §10), quoted from its template: the history-thinking
+ * switch, the XML tool list macro, the empty-think generation prompt, XML calls. */
+static const char *const nemotron_marks[] = {
+    "<|im_start|>",
+    "truncate_history_thinking",
+    "render_extra_keys",
+    "'<|im_start|>assistant\\n<think></think>'",
+    "'<|im_start|>assistant\\n<think>\\n'",
+    "<tool_call>\\n<function=",
+    "<tool_response>",
+    NULL,
+};
 /* The classic ChatML template (one turn per message, nothing else). */
 static const char *const chatml_marks[] = {
     "'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'",
@@ -72,6 +84,7 @@ enum hmoe_chat_template hmoe_chat_template_detect(const char *t) {
     if (!t) return HMOE_CHAT_TEMPLATE_UNKNOWN;
     if (has_all(t, qwen3_marks) && !has_any(t, qwen3_not)) return HMOE_CHAT_TEMPLATE_QWEN3;
     if (has_all(t, qwen35_marks) && has_any(t, qwen35_history)) return HMOE_CHAT_TEMPLATE_QWEN35;
+    if (has_all(t, nemotron_marks)) return HMOE_CHAT_TEMPLATE_NEMOTRON;
     if (has_all(t, chatml_marks) && !has_any(t, chatml_not)) return HMOE_CHAT_TEMPLATE_CHATML;
     return HMOE_CHAT_TEMPLATE_UNKNOWN;
 }
@@ -80,6 +93,7 @@ static const char *const names[HMOE_CHAT_TEMPLATE_COUNT] = {
     [HMOE_CHAT_TEMPLATE_CHATML] = "chatml",
     [HMOE_CHAT_TEMPLATE_QWEN3] = "qwen3",
     [HMOE_CHAT_TEMPLATE_QWEN35] = "qwen35",
+    [HMOE_CHAT_TEMPLATE_NEMOTRON] = "nemotron",
 };
 
 const char *hmoe_chat_template_name(enum hmoe_chat_template t) {

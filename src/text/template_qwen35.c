@@ -118,9 +118,15 @@ static void py_float(struct hmoe_strbuf *b, double v) {
     hmoe_strbuf_add(b, out);
 }
 
+void hmoe_text_strip(const char **p, size_t *n) {
+    struct sv s = trim((struct sv){*p, *n});
+    *p = s.p;
+    *n = s.n;
+}
+
 /* One parameter value: strings raw, objects/arrays as tojson, other scalars as Python's
  * str() (the template's `| string`). */
-static void param_value(struct hmoe_strbuf *b, const struct hmoe_json *v) {
+void hmoe_text_py_value(struct hmoe_strbuf *b, const struct hmoe_json *v) {
     switch (v->kind) {
     case HMOE_JSON_STRING: hmoe_strbuf_addn(b, v->str, v->str_len); break;
     case HMOE_JSON_BOOL: hmoe_strbuf_add(b, v->b ? "True" : "False"); break;
@@ -162,7 +168,7 @@ static enum hmoe_status tool_calls(struct hmoe_strbuf *b, const struct hmoe_chat
             hmoe_strbuf_add(b, "<parameter=");
             hmoe_strbuf_add(b, args->keys[i]);
             hmoe_strbuf_add(b, ">\n");
-            param_value(b, args->items[i]);
+            hmoe_text_py_value(b, args->items[i]);
             hmoe_strbuf_add(b, "\n</parameter>\n");
         }
         hmoe_strbuf_add(b, "</function>\n</tool_call>");

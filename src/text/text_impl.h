@@ -72,7 +72,18 @@ bool hmoe_vocab_own(struct hmoe_vocab_impl *im, void *block);
  * HMOE_ERR_ARG for what that template refuses (no user message, a late system message,
  * tool-call arguments that are not a JSON object). */
 struct hmoe_strbuf;
+struct hmoe_json;
 enum hmoe_status hmoe_text_render_qwen35(struct hmoe_strbuf *b, const struct hmoe_chat_msg *msgs, size_t n,
                                          const struct hmoe_chat_opts *o, struct hmoe_err *err);
+/* template_qwen35.c — Jinja's |trim (Python str.strip(), Unicode whitespace) on p[0..n) in
+ * place; a JSON value as a template prints it: strings raw, objects/arrays as tojson, other
+ * scalars as Python's str() (`| string`). */
+void hmoe_text_strip(const char **p, size_t *n);
+void hmoe_text_py_value(struct hmoe_strbuf *b, const struct hmoe_json *v);
+
+/* template_nemotron.c — append the NVIDIA Nemotron-3 rendering of msgs (nemotron_h_moe.md
+ * §10); HMOE_ERR_ARG for tool definitions or calls that are not JSON objects. */
+enum hmoe_status hmoe_text_render_nemotron(struct hmoe_strbuf *b, const struct hmoe_chat_msg *msgs, size_t n,
+                                           const struct hmoe_chat_opts *o, struct hmoe_err *err);
 
 #endif
