@@ -33,12 +33,18 @@ struct hmoe_synth_preset {
     uint32_t full_attn_interval, n_ff_shexp, n_rot;
     uint32_t rope_sections[4];
     uint32_t ssm_conv_kernel, ssm_state_size, ssm_group_count, ssm_time_step_rank;
+    /* nemotron_h_moe only (nemotron_h_moe.md §1-§2): one character per main layer, M Mamba-2,
+     * '*' attention, E MoE (repeated past its end); the Mamba-2 inner size. NULL / 0 elsewhere. */
+    const char *layer_pattern;
+    uint32_t ssm_inner_size;
 };
 
 /* The preset called `name`, or NULL. */
 const struct hmoe_synth_preset *hmoe_synth_find_preset(const char *name);
 /* "qwen3-30b-a3b, qwen3-235b-a22b, tiny, qwen3.6-35b-a3b, qwen35-tiny" (for help and error messages). */
 const char *hmoe_synth_preset_names(void);
+/* nemotron_h_moe presets: the kind character of main layer i (synth_nemotron.c). */
+char hmoe_synth_layer_kind(const struct hmoe_synth_preset *p, int i);
 
 /* ---- mixes (which tensor gets which type; quants.md §9) ----------------------------- */
 

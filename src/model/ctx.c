@@ -149,8 +149,9 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     rs->v = calloc(ub * Hkv * Dv, sizeof(float));
     rs->attn = calloc(ub * H * Dv, sizeof(float));
     rs->out = calloc(ub * d, sizeof(float));
-    rs->rope_cos = calloc(ub * (size_t)(cfg->n_rot / 2), sizeof(float));
-    rs->rope_sin = calloc(ub * (size_t)(cfg->n_rot / 2), sizeof(float));
+    const size_t half = (size_t)HMOE_MAX(1, cfg->n_rot / 2); /* 1: no RoPE (nemotron_h), still a valid pointer */
+    rs->rope_cos = calloc(ub * half, sizeof(float));
+    rs->rope_sin = calloc(ub * half, sizeof(float));
     rs->pos = calloc(ub, sizeof(int32_t));
     rs->act_row_bytes = (max_act_row_bytes(c->m) + 63) / 64 * 64;
     rs->act = calloc(3 * ub, rs->act_row_bytes ? rs->act_row_bytes : 1);

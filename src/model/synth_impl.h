@@ -51,6 +51,7 @@ struct hmoe_synth_arch {
 
 extern const struct hmoe_synth_arch hmoe_synth_arch_qwen3moe;
 extern const struct hmoe_synth_arch hmoe_synth_arch_qwen35moe; /* synth_qwen35.c */
+extern const struct hmoe_synth_arch hmoe_synth_arch_nemotron_h_moe; /* synth_nemotron.c */
 
 /* Fill a tensor descriptor (synth_preset.c): blk.N.name when layer >= 0. */
 void hmoe_synth_put_tensor(struct hmoe_synth_tensor *t, const char *name, int layer, int role, uint32_t n_dims,

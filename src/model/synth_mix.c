@@ -139,7 +139,15 @@ enum hmoe_type hmoe_synth_type_for_tensor(const struct hmoe_synth_preset *p, con
     } else if (strcmp(name, "token_embd.weight") == 0) {
         t = mix->token_embd;
     } else if (has(name, "attn_v") || has(name, "attn_qkv") || has(name, "attn_kv_b")) {
-        t = bumped(mix->attn_v, mix->attn_v_bumped, mix->attn_v_when, index, n);
+        /* llama-quantize counts attn_v tensors: with a layer pattern (nemotron_h_moe) only
+         * the attention layers have one, so the index is the attention layer's ordinal. */
+        int iv = index, nv = n;
+        if (p->layer_pattern) {
+            iv = nv = 0;
+            for (int i = 0; i < (int)p->n_layer; i++)
+                if (hmoe_synth_layer_kind(p, i) == '*') iv += i < index, nv++;
+        }
+        t = bumped(mix->attn_v, mix->attn_v_bumped, mix->attn_v_when, iv, nv);
         if (mix->attn_v_gqa != NONE && (gqa4 || (mix->attn_v_gqa_or_experts && p->n_expert >= 4))) t = mix->attn_v_gqa;
         if (eight) t = mix->iq12 ? HMOE_TYPE_Q4_K : HMOE_TYPE_Q8_0;
     } else if (has(name, "attn_k")) {

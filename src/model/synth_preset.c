@@ -36,6 +36,21 @@ static const struct hmoe_synth_preset presets[] = {
      .n_ctx = 4096, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .n_nextn = 1, .full_attn_interval = 4,
      .n_ff_shexp = 256, .n_rot = 16, .rope_sections = {3, 3, 2, 0}, .ssm_conv_kernel = 4, .ssm_state_size = 64,
      .ssm_group_count = 2, .ssm_time_step_rank = 4},
+    /* NVIDIA Nemotron-3-Nano-30B-A3B (nemotron_h_moe.md §9): 52 layers = 23 Mamba-2 + 6 attention
+     * + 23 MoE; d 2688; Mamba-2 64 heads x 64 (inner 4096), 8 groups, state 128, conv 4; 32/2
+     * heads x 128 without RoPE; 128 ungated experts top-6 x 1856 + shared expert 3712. */
+    {.name = "nemotron-3-nano-30b-a3b", .arch = &hmoe_synth_arch_nemotron_h_moe, .n_layer = 52, .n_embd = 2688,
+     .n_head = 32, .n_head_kv = 2, .head_dim = 128, .n_expert = 128, .n_expert_used = 6, .n_ff_exp = 1856,
+     .n_vocab = 131072, .n_ctx = 1048576, .rope_freq_base = 10000.0f, .rms_eps = 1e-5f, .n_ff_shexp = 3712,
+     .ssm_conv_kernel = 4, .ssm_state_size = 128, .ssm_group_count = 8, .ssm_time_step_rank = 64,
+     .layer_pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", .ssm_inner_size = 4096},
+    /* The same structure, small; d 320 and F 160 are not multiples of 256, so the Q4_K_M mix
+     * falls back to Q5_0 / Q8_0 as for the real model. For tests. */
+    {.name = "nemotron-tiny", .arch = &hmoe_synth_arch_nemotron_h_moe, .n_layer = 6, .n_embd = 320, .n_head = 4,
+     .n_head_kv = 2, .head_dim = 64, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 160, .n_vocab = 2048,
+     .n_ctx = 4096, .rope_freq_base = 10000.0f, .rms_eps = 1e-5f, .n_ff_shexp = 320, .ssm_conv_kernel = 4,
+     .ssm_state_size = 32, .ssm_group_count = 2, .ssm_time_step_rank = 8, .layer_pattern = "MEM*EE",
+     .ssm_inner_size = 256},
 };
 
 const struct hmoe_synth_preset *hmoe_synth_find_preset(const char *name) {
@@ -44,7 +59,9 @@ const struct hmoe_synth_preset *hmoe_synth_find_preset(const char *name) {
     return NULL;
 }
 
-const char *hmoe_synth_preset_names(void) { return "qwen3-30b-a3b, qwen3-235b-a22b, tiny, qwen3.6-35b-a3b, qwen35-tiny"; }
+const char *hmoe_synth_preset_names(void) {
+    return "qwen3-30b-a3b, qwen3-235b-a22b, tiny, qwen3.6-35b-a3b, qwen35-tiny, nemotron-3-nano-30b-a3b, nemotron-tiny";
+}
 
 /* ---- qwen3moe ------------------------------------------------------------------------ */
 

@@ -237,7 +237,8 @@ static enum hmoe_status emit_zipf_rows(struct wctx *c, const struct hmoe_synth_t
 static enum hmoe_status emit_tensor(struct wctx *c, size_t index) {
     const struct hmoe_synth_tensor *t = &c->plan->tensors[index];
     bool is_f32_param =
-        t->type == HMOE_TYPE_F32 && (t->n_dims == 1 || t->role == SYNTH_FFN_ROUTER || t->role == SYNTH_SSM_CONV);
+        t->type == HMOE_TYPE_F32 && (t->n_dims == 1 || t->role == SYNTH_FFN_ROUTER || t->role == SYNTH_SSM_CONV ||
+                                     t->role == SYNTH_SSM_A || t->role == SYNTH_NORM); /* {1, H} and {n, G} vectors */
     if (is_f32_param) return emit_f32(c, t, index);
     struct synth_pool *pool;
     enum hmoe_status st = get_pool(c, t->type, &pool);

@@ -146,6 +146,7 @@ enum hmoe_status hmoe_nemotron_read_config(const struct hmoe_gguf *g, struct hmo
     if (c->head_dim_v != c->head_dim)
         return HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: attention.value_length %d differs from key_length %d (§2: equal)",
                           g->path, c->head_dim_v, c->head_dim);
-    /* rope.* keys are junk here (§5: no RoPE anywhere); the forward pass never rotates. */
+    /* No RoPE anywhere (§5): rope.dimension_count is junk (d/H, may exceed key_length). */
+    c->n_rot = 0;
     return HMOE_OK;
 }
