@@ -44,6 +44,7 @@ static const struct fp16_fields fp16_fields[] = {
     {HMOE_TYPE_Q2_K, 2, {offsetof(struct hmoe_block_q2_k, d), offsetof(struct hmoe_block_q2_k, dmin)}},
     {HMOE_TYPE_Q3_K, 1, {offsetof(struct hmoe_block_q3_k, d)}},
     {HMOE_TYPE_Q8_0, 1, {offsetof(struct hmoe_block_q8_0, d)}},
+    {HMOE_TYPE_Q5_0, 1, {offsetof(struct hmoe_block_q5_0, d)}},
     {HMOE_TYPE_IQ2_XXS, 1, {offsetof(struct hmoe_block_iq2_xxs, d)}},
     {HMOE_TYPE_IQ2_XS, 1, {offsetof(struct hmoe_block_iq2_xs, d)}},
     {HMOE_TYPE_IQ2_S, 1, {offsetof(struct hmoe_block_iq2_s, d)}},
@@ -207,7 +208,7 @@ done:
 static const enum hmoe_type random_types[] = {
     HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
     HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
-    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M};
+    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M,  HMOE_TYPE_Q5_0};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {
