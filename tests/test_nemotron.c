@@ -5,7 +5,7 @@
  * *-prefill.f32 (one batch) and *-decode.f32 (one token per call). With an F32 KV cache the
  * NumPy reference agrees to 3.5e-6 (moe-tiny/README.md), so the limit here is 1e-4 and no
  * argmax flip; with the default F16 cache 5e-3 (the README: >= 1e-2 means a bug). Then
- * micro-batch sizes (the chunked scan from 64 tokens on), two threads, prefill-then-decode,
+ * every CPU path, micro-batch sizes, two threads, prefill-then-decode,
  * rewinds and a chat of several turns through checkpoints, the chunked Mamba-2 form against
  * the recurrence, the sigmoid router, and load errors (nemotron_h_moe.md §2-§6).
  */
@@ -74,22 +74,22 @@ static void vs_llamacpp(struct hmoe_model *m, const struct fixture *fx, enum hmo
     struct hmoe_err err = {0};
     char name[160];
     enum hmoe_status st = hmoe_ctx_decode(c, ids, N_TOK, 0, HMOE_LOGITS_ALL, out, &err);
-    snprintf(name, sizeof name, "%s %s KV, %d thread(s): 70-token prefill vs llama.cpp", fx->name,
-             hmoe_type_name(kv), n_threads);
+    snprintf(name, sizeof name, "%s %s KV, %d thread(s), %s: 70-token prefill vs llama.cpp", fx->name,
+             hmoe_type_name(kv), n_threads, hmoe_cpu_path_name(hmoe_cpu_path()));
     check_rows(name, st, &err, out, fx->prefill, N_TOK, tol);
     hmoe_ctx_reset(c);
     st = HMOE_OK;
     for (int i = 0; i < N_TOK && !st; i++)
         st = hmoe_ctx_decode(c, &ids[i], 1, i, HMOE_LOGITS_LAST, out + (size_t)i * N_VOCAB, &err);
-    snprintf(name, sizeof name, "%s %s KV, %d thread(s): token-by-token decode vs llama.cpp", fx->name,
-             hmoe_type_name(kv), n_threads);
+    snprintf(name, sizeof name, "%s %s KV, %d thread(s), %s: token-by-token decode vs llama.cpp", fx->name,
+             hmoe_type_name(kv), n_threads, hmoe_cpu_path_name(hmoe_cpu_path()));
     check_rows(name, st, &err, out, fx->decode, N_TOK, tol);
     hmoe_ctx_free(c);
     free(out);
 }
 
-/* Micro-batches of 1, 7, 63 (all scanned), 64 and 70 (chunked form) tokens: the conv window
- * and the SSM state cross batch borders. */
+/* Micro-batches of 1, 7, 63, 64 and 70 tokens: the conv window and the SSM state cross batch
+ * borders. */
 static void ubatch_sizes(struct hmoe_model *m, const struct fixture *fx) {
     static const int sizes[] = {1, 7, 63, 64, 70};
     float *out = malloc(sizeof(float) * N_TOK * N_VOCAB);
@@ -169,10 +169,12 @@ static void chat_turns(struct hmoe_model *m, const struct fixture *fx) {
     free(out);
 }
 
-/* The chunked form (§4.1) equals the recurrence (§4) on random data: 150 tokens (chunks of
- * 64, 64, 22) with a non-zero entering state. */
+enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hook, src/cpu/cpu_impl.h */
+
+/* The chunked form (§4.1) and the AVX2 / AVX-512 scan steps equal the scalar recurrence (§4)
+ * on random data: 150 tokens (chunks of 64, 64, 22) with a non-zero entering state. */
 static void chunked_vs_scan(void) {
-    enum { P = 16, NS = 24, N = 150 };
+    enum { P = 16, NS = 32, N = 150 };
     float *x = malloc(sizeof(float) * N * P), *bc = malloc(sizeof(float) * N * 2 * NS), *dt = malloc(sizeof(float) * N);
     float *S1 = malloc(sizeof(float) * P * NS), *S2 = malloc(sizeof(float) * P * NS);
     float *y1 = malloc(sizeof(float) * N * P), *y2 = malloc(sizeof(float) * N * P);
@@ -185,14 +187,28 @@ static void chunked_vs_scan(void) {
     for (int i = 0; i < P * NS; i++) S1[i] = S2[i] = RND();
 #undef RND
     const float A = -1.3f, D = 0.7f;
+    float *S0 = malloc(sizeof(float) * P * NS);
+    memcpy(S0, S1, sizeof(float) * P * NS);
+    const enum hmoe_cpu_path best = hmoe_cpu_path();
+    hmoe_cpu_force_path(HMOE_CPU_SCALAR);
     hmoe_mamba2_scan(S1, P, NS, N, x, P, bc, bc + NS, 2 * NS, dt, 1, A, D, y1, P);
-    hmoe_mamba2_chunked(S2, P, NS, N, x, P, bc, bc + NS, 2 * NS, dt, 1, A, D, y2, P, scratch);
-    double wy = 0, ws = 0, ay = 0;
-    for (int i = 0; i < N * P; i++) wy = fmax(wy, fabs((double)y1[i] - y2[i])), ay = fmax(ay, fabs(y1[i]));
-    for (int i = 0; i < P * NS; i++) ws = fmax(ws, fabs((double)S1[i] - S2[i]));
-    t_check(ay > 0.1 && wy < 1e-4 && ws < 1e-4, "mamba2: chunked form equals the recurrence (150 tokens, 3 chunks)",
-            "max |d| outputs %.3g (of %.3g), state %.3g", wy, ay, ws);
-    free(x), free(bc), free(dt), free(S1), free(S2), free(y1), free(y2), free(scratch);
+    for (int path = -1; path <= (int)best; path++) {
+        if (path == HMOE_CPU_SCALAR) continue; /* the reference itself */
+        memcpy(S2, S0, sizeof(float) * P * NS);
+        if (path < 0) hmoe_mamba2_chunked(S2, P, NS, N, x, P, bc, bc + NS, 2 * NS, dt, 1, A, D, y2, P, scratch);
+        else if (hmoe_cpu_force_path((enum hmoe_cpu_path)path) == (enum hmoe_cpu_path)path)
+            hmoe_mamba2_scan(S2, P, NS, N, x, P, bc, bc + NS, 2 * NS, dt, 1, A, D, y2, P);
+        else continue;
+        double wy = 0, ws = 0, ay = 0;
+        for (int i = 0; i < N * P; i++) wy = fmax(wy, fabs((double)y1[i] - y2[i])), ay = fmax(ay, fabs(y1[i]));
+        for (int i = 0; i < P * NS; i++) ws = fmax(ws, fabs((double)S1[i] - S2[i]));
+        char name[160];
+        snprintf(name, sizeof name, "mamba2: %s equals the scalar recurrence (150 tokens)",
+                 path < 0 ? "chunked form (3 chunks)" : path == HMOE_CPU_AVX2 ? "AVX2 scan step" : "AVX-512 scan step");
+        t_check(ay > 0.1 && wy < 1e-4 && ws < 1e-4, name, "max |d| outputs %.3g (of %.3g), state %.3g", wy, ay, ws);
+    }
+    hmoe_cpu_force_path(best);
+    free(x), free(bc), free(dt), free(S0), free(S1), free(S2), free(y1), free(y2), free(scratch);
 }
 
 /* The sigmoid router (§6.1): the bias decides the choice only, the weights are the unbiased
@@ -391,7 +407,7 @@ static void synth_tiny_runs(void) {
             amax = fmax(amax, fabs((double)a[i]));
         }
         t_check(!st && finite && amax > 0 && worst < 1e-2 * amax,
-                "synth nemotron-tiny runs: 80-token prefill (chunked scan) matches token-by-token decoding",
+                "synth nemotron-tiny runs: 80-token prefill matches token-by-token decoding",
                 "%s max |d| %.3g of |logit| %.3g", st ? err.msg : "", worst, amax);
         hmoe_ctx_free(c);
         free(a);
@@ -459,6 +475,17 @@ int main(void) {
                     "nemotron_h-tiny: dense ReLU² FFN layers MM-M*-M-, no experts",
                     "arch %d E %d M %d A %d F %d ff %d", c->arch_id, c->n_expert, n_m, n_a, n_f, c->n_ff_dense);
         vs_llamacpp(m, fx, HMOE_TYPE_F32, 1, 1e-4);
+        if (i == 0) {
+            /* every slower CPU path this machine has (scan steps, matmul kernels): the context
+             * takes the path from HMOE_CPU when it is created */
+            const enum hmoe_cpu_path best = hmoe_cpu_path();
+            for (int path = HMOE_CPU_SCALAR; path < (int)best; path++) {
+                setenv("HMOE_CPU", hmoe_cpu_path_name((enum hmoe_cpu_path)path), 1);
+                vs_llamacpp(m, fx, HMOE_TYPE_F32, 1, 1e-4);
+            }
+            unsetenv("HMOE_CPU");
+            hmoe_cpu_init();
+        }
         vs_llamacpp(m, fx, HMOE_TYPE_F16, 2, 5e-3);
         if (i != 1) vs_llamacpp(m, fx, HMOE_TYPE_F32, 2, 1e-4);
         ubatch_sizes(m, fx);

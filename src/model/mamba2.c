@@ -1,12 +1,14 @@
 /* mamba2.c — Mamba-2 mixer math (nemotron_h_moe.md §4 decode step, §4.1 chunked prefill):
- * Δ, the selective scan of one head token by token and its chunked state-space-duality
- * equivalent, the grouped gated RMSNorm. Plain f32 loops on the layouts of mamba2_impl.h;
- * the inner loops run over contiguous N or P values so that the compiler vectorises them.
- * The norm's sum of squares is in double, as ggml's CPU RMSNorm.
+ * Δ, the selective scan of one head token by token (its per-token step has AVX2 and
+ * AVX-512 versions picked at run time: mamba2_avx2.c, mamba2_avx512.c; the scalar loop here
+ * is their reference) and its chunked state-space-duality equivalent, the grouped gated
+ * RMSNorm. Plain f32 loops on the layouts of mamba2_impl.h. The norm's sum of squares is in
+ * double, as ggml's CPU RMSNorm.
  */
 #include <math.h>
 #include <string.h>
 
+#include "hmoe/cpu.h"
 #include "model/mamba2_impl.h"
 
 /* ln(1 + e^x); llama.cpp returns x itself above 20. */
@@ -21,10 +23,19 @@ void hmoe_mamba2_dt(float *dt, size_t stride, const float *dt_bias, int n, int n
 void hmoe_mamba2_scan(float *S, int P, int N, int n, const float *x, size_t x_stride, const float *B, const float *C,
                       size_t bc_stride, const float *dt, size_t dt_stride, float A, float D, float *y,
                       size_t y_stride) {
+    const enum hmoe_cpu_path path = hmoe_cpu_path();
     for (int t = 0; t < n; t++) {
         const float delta = dt[(size_t)t * dt_stride], decay = expf(delta * A);
         const float *xt = x + (size_t)t * x_stride, *bt = B + (size_t)t * bc_stride, *ct = C + (size_t)t * bc_stride;
         float *yt = y + (size_t)t * y_stride;
+        if (path == HMOE_CPU_AVX512 && N % 16 == 0) {
+            hmoe_mamba2_step_avx512(S, P, N, xt, bt, ct, delta, decay, D, yt);
+            continue;
+        }
+        if (path >= HMOE_CPU_AVX2 && N % 8 == 0) {
+            hmoe_mamba2_step_avx2(S, P, N, xt, bt, ct, delta, decay, D, yt);
+            continue;
+        }
         /* Each state row p is decayed, written and read in one pass while it is in L1. */
         for (int p = 0; p < P; p++) {
             float *row = S + (size_t)p * N;

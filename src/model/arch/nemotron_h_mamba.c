@@ -1,7 +1,7 @@
 /* nemotron_h_mamba.c — the Mamba-2 mixer of a nemotron_h layer for one micro-batch
  * (nemotron_h_moe.md §4): ssm_in projection, causal depthwise conv + bias + SiLU over
  * [conv state | x B C], Δ = softplus(dt + dt_bias), the selective scan per head (token by
- * token, or the chunked form for a long micro-batch), y ⊙ silu(z) through the grouped RMSNorm,
+ * token also in prefill: mamba2_impl.h says why), y ⊙ silu(z) through the grouped RMSNorm,
  * ssm_out. The math is mamba2.c's and deltanet.c's conv; this file does the threading (jobs
  * of the cpu.h thread team) and the state's shapes.
  */
@@ -22,12 +22,8 @@ void hmoe_nemotron_rec_dims(const struct hmoe_model_config *c, struct hmoe_rec_d
                                 .z_cols = m,                   /* latent MoE input */
                                 .o_cols = HMOE_MAX(di, m),     /* head outputs; latent MoE output */
                                 .alpha_cols = H,               /* Δ per head */
-                                .sh_cols = ff,                 /* shared expert / dense FFN hidden */
-                                .chunk_floats = hmoe_mamba2_chunk_scratch_floats((int)(di / H), (int)N)};
+                                .sh_cols = ff};                /* shared expert / dense FFN hidden */
 }
-
-/* Micro-batches of at least this many tokens run the chunked form (§4.1). */
-#define CHUNKED_MIN_TOKENS HMOE_MAMBA2_CHUNK
 
 struct mamba_call {
     const struct hmoe_mamba2_weights *M;
@@ -36,7 +32,6 @@ struct mamba_call {
     int64_t di, cd, dip, H, P, N, G, cchunk;
     int K, n;
     float eps;
-    bool chunked;
 };
 
 static void task_conv(void *arg, int64_t i, int tid) {
@@ -49,18 +44,14 @@ static void task_conv(void *arg, int64_t i, int tid) {
 
 /* The scan of head h over the batch; it reads B/C group h / (H / G). */
 static void task_head(void *arg, int64_t h, int tid) {
+    (void)tid;
     const struct mamba_call *a = arg;
     struct hmoe_rec_state *r = a->r;
     const int64_t g = h / (a->H / a->G), P = a->P, N = a->N;
     const float *x = r->y + h * P, *B = r->y + a->di + g * N, *C = r->y + a->di + a->G * N + g * N;
     float *S = a->S + (size_t)(h * P * N), *y = r->o + h * P;
-    if (a->chunked)
-        hmoe_mamba2_chunked(S, (int)P, (int)N, a->n, x, (size_t)a->cd, B, C, (size_t)a->cd, r->alpha + h,
-                            (size_t)a->H, a->M->a[h], a->M->d[h], y, (size_t)a->di,
-                            r->chunk_scratch + (size_t)tid * r->chunk_floats);
-    else
-        hmoe_mamba2_scan(S, (int)P, (int)N, a->n, x, (size_t)a->cd, B, C, (size_t)a->cd, r->alpha + h, (size_t)a->H,
-                         a->M->a[h], a->M->d[h], y, (size_t)a->di);
+    hmoe_mamba2_scan(S, (int)P, (int)N, a->n, x, (size_t)a->cd, B, C, (size_t)a->cd, r->alpha + h, (size_t)a->H,
+                     a->M->a[h], a->M->d[h], y, (size_t)a->di);
 }
 
 /* One (token, norm group): gate with silu(z), then RMSNorm over the group's channels. */
@@ -82,8 +73,7 @@ void hmoe_nemotron_mamba(struct hmoe_ctx *c, int il, int n) {
     struct mamba_call a = {.M = M, .r = r, .conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats,
                            .S = r->ssm + (size_t)r->slot[il] * r->ssm_floats, .di = di, .cd = cd,
                            .dip = di + cd + H, .H = H, .P = di / H, .N = cfg->ssm_d_state, .G = cfg->ssm_n_group,
-                           .cchunk = 256, .K = r->K, .n = n, .eps = cfg->rms_eps,
-                           .chunked = n >= CHUNKED_MIN_TOKENS};
+                           .cchunk = 256, .K = r->K, .n = n, .eps = cfg->rms_eps};
 
     const struct hmoe_mm_job in = {&M->in, r->qkv, (size_t)a.dip, NULL};
     hmoe_model_matmul(c, &in, 1, rs->xn, (size_t)cfg->n_embd, n);
