@@ -38,7 +38,7 @@ LDLIBS  += -fopenmp -lm -lpthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512vbmi -mavx512bitalg
 
-C_SRC   := $(wildcard src/*/*.c)
+C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 LIB_SRC := $(filter-out $(CLI_SRC),$(C_SRC))
 CU_SRC  := $(if $(filter 1,$(CUDA)),$(wildcard src/*/*.cu),)

@@ -6,8 +6,9 @@
  * mapping, one shape comment per field, ggml order: ne0 contiguous) and the run state of a
  * context (src/model/model_impl.h: every scratch buffer and the KV cache, allocated once by
  * hmoe_ctx_init; decoding allocates nothing). Supported architectures: qwen3moe
- * (docs/qwen3moe.md) and qwen35moe (docs/qwen35moe.md: Gated DeltaNet + gated attention,
- * recurrent state per context). Sampling follows llama.cpp's default sampler chain.
+ * (docs/qwen3moe.md), qwen35moe (docs/qwen35moe.md: Gated DeltaNet + gated attention,
+ * recurrent state per context) and gpt-oss (docs/gpt-oss.md: attention sinks, sliding window,
+ * biases, MXFP4 experts). Sampling follows llama.cpp's default sampler chain.
  */
 #ifndef HMOE_MODEL_H
 #define HMOE_MODEL_H
@@ -28,6 +29,7 @@ enum hmoe_rope_scaling {
 enum hmoe_arch {
     HMOE_ARCH_QWEN3MOE = 0,  /* qwen3moe.md */
     HMOE_ARCH_QWEN35MOE = 1, /* qwen35moe.md */
+    HMOE_ARCH_GPTOSS = 2,    /* gpt-oss.md (src/model/arch/gptoss*.c) */
 };
 
 struct hmoe_model_config {
@@ -61,6 +63,9 @@ struct hmoe_model_config {
     int ssm_head_dim;       /* Dk = Dv: {arch}.ssm.state_size */
     int ssm_n_k_head;       /* Hk: {arch}.ssm.group_count (q/k heads of Gated DeltaNet) */
     int ssm_n_v_head;       /* Hv: {arch}.ssm.time_step_rank (value heads) */
+    /* Sliding-window attention (gpt-oss.md); 0 = every layer attends the whole causal prefix. */
+    int swa_window;         /* {arch}.attention.sliding_window: key t is seen from p iff p - t < window */
+    int swa_period;         /* layer i uses the window iff i % period < period - 1 (gpt-oss: 2, even layers) */
 };
 
 /* Load-time overrides (0 / NONE-with-has_rope_scaling=false keep the file's values):
@@ -112,7 +117,10 @@ struct hmoe_layer_weights {
     const float *attn_q_norm;     /* {D} F32, shared by every Q head */
     const float *attn_k_norm;     /* {D} F32, shared by every K head */
     struct hmoe_mat attn_output;  /* {H*Dv, d} */
-    const float *ffn_norm;        /* {d} F32 (qwen35moe: post_attention_norm) */
+    const float *attn_output_bias; /* {d} F32 or NULL (gpt-oss) */
+    const float *attn_sinks;      /* {H} F32 or NULL: one extra softmax logit per query head, no value (gpt-oss) */
+    int attn_window;              /* sliding window of this layer in positions, 0 = full causal */
+    const float *ffn_norm;        /* {d} F32 (qwen35moe, gpt-oss: post_attention_norm) */
     struct hmoe_moe_weights moe;  /* router {d,E} F32, gate/up {d,F,E}, down {F,d,E} */
     struct hmoe_gdn_weights gdn;  /* qwen35moe, recurrent layers */
     struct hmoe_shexp_weights shexp; /* qwen35moe */

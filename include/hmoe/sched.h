@@ -28,13 +28,32 @@ struct hmoe_mat {
     const char *name;  /* tensor name, for messages (points into the gguf's tensor table) */
 };
 
-/* The weights of one MoE block (no shared expert, no biases: qwen3moe.md §2). */
+/* How the router's logits become the k experts and their weights. */
+enum hmoe_moe_gating {
+    HMOE_MOE_GATING_SOFTMAX_RENORM = 0, /* softmax over all E, top-k, renormalised (qwen3moe.md §4.4) */
+    HMOE_MOE_GATING_TOPK_SOFTMAX = 1,   /* top-k of the logits, softmax over those k only (gpt-oss.md) */
+};
+
+/* The expert's activation between gate/up and down. */
+enum hmoe_moe_act {
+    HMOE_MOE_ACT_SILU = 0,       /* silu(g) * u */
+    HMOE_MOE_ACT_SWIGLU_OAI = 1, /* g' = min(g, 7), u' = clamp(u, -7, 7): g' * sigmoid(1.702 g') * (u' + 1) */
+};
+
+/* The weights of one MoE block (no shared expert: qwen3moe.md §2). The zero value of the
+ * gating / activation / bias fields is qwen3moe's block. */
 struct hmoe_moe_weights {
     struct hmoe_mat router; /* ffn_gate_inp   {d, E}     F32 */
     struct hmoe_mat gate;   /* ffn_gate_exps  {d, F, E}  */
     struct hmoe_mat up;     /* ffn_up_exps    {d, F, E}  */
     struct hmoe_mat down;   /* ffn_down_exps  {F, d, E}  */
     int n_expert_used;      /* k */
+    enum hmoe_moe_gating gating;
+    enum hmoe_moe_act act;
+    const float *router_bias; /* ffn_gate_inp.bias   {E} F32, added to the logits, or NULL */
+    const float *gate_bias;   /* ffn_gate_exps.bias  {F, E} F32 or NULL */
+    const float *up_bias;     /* ffn_up_exps.bias    {F, E} */
+    const float *down_bias;   /* ffn_down_exps.bias  {d, E}: inside each expert's output, so it is weighted */
 };
 
 /* Router: softmax over all n_expert logits (f32, max-subtracted, sum in double), the k
@@ -42,6 +61,10 @@ struct hmoe_moe_weights {
  * renormalised: w_i = p_i / max(sum_j p_j, 6.103515625e-5) (qwen3moe.md §4.4 steps 3-5).
  * `probs` is scratch of n_expert floats. Writes sel[k] and w[k]. */
 void hmoe_sched_route(const float *logits, int n_expert, int k, float *probs, int32_t *sel, float *w);
+/* Router of HMOE_MOE_GATING_TOPK_SOFTMAX: the k largest logits in descending order (lowest
+ * index first on ties), w = softmax over those k (f32, max-subtracted, sum in double); no
+ * renormalisation (gpt-oss.md, MoE differences). */
+void hmoe_sched_route_topk_softmax(const float *logits, int n_expert, int k, int32_t *sel, float *w);
 
 /* CPU workspace for hmoe_sched_moe_ffn, sized once for every layer of a model and the
  * largest micro-batch, so the forward pass allocates nothing. */

@@ -8,12 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/arch/gptoss.h"
 #include "model/model_impl.h"
 
 /* Indexed by enum hmoe_arch. */
-static const char *const supported_archs[] = {"qwen3moe", "qwen35moe"};
+static const char *const supported_archs[] = {"qwen3moe", "qwen35moe", "gpt-oss"};
 
-const char *hmoe_model_supported_archs(void) { return "qwen3moe, qwen35moe"; }
+const char *hmoe_model_supported_archs(void) { return "qwen3moe, qwen35moe, gpt-oss"; }
 
 /* Read "{arch}.{suffix}" as a positive integer. A per-layer array (allowed for head counts)
  * must hold one value for every layer. Absent: *out = dflt, or an error when required. */
@@ -233,6 +234,7 @@ enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct 
         return st;
     if ((st = read_rope_scaling(g, p, c, err))) return st;
     if (c->arch_id == HMOE_ARCH_QWEN35MOE && (st = read_qwen35(g, c, err))) return st;
+    if (c->arch_id == HMOE_ARCH_GPTOSS && (st = hmoe_gptoss_read_config(g, c, err))) return st;
 
     /* Vocabulary size = number of token strings (qwen3moe.md §1); checked against the
      * embedding's rows when the weights are bound. 0 = take it from token_embd. */

@@ -13,6 +13,7 @@
 
 #include "hmoe/cpu.h"
 #include "hmoe/cuda.h"
+#include "model/arch/gptoss.h"
 #include "model/gpu_impl.h"
 #include "model/qwen35_impl.h"
 
@@ -328,6 +329,7 @@ size_t hmoe_ctx_state_bytes(const struct hmoe_ctx *c) { return hmoe_rec_state_by
 static enum hmoe_status forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
                                 float *logits, struct hmoe_err *err) {
     if (c->m->cfg.arch_id == HMOE_ARCH_QWEN35MOE) return hmoe_qwen35moe_forward(c, ids, n, pos0, which, logits, err);
+    if (c->m->cfg.arch_id == HMOE_ARCH_GPTOSS) return hmoe_gptoss_forward(c, ids, n, pos0, which, logits, err);
     return hmoe_qwen3moe_forward(c, ids, n, pos0, which, logits, err);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hmoe/cpu.h"
+#include "model/arch/gptoss.h"
 #include "model/model_impl.h"
 
 static void fmt_shape(char *buf, size_t cap, const int64_t *ne, int n_dims) {
@@ -228,7 +229,9 @@ static enum hmoe_status bind_weights(struct hmoe_model *md, struct hmoe_err *err
     md->w.layers = calloc((size_t)c->n_layer, sizeof *md->w.layers);
     if (!md->w.layers) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
     for (int il = 0; il < c->n_layer; il++)
-        if ((st = c->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_qwen35_bind_layer(md, il, err) : bind_layer(md, il, err)))
+        if ((st = c->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_qwen35_bind_layer(md, il, err)
+                  : c->arch_id == HMOE_ARCH_GPTOSS  ? hmoe_gptoss_bind_layer(md, il, err)
+                                                    : bind_layer(md, il, err)))
             return st;
     return HMOE_OK;
 }
