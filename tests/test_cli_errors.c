@@ -96,7 +96,7 @@ static bool write_retyped(const char *src, const char *dst, const char *name, ui
 int main(void) {
     char model[4096], archx[4096], dir[] = "/tmp/hmoe-errors-XXXXXX", cmd[8192], name[256];
     snprintf(model, sizeof model, "%s", t_shared("fixtures/models/tiny-qwen3moe-A-Q4_K_M.gguf"));
-    snprintf(archx, sizeof archx, "%s", t_shared("fixtures/moe-tiny/gpt-oss-tiny.gguf"));
+    snprintf(archx, sizeof archx, "%s", t_shared("fixtures/moe-tiny/deepseek2-tiny.gguf"));
     if (!mkdtemp(dir)) {
         t_check(0, "cli errors: temporary directory", "mkdtemp failed");
         return t_summary();
@@ -120,7 +120,7 @@ int main(void) {
     for (size_t i = 0; i < 4; i++) {
         snprintf(cmd, sizeof cmd, "./hmoe %s -m %s %s", model_cmds[i].name, archx, model_cmds[i].args);
         snprintf(name, sizeof name, "%s: unsupported architecture named with the supported list", model_cmds[i].name);
-        expect(name, cmd, 1, NEEDLES("unsupported architecture 'gpt-oss' (supported: qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h)"));
+        expect(name, cmd, 1, NEEDLES("unsupported architecture 'deepseek2' (supported: qwen3moe, qwen35moe"));
     }
     bool made = write_retyped(model, tq2, "blk.0.attn_q.weight", 35 /* TQ2_0 */);
     t_check(made, "cli errors: tiny model copy with blk.0.attn_q.weight retyped to TQ2_0", "cannot write %s", tq2);

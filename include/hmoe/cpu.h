@@ -85,6 +85,9 @@ void hmoe_cpu_attn_scores(enum hmoe_type kt, int64_t D, const void *k, size_t k_
  * binary32 exponentials (the AVX-512 path within 2 ulp of expf), their sum in double, one
  * multiply by the inverse. */
 void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale);
+/* The same with an attention sink: one extra logit (not scaled) in the maximum and the
+ * denominator only, so the n probabilities sum to less than one (gpt-oss.md). */
+void hmoe_cpu_softmax_scaled_sink(float *s, int64_t n, float scale, float sink);
 
 /* Convenience for dense matrices: quantize x (ntok rows of ncols floats, x_stride floats
  * apart) and compute y = W·x for all nrows rows with the OpenMP threads available.

@@ -6,8 +6,9 @@
  * mapping, one shape comment per field, ggml order: ne0 contiguous) and the run state of a
  * context (src/model/model_impl.h: every scratch buffer and the KV cache, allocated once by
  * hmoe_ctx_init; decoding allocates nothing). Supported architectures: qwen3moe
- * (docs/qwen3moe.md) and qwen35moe (docs/qwen35moe.md: Gated DeltaNet + gated attention,
- * recurrent state per context). Sampling follows llama.cpp's default sampler chain.
+ * (docs/qwen3moe.md), qwen35moe (docs/qwen35moe.md: Gated DeltaNet + gated attention,
+ * recurrent state per context) and gpt-oss (docs/gpt-oss.md: attention sinks, sliding window,
+ * biases, MXFP4 experts). Sampling follows llama.cpp's default sampler chain.
  */
 #ifndef HMOE_MODEL_H
 #define HMOE_MODEL_H
@@ -30,6 +31,7 @@ enum hmoe_arch {
     HMOE_ARCH_QWEN35MOE = 1, /* qwen35moe.md */
     HMOE_ARCH_NEMOTRON_H_MOE = 2, /* nemotron_h_moe.md: Mamba-2 + attention + MoE layers */
     HMOE_ARCH_NEMOTRON_H = 3,     /* nemotron_h_moe.md §6.3: the same with dense ReLU² FFN layers */
+    HMOE_ARCH_GPTOSS = 4,         /* gpt-oss.md (src/model/arch/gptoss*.c) */
 };
 
 struct hmoe_model_config {
@@ -74,6 +76,9 @@ struct hmoe_model_config {
     bool exp_w_norm;        /* {arch}.expert_weights_norm: renormalise the top-k weights */
     float exp_w_scale;      /* {arch}.expert_weights_scale (0 or 1: none) */
     int exp_n_group, exp_n_group_used; /* {arch}.expert_group_count / _used_count (1 / 1: no groups) */
+    /* Sliding-window attention (gpt-oss.md); 0 = every layer attends the whole causal prefix. */
+    int swa_window;         /* {arch}.attention.sliding_window: key t is seen from p iff p - t < window */
+    int swa_period;         /* layer i uses the window iff i % period < period - 1 (gpt-oss: 2, even layers) */
 };
 
 /* Load-time overrides (0 / NONE-with-has_rope_scaling=false keep the file's values):
@@ -139,14 +144,16 @@ struct hmoe_layer_weights {
     const float *attn_q_norm;     /* {D} F32, shared by every Q head */
     const float *attn_k_norm;     /* {D} F32, shared by every K head */
     struct hmoe_mat attn_output;  /* {H*Dv, d} */
-    const float *ffn_norm;        /* {d} F32 (qwen35moe: post_attention_norm) */
+    const float *attn_output_bias; /* {d} F32 or NULL (gpt-oss, nemotron_h) */
+    const float *attn_sinks;      /* {H} F32 or NULL: one extra softmax logit per query head, no value (gpt-oss) */
+    int attn_window;              /* sliding window of this layer in positions, 0 = full causal */
+    const float *ffn_norm;        /* {d} F32 (qwen35moe, gpt-oss: post_attention_norm) */
     struct hmoe_moe_weights moe;  /* router {d,E} F32, gate/up {d,F,E}, down {F,d,E} */
     struct hmoe_gdn_weights gdn;  /* qwen35moe, recurrent layers */
     struct hmoe_shexp_weights shexp; /* qwen35moe; nemotron_h_moe: up/down only (ReLU², no gate) */
     struct hmoe_mamba2_weights mamba; /* nemotron_h Mamba-2 layers */
     struct hmoe_mat ffn_up, ffn_down; /* nemotron_h dense FFN {d, F} / {F, d} (ReLU², no gate) */
     const float *ffn_up_bias, *ffn_down_bias; /* {F} / {d} or NULL */
-    const float *attn_output_bias; /* {d} or NULL (nemotron_h) */
     struct hmoe_mat latent_down, latent_up; /* nemotron_h_moe latent MoE: {d, m} / {m, d}; n_in 0 = none */
 };
 

@@ -30,19 +30,21 @@ struct hmoe_mat {
 
 /* How router logits become expert choices and weights. */
 enum hmoe_moe_gating {
-    HMOE_MOE_SOFTMAX = 0, /* softmax, top-k of the probabilities, renormalised (qwen3moe.md §4.4) */
-    HMOE_MOE_SIGMOID = 1, /* sigmoid; top-k of sigmoid + sel_bias; weights the unbiased sigmoids
-                             (nemotron_h_moe.md §6.1), optionally renormalised, then scaled */
+    HMOE_MOE_SOFTMAX = 0,      /* softmax over all E, top-k of the probabilities, renormalised (qwen3moe.md §4.4) */
+    HMOE_MOE_SIGMOID = 1,      /* sigmoid; top-k of sigmoid + sel_bias; weights the unbiased sigmoids
+                                  (nemotron_h_moe.md §6.1), optionally renormalised, then scaled */
+    HMOE_MOE_TOPK_SOFTMAX = 2, /* top-k of the logits, softmax over those k only (gpt-oss.md) */
 };
 
 /* What an expert computes from its hidden rows. */
 enum hmoe_moe_act {
-    HMOE_MOE_SWIGLU = 0, /* down(silu(gate x) * up x) */
-    HMOE_MOE_RELU2 = 1,  /* down(relu(up x)^2): ungated, gate is unused (data NULL) */
+    HMOE_MOE_SWIGLU = 0,      /* down(silu(gate x) * up x) */
+    HMOE_MOE_RELU2 = 1,       /* down(relu(up x)^2): ungated, gate is unused (data NULL) */
+    HMOE_MOE_SWIGLU_OAI = 2,  /* g' = min(g, 7), u' = clamp(u, -7, 7): g' * sigmoid(1.702 g') * (u' + 1) */
 };
 
-/* The weights of one MoE block (no shared expert, no biases: qwen3moe.md §2). A layer without
- * experts has router.data NULL. Zero-initialised routing fields mean qwen3moe's routing. */
+/* The weights of one MoE block (no shared expert: qwen3moe.md §2). A layer without experts has
+ * router.data NULL. The zero value of the gating / activation / bias fields is qwen3moe's block. */
 struct hmoe_moe_weights {
     struct hmoe_mat router; /* ffn_gate_inp   {d, E}     F32 */
     struct hmoe_mat gate;   /* ffn_gate_exps  {d, F, E}  (SWIGLU only) */
@@ -55,6 +57,10 @@ struct hmoe_moe_weights {
     bool no_renorm;         /* SIGMOID: keep the chosen sigmoids as they are (expert_weights_norm false) */
     float w_scale;          /* SIGMOID: weights multiplied by this after renormalising (0 or 1: none) */
     int n_group, n_group_used; /* SIGMOID: group-limited choice (DeepSeek-V3 rule); <= 1 = none */
+    const float *router_bias; /* ffn_gate_inp.bias   {E} F32, added to the logits, or NULL */
+    const float *gate_bias;   /* ffn_gate_exps.bias  {F, E} F32 or NULL */
+    const float *up_bias;     /* ffn_up_exps.bias    {F, E} */
+    const float *down_bias;   /* ffn_down_exps.bias  {d, E}: inside each expert's output, so it is weighted */
 };
 
 /* Router: softmax over all n_expert logits (f32, max-subtracted, sum in double), the k
@@ -62,6 +68,10 @@ struct hmoe_moe_weights {
  * renormalised: w_i = p_i / max(sum_j p_j, 6.103515625e-5) (qwen3moe.md §4.4 steps 3-5).
  * `probs` is scratch of n_expert floats. Writes sel[k] and w[k]. */
 void hmoe_sched_route(const float *logits, int n_expert, int k, float *probs, int32_t *sel, float *w);
+/* Router of HMOE_MOE_TOPK_SOFTMAX: the k largest logits in descending order (lowest
+ * index first on ties), w = softmax over those k (f32, max-subtracted, sum in double); no
+ * renormalisation (gpt-oss.md, MoE differences). */
+void hmoe_sched_route_topk_softmax(const float *logits, int n_expert, int k, int32_t *sel, float *w);
 
 /* Sigmoid router (nemotron_h_moe.md §6.1): p = sigmoid(logits); choose the k largest of
  * p + w->sel_bias (group-limited when w->n_group > 1: keep the n_group_used groups of

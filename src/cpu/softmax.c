@@ -26,3 +26,23 @@ void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale) {
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) s[i] *= inv;
 }
+
+/* The same softmax with one extra logit `sink` that joins the maximum and the denominator
+ * but has no entry of its own (gpt-oss.md, attention sinks): the probabilities sum to less
+ * than one. The sink is a logit as it is, not multiplied by `scale`. Scalar: the rows are
+ * short next to the products around them. */
+void hmoe_cpu_softmax_scaled_sink(float *s, int64_t n, float scale, float sink) {
+    float mx = sink;
+    for (int64_t i = 0; i < n; i++) {
+        s[i] *= scale;
+        mx = s[i] > mx ? s[i] : mx;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = expf(s[i] - mx);
+        sum += (double)s[i];
+    }
+    sum += (double)expf(sink - mx);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) s[i] *= inv;
+}

@@ -12,6 +12,9 @@
  * accumulated row by row in f32. Two jobs of the cpu.h thread team per layer (the cache
  * store runs on the caller for a decoded token). At 4000 cached positions the scores and
  * sum kernels took decode on the dev box from 40 to 58 tok/s (bench/cpu_results.md, attn).
+ * A layer may have a sliding window (only the last `window` positions are attended: the
+ * scores start at the first visible key) and per-head sink logits that enter the softmax
+ * denominator only (gpt-oss.md).
  */
 #include <math.h>
 #include <string.h>
@@ -33,6 +36,8 @@ struct att_call {
     size_t krow, vrow, vpos, ves, n_ctx;
     float scale;
     bool q_f32;
+    int window;          /* sliding window in positions (0: the whole causal prefix) */
+    const float *sinks;  /* [H] one extra softmax logit per query head, or NULL */
     int tok; /* tokens per item of task_attend_chunk */
 };
 
@@ -54,8 +59,20 @@ static void task_kv_store(void *arg, int64_t i, int tid) {
         memcpy(a->vc + (((size_t)g * Dv + e) * a->n_ctx + p) * a->ves, tmp + (size_t)e * a->ves, a->ves);
 }
 
-/* The queries of one (token, KV head, slice of its query heads) over cached positions 0..pos
- * (causal, inclusive). */
+/* First cached position a query at `pos` sees: 0, or with a sliding window the last
+ * `window` positions up to itself (gpt-oss.md: key t is seen iff pos - t < window). */
+static int first_visible(const struct att_call *a, int pos) {
+    return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
+}
+
+/* Softmax of one head's scores, with the head's sink logit when the layer has sinks. */
+static void softmax_row(const struct att_call *a, float *s, int64_t n, int head) {
+    if (a->sinks) hmoe_cpu_softmax_scaled_sink(s, n, a->scale, a->sinks[head]);
+    else hmoe_cpu_softmax_scaled(s, n, a->scale);
+}
+
+/* The queries of one (token, KV head, slice of its query heads) over cached positions
+ * lo..pos (causal, inclusive; lo = 0 without a sliding window). */
 static void task_attend(void *arg, int64_t it, int tid) {
     const struct att_call *a = arg;
     struct hmoe_run_state *rs = &a->c->rs;
@@ -69,7 +86,7 @@ static void task_attend(void *arg, int64_t it, int tid) {
     const int t = (int)(it / (Hkv * n_slice)), g = (int)((it / n_slice) % Hkv), sl = (int)(it % n_slice);
     const int j0 = g * G + sl * a->per_slice, j1 = HMOE_MIN(g * G + G, j0 + a->per_slice);
     if (j0 >= j1) return;
-    const int nh = j1 - j0, n_kv = rs->pos[t] + 1;
+    const int lo = first_visible(a, rs->pos[t]), nh = j1 - j0, n_kv = rs->pos[t] + 1 - lo;
     const float *q = rs->q + ((size_t)t * H + j0) * D; /* nh heads, contiguous */
     const void *xq = q;
     size_t xq_stride = (size_t)D * sizeof(float);
@@ -78,20 +95,21 @@ static void task_attend(void *arg, int64_t it, int tid) {
         xq = qq;
         xq_stride = rs->att_q_bytes;
     }
-    const uint8_t *kbase = a->kc + (size_t)g * n_ctx * a->krow;
+    const uint8_t *kbase = a->kc + ((size_t)g * n_ctx + (size_t)lo) * a->krow;
     hmoe_cpu_attn_scores(tk, D, kbase, a->krow, n_kv, xq, xq_stride, nh, scores, n_ctx);
-    for (int h = 0; h < nh; h++) hmoe_cpu_softmax_scaled(scores + (size_t)h * n_ctx, n_kv, a->scale);
+    for (int h = 0; h < nh; h++) softmax_row(a, scores + (size_t)h * n_ctx, n_kv, j0 + h);
 
     float *o = rs->attn + ((size_t)t * H + j0) * Dv;
     if (a->c->v_trans) {
         /* o[h][e] = sum_p V^T[g][e][p] * prob[h][p] over the n_kv cached positions, with the
          * probabilities in f32 (cpu.h; llama.cpp's non-flash path rounds them to 16 bits). */
-        hmoe_cpu_attn_wsum(tv, n_kv, a->vc + (size_t)g * Dv * n_ctx * ves, n_ctx * ves, Dv, scores, n_ctx, nh, o, Dv);
+        hmoe_cpu_attn_wsum(tv, n_kv, a->vc + ((size_t)g * Dv * n_ctx + (size_t)lo) * ves, n_ctx * ves, Dv, scores,
+                           n_ctx, nh, o, Dv);
         return;
     }
     memset(o, 0, (size_t)nh * Dv * sizeof(float));
     for (int p = 0; p < n_kv; p++) {
-        const uint8_t *vr = a->vc + (size_t)p * a->vpos + (size_t)g * a->vrow;
+        const uint8_t *vr = a->vc + (size_t)(lo + p) * a->vpos + (size_t)g * a->vrow;
         hmoe_type_info[tv].dequant_ref(vr, vtmp, Dv);
         for (int h = 0; h < nh; h++) {
             const float w = scores[(size_t)h * n_ctx + p];
@@ -117,6 +135,8 @@ static void task_attend_chunk(void *arg, int64_t it, int tid) {
     float *scores = rs->att_scores + (size_t)tid * (size_t)tok * (size_t)G * (n_ctx + 32);
     uint8_t *qq = rs->att_q + (size_t)tid * (size_t)tok * (size_t)G * qb;
     float *ob = rs->att_o + (size_t)tid * (size_t)tok * (size_t)G * (size_t)Dv;
+    /* positions lo .. n_kv_max-1 cover every query of the chunk (positions ascend in a batch) */
+    const int lo = first_visible(a, rs->pos[t0]);
     int n_kv_max = 0;
     for (int t = t0; t < t1; t++) {
         n_kv_max = HMOE_MAX(n_kv_max, rs->pos[t] + 1);
@@ -130,16 +150,19 @@ static void task_attend_chunk(void *arg, int64_t it, int tid) {
     /* rows of scores packed at the chunk's length (+16 floats, so that rows do not all fall in
      * the same L1 sets as rows n_ctx apart would: 32 rows 16 KB apart took pp512 from 392 to
      * 348 t/s) */
-    const size_t ss = ((size_t)n_kv_max + 15) / 16 * 16 + 16;
-    hmoe_cpu_attn_scores(a->tk, D, a->kc + (size_t)g * n_ctx * a->krow, a->krow, n_kv_max, qq, qb, rows, scores, ss);
+    const int span = n_kv_max - lo;
+    const size_t ss = ((size_t)span + 15) / 16 * 16 + 16;
+    hmoe_cpu_attn_scores(a->tk, D, a->kc + ((size_t)g * n_ctx + (size_t)lo) * a->krow, a->krow, span, qq, qb, rows,
+                         scores, ss);
     for (int r = 0; r < rows; r++) {
         float *sr = scores + (size_t)r * ss;
-        const int n_kv = rs->pos[t0 + r / G] + 1;
-        hmoe_cpu_softmax_scaled(sr, n_kv, a->scale);
-        memset(sr + n_kv, 0, (size_t)(n_kv_max - n_kv) * sizeof(float));
+        const int pos = rs->pos[t0 + r / G], b = first_visible(a, pos) - lo, e = pos + 1 - lo;
+        memset(sr, 0, (size_t)b * sizeof(float)); /* before a windowed row's first key */
+        softmax_row(a, sr + b, e - b, g * G + r % G);
+        memset(sr + e, 0, (size_t)(span - e) * sizeof(float));
     }
-    hmoe_cpu_attn_wsum(a->tv, n_kv_max, a->vc + (size_t)g * Dv * n_ctx * a->ves, n_ctx * a->ves, Dv, scores, ss, rows, ob,
-                       (size_t)Dv);
+    hmoe_cpu_attn_wsum(a->tv, span, a->vc + ((size_t)g * Dv * n_ctx + (size_t)lo) * a->ves, n_ctx * a->ves, Dv, scores,
+                       ss, rows, ob, (size_t)Dv);
     for (int r = 0; r < rows; r++) {
         const int t = t0 + r / G, j = r % G;
         memcpy(rs->attn + ((size_t)t * H + (size_t)g * G + j) * Dv, ob + (size_t)r * Dv, (size_t)Dv * sizeof(float));
@@ -158,6 +181,8 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
     a.ves = (size_t)hmoe_type_info[a.tv].type_size; /* transposed V: bytes per element */
     a.scale = 1.0f / sqrtf((float)a.D);
     a.q_f32 = hmoe_type_info[a.tk].vec_dot_type == HMOE_TYPE_F32;
+    a.window = c->m->w.layers[il].attn_window;
+    a.sinks = c->m->w.layers[il].attn_sinks;
     /* Split a KV head's G query heads into slices when there are too few (token, KV head)
      * pairs to keep every thread busy (one-token decode). */
     const int nt = c->p.n_threads;

@@ -8,12 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/arch/gptoss.h"
 #include "model/model_impl.h"
 
 /* Indexed by enum hmoe_arch. */
-static const char *const supported_archs[] = {"qwen3moe", "qwen35moe", "nemotron_h_moe", "nemotron_h"};
+static const char *const supported_archs[] = {"qwen3moe", "qwen35moe", "nemotron_h_moe", "nemotron_h", "gpt-oss"};
 
-const char *hmoe_model_supported_archs(void) { return "qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h"; }
+const char *hmoe_model_supported_archs(void) { return "qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h, gpt-oss"; }
 
 static bool is_nemotron(const struct hmoe_model_config *c) {
     return c->arch_id == HMOE_ARCH_NEMOTRON_H_MOE || c->arch_id == HMOE_ARCH_NEMOTRON_H;
@@ -254,6 +255,7 @@ enum hmoe_status hmoe_model_read_config(const struct hmoe_gguf *g, const struct 
     if ((st = read_rope_scaling(g, p, c, err))) return st;
     if (c->arch_id == HMOE_ARCH_QWEN35MOE && (st = read_qwen35(g, c, err))) return st;
     if (is_nemotron(c) && (st = hmoe_nemotron_read_config(g, c, err))) return st;
+    if (c->arch_id == HMOE_ARCH_GPTOSS && (st = hmoe_gptoss_read_config(g, c, err))) return st;
 
     /* Vocabulary size = number of token strings (qwen3moe.md §1); checked against the
      * embedding's rows when the weights are bound. 0 = take it from token_embd. */

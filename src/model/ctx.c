@@ -13,6 +13,7 @@
 
 #include "hmoe/cpu.h"
 #include "hmoe/cuda.h"
+#include "model/arch/gptoss.h"
 #include "model/gpu_impl.h"
 #include "model/arch/nemotron_h_impl.h"
 #include "model/qwen35_impl.h"
@@ -349,6 +350,7 @@ enum hmoe_status hmoe_ctx_forward_cpu(struct hmoe_ctx *c, const int32_t *ids, in
     case HMOE_ARCH_QWEN35MOE: return hmoe_qwen35moe_forward(c, ids, n, pos0, which, logits, err);
     case HMOE_ARCH_NEMOTRON_H_MOE:
     case HMOE_ARCH_NEMOTRON_H: return hmoe_nemotron_forward(c, ids, n, pos0, which, logits, err);
+    case HMOE_ARCH_GPTOSS: return hmoe_gptoss_forward(c, ids, n, pos0, which, logits, err);
     default: return hmoe_qwen3moe_forward(c, ids, n, pos0, which, logits, err);
     }
 }

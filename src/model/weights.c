@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "hmoe/cpu.h"
+#include "model/arch/gptoss.h"
 #include "model/arch/nemotron_h_impl.h"
+#include "model/model_impl.h"
 
 static void fmt_shape(char *buf, size_t cap, const int64_t *ne, int n_dims) {
     size_t o = (size_t)snprintf(buf, cap, "[");
@@ -245,7 +247,8 @@ static enum hmoe_status bind_weights(struct hmoe_model *md, struct hmoe_err *err
         if ((st = c->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_qwen35_bind_layer(md, il, err)
                   : c->arch_id == HMOE_ARCH_NEMOTRON_H_MOE || c->arch_id == HMOE_ARCH_NEMOTRON_H
                       ? hmoe_nemotron_bind_layer(md, il, err)
-                      : bind_layer(md, il, err)))
+                  : c->arch_id == HMOE_ARCH_GPTOSS ? hmoe_gptoss_bind_layer(md, il, err)
+                                                   : bind_layer(md, il, err)))
             return st;
     return HMOE_OK;
 }

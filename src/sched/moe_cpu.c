@@ -160,6 +160,28 @@ void hmoe_sched_route_sigmoid(const struct hmoe_moe_weights *w, const float *log
         for (int i = 0; i < k; i++) wsel[i] *= w->w_scale;
 }
 
+void hmoe_sched_route_topk_softmax(const float *logits, int n_expert, int k, int32_t *sel, float *w) {
+    /* k linear scans over the logits; a chosen expert is skipped by index, so any logit value
+     * (also -inf) stays selectable and NaN never wins a comparison. */
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int j = 0; j < i; j++) taken |= sel[j] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+        }
+        sel[i] = best;
+    }
+    const float mx = logits[sel[0]];
+    double sum = 0.0;
+    for (int i = 0; i < k; i++) {
+        w[i] = expf(logits[sel[i]] - mx);
+        sum += (double)w[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < k; i++) w[i] *= inv;
+}
+
 enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int n_layer, int max_tok,
                                      int n_threads, struct hmoe_sched_moe **out, struct hmoe_err *err) {
     *out = NULL;
@@ -300,12 +322,17 @@ static void task_route(void *arg, int64_t t, int tid) {
     (void)tid;
     const struct moe_call *m = arg;
     struct hmoe_sched_moe *s = m->s;
+    float *lg = s->logits + (size_t)t * m->E;
+    if (m->w->router_bias)
+        for (int e = 0; e < m->E; e++) lg[e] += m->w->router_bias[e];
     if (m->w->gating == HMOE_MOE_SIGMOID)
-        hmoe_sched_route_sigmoid(m->w, s->logits + (size_t)t * m->E, s->probs + (size_t)t * 2 * m->E,
-                                 s->sel + (size_t)t * m->k, s->wsel + (size_t)t * m->k);
+        hmoe_sched_route_sigmoid(m->w, lg, s->probs + (size_t)t * 2 * m->E, s->sel + (size_t)t * m->k,
+                                 s->wsel + (size_t)t * m->k);
+    else if (m->w->gating == HMOE_MOE_TOPK_SOFTMAX)
+        hmoe_sched_route_topk_softmax(lg, m->E, m->k, s->sel + (size_t)t * m->k, s->wsel + (size_t)t * m->k);
     else
-        hmoe_sched_route(s->logits + (size_t)t * m->E, m->E, m->k, s->probs + (size_t)t * 2 * m->E,
-                         s->sel + (size_t)t * m->k, s->wsel + (size_t)t * m->k);
+        hmoe_sched_route(lg, m->E, m->k, s->probs + (size_t)t * 2 * m->E, s->sel + (size_t)t * m->k,
+                         s->wsel + (size_t)t * m->k);
     act_quantize(m->in1->type, m->x + (size_t)t * m->d, s->xq_gate + (size_t)t * m->ag, m->d);
     if (!m->same_act) act_quantize(m->w->up.type, m->x + (size_t)t * m->d, m->xq_up + (size_t)t * m->au, m->d);
 }
@@ -316,6 +343,18 @@ static void z_quantize(const struct moe_call *m, int slot, int64_t r0, int64_t r
     const enum hmoe_type dt = m->w->down.type, vdt = hmoe_type_info[dt].vec_dot_type;
     uint8_t *dst = m->s->zq + (size_t)slot * m->ad + hmoe_row_bytes(vdt, r0);
     act_quantize(dt, m->s->g + (size_t)slot * (size_t)m->F + r0, dst, r1 - r0);
+}
+
+/* gpt-oss's clamped SwiGLU (gpt-oss.md, MoE differences): the gate is clamped from above
+ * only, the up value on both sides and offset by one; alpha = 1.702 and the limit 7 are fixed
+ * constants of the model family. g = g' * sigmoid(alpha * g') * (u' + 1), in place over n. */
+static void swiglu_oai(float *g, const float *u, int64_t n) {
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int64_t j = 0; j < n; j++) {
+        const float x = g[j] < limit ? g[j] : limit;
+        const float y = u[j] < -limit ? -limit : u[j] > limit ? limit : u[j];
+        g[j] = x / (1.0f + expf(-alpha * x)) * (y + 1.0f);
+    }
 }
 
 /* Rows [r0, r1) of one expert's gate and up matrices for all of its tokens (the weights
@@ -346,10 +385,17 @@ static void task_gate_up(void *arg, int64_t it, int tid) {
             s->g + (size_t)off * m->F + r0, (size_t)m->F);
     mm_rows(w->up.type, m->d, wu, w->up.row_bytes, r0, r1, m->xg_up + (size_t)off * m->au, m->au, cnt,
             s->u + (size_t)off * m->F + r0, (size_t)m->F);
+    const float *bg = w->gate_bias ? w->gate_bias + (size_t)e * (size_t)m->F : NULL;
+    const float *bu = w->up_bias ? w->up_bias + (size_t)e * (size_t)m->F : NULL;
     for (int32_t i = off; i < off + cnt; i++) {
-        float *g = s->g + (size_t)i * m->F;
-        const float *u = s->u + (size_t)i * m->F;
-        for (int64_t j = r0; j < r1; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+        float *g = s->g + (size_t)i * m->F, *u = s->u + (size_t)i * m->F;
+        if (bg)
+            for (int64_t j = r0; j < r1; j++) g[j] += bg[j];
+        if (bu)
+            for (int64_t j = r0; j < r1; j++) u[j] += bu[j];
+        if (w->act == HMOE_MOE_SWIGLU_OAI) swiglu_oai(g + r0, u + r0, r1 - r0);
+        else
+            for (int64_t j = r0; j < r1; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
         if (m->quant_in_item) z_quantize(m, i, r0, r1);
     }
 }
@@ -368,6 +414,12 @@ static void down_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
     const uint8_t *wd = (const uint8_t *)w->down.data + (size_t)e * w->down.mat_bytes;
     mm_rows(w->down.type, m->F, wd, w->down.row_bytes, r0, r1, s->zq + (size_t)off * m->ad, m->ad, cnt,
             s->y + (size_t)off * (size_t)m->d + r0, (size_t)m->d);
+    if (!w->down_bias) return;
+    const float *b = w->down_bias + (size_t)e * (size_t)m->d;
+    for (int32_t i = off; i < off + cnt; i++) {
+        float *y = s->y + (size_t)i * (size_t)m->d;
+        for (int64_t j = r0; j < r1; j++) y[j] += b[j];
+    }
 }
 
 /* o = w * y and o += w * y over n floats, 8 lanes at a time (GNU vector extension; -O2's
