@@ -15,7 +15,7 @@
 
 CC      ?= gcc
 NVCC    ?= nvcc
-SHARED  ?= ../shared
+SHARED  ?= tests
 BUILD   ?= build
 
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
@@ -95,7 +95,8 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# The suite: unit tests against ../shared/fixtures plus CLI checks through ./hmoe.
+# The suite: unit tests against $(SHARED)/fixtures (tests/fixtures in the repository) plus CLI
+# checks through ./hmoe.
 test: hmoe $(TEST_BIN)
 	HMOE_SHARED=$(SHARED) ./tests/run.sh
 
