@@ -55,7 +55,7 @@ CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fopenmp -fno-math-errno -fno-trappi
            -DHMOE_HAVE_CUDA=$(CUDA)
 LDLIBS  += -fopenmp -lm -lpthread
 ifeq ($(SAN),1)
-SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer $(SAN_EXTRA)
 CFLAGS  += $(SAN_FLAGS)
 LDLIBS  += $(SAN_FLAGS)
 endif
@@ -187,16 +187,40 @@ demo: hmoe
 	@echo "hmoe run on the same synthetic model (random weights: the text is noise, the timings are real):"
 	./hmoe run -m $(DEMO_MODEL) --chat --no-think -p "Hello! What can you do?" -n 32 --temp 0
 
-# Fuzz the GGUF parser: clang's libFuzzer with address and undefined-behaviour sanitizers.
-# Run: ./build/fuzz/fuzz_gguf -max_total_time=600 tests/data/fuzz-corpus
+# Fuzzing: clang's libFuzzer with address and undefined-behaviour sanitizers. Two targets:
+# fuzz_gguf (the GGUF parser and every accessor) and fuzz_model (vocabulary load + tokenize
+# round, model config validation and tensor binding). `make fuzz-run` runs each for FUZZ_TIME
+# seconds; new inputs go to build/fuzz/corpus-*, never into the tracked corpus
+# (tests/data/fuzz-corpus is read as seeds), and the seeds are real-size: the fixture models'
+# 130 KB headers for the parser, the whole moe-tiny models for fuzz_model.
 FUZZ_CC ?= clang
+FUZZ_TIME ?= 60
 FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
               -D_DEFAULT_SOURCE -Iinclude -Isrc -DHMOE_HAVE_CUDA=0
-fuzz: $(BUILD)/fuzz/fuzz_gguf
+FUZZ_DIR := $(BUILD)/fuzz
+.PHONY: fuzz-run fuzz-seeds
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model fuzz-seeds
 # types.c points at the reference kernels, so the whole (CPU-only, portable) kernels dir comes along.
-$(BUILD)/fuzz/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
+$(FUZZ_DIR)/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+# fuzz_model needs the whole library: built once more by clang with the sanitizers and the
+# fuzzer's coverage hooks, in its own object tree.
+FUZZ_LIB := $(FUZZ_DIR)/obj/libhmoe.a
+$(FUZZ_LIB): FORCE
+	$(MAKE) --no-print-directory CC=$(FUZZ_CC) CUDA=0 SAN=1 SAN_EXTRA=-fsanitize=fuzzer-no-link BUILD=$(FUZZ_DIR)/obj $@
+$(FUZZ_DIR)/fuzz_model: tests/fuzz_model.c $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp -o $@ $< $(FUZZ_LIB) -lm -lpthread
+FUZZ_SEED_MODELS := $(wildcard $(SHARED)/fixtures/models/*.gguf)
+fuzz-seeds:
+	@mkdir -p $(FUZZ_DIR)/seeds-gguf $(FUZZ_DIR)/seeds-model $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/corpus-model
+	@for f in $(FUZZ_SEED_MODELS); do head -c 131072 $$f > $(FUZZ_DIR)/seeds-gguf/$$(basename $$f .gguf).head; done
+	@cp $(SHARED)/fixtures/moe-tiny/*.gguf $(FUZZ_DIR)/seeds-model/
+fuzz-run: fuzz
+	$(FUZZ_DIR)/fuzz_gguf -max_total_time=$(FUZZ_TIME) -max_len=140000 -dict=tests/data/fuzz_gguf.dict \
+	    $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/seeds-gguf tests/data/fuzz-corpus tests/data/gguf-good tests/data/gguf-bad
+	$(FUZZ_DIR)/fuzz_model -max_total_time=$(FUZZ_TIME) -max_len=1400000 -rss_limit_mb=4096 \
+	    $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/seeds-model
 
 clean:
 	rm -rf $(BUILD) hmoe
