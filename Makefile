@@ -1,28 +1,48 @@
 # hmoe — build, test, bench, fuzz.
 #
-#   make              ./hmoe (CUDA parts too when nvcc is on PATH)
+#   make              ./hmoe (CUDA parts too when nvcc is on PATH), as many jobs as CPUs
 #   make CUDA=0       CPU-only engine
+#   make CUDA_ARCH=all  CUDA code for every supported GPU (release builds; slow to compile)
+#   make CC=clang     gcc >= 10 and clang >= 14 both build it
 #   make test         build and run the test suite (last line: "N passed, N failed")
+#   make sanitize     the same suite on an ASan + UBSan build (objects in build/san; same as
+#                     make SAN=1 test)
 #   make test-gpu     GPU tests (needs a GPU; CI only compiles them: make gpu-tests)
 #   make bench        build the benchmarks in bench/
 #   make demo         build, benchmark a synthetic model (hmoe bench) and generate a few tokens with it
-#   make fuzz         libFuzzer target over the GGUF parser (clang, ASan/UBSan)
+#   make fuzz         libFuzzer targets (clang, ASan/UBSan): the GGUF parser, model config + vocabulary
 #
 # Sources are found by wildcard: every src/*/*.c is part of libhmoe; files named
 # *_avx2.c / *_avx512.c get their own -m flags (the CPU picks a path at run time, so the
 # rest of the binary must stay runnable on any x86-64); *.cu files are compiled by nvcc
 # only when CUDA=1.
 
+# Parallel by default; a -j on the command line wins.
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += -j$(NPROC)
+
 CC      ?= gcc
 NVCC    ?= nvcc
-SHARED  ?= ../shared
-BUILD   ?= build
+SHARED  ?= tests
+SAN     ?= 0
+BUILD   ?= $(if $(filter 1,$(SAN)),build/san,build)
 
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 CUDA    ?= $(if $(HAVE_NVCC),1,0)
-# GPU architectures: consumer Ampere/Ada/Blackwell and Hopper. Override with CUDA_ARCH=90
-# for a quick build on the H200 machine.
-CUDA_ARCH ?= 86 89 90 120
+# GPU architectures (compute capabilities without the dot). Default: the GPU of this machine
+# (nvidia-smi), else sm_86 plus its PTX, which the driver compiles for any newer GPU at first
+# start. CUDA_ARCH=all: native code for every supported generation (consumer Ampere/Ada/
+# Blackwell and Hopper) plus PTX; CUDA_ARCH="90 120" picks a list.
+CUDA_ARCH_ALL := 86 89 90 120
+GPU_CC  := $(if $(HAVE_NVCC),$(shell timeout 10 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null \
+             | grep -E '^[0-9]+\.[0-9]+$$' | head -n1 | tr -d .))
+CUDA_ARCH ?= $(if $(GPU_CC),$(GPU_CC),86)
+CUDA_PTX  ?= $(if $(GPU_CC),0,1)
+ifeq ($(strip $(CUDA_ARCH)),all)
+override CUDA_ARCH := $(CUDA_ARCH_ALL)
+CUDA_PTX := 1
+endif
+CUDA_PTX_ARCH := $(firstword $(CUDA_ARCH))
 CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(HAVE_NVCC)))
 
 # -O2 by default; -g keeps symbols for perf/gdb at no run-time cost. -fno-math-errno and
@@ -34,9 +54,17 @@ CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -fopenmp -fno-math-errno -fno-trappi
            -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc -MMD -MP \
            -DHMOE_HAVE_CUDA=$(CUDA)
 LDLIBS  += -fopenmp -lm -lpthread
+ifeq ($(SAN),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer $(SAN_EXTRA)
+CFLAGS  += $(SAN_FLAGS)
+LDLIBS  += $(SAN_FLAGS)
+endif
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512vbmi -mavx512bitalg
+# AMX for *_amx_avx512.c only when the compiler knows it (gcc >= 11, clang >= 12); without it
+# that file builds a fallback that never selects AMX.
+AMX_FLAGS := $(shell $(CC) -mamx-tile -mamx-int8 -E -x c /dev/null >/dev/null 2>&1 && echo -mamx-tile -mamx-int8)
 
 C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
@@ -49,7 +77,8 @@ LIB     := $(BUILD)/libhmoe.a
 
 NVCCFLAGS ?= -O3 -lineinfo
 NVCCFLAGS += -std=c++17 -Iinclude -Isrc -DHMOE_HAVE_CUDA=1 --expt-relaxed-constexpr \
-             -Xcompiler -Wall,-Wextra,-fopenmp $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+             -Xcompiler -Wall,-Wextra,-fopenmp $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+             $(if $(filter 1,$(CUDA_PTX)),-gencode arch=compute_$(CUDA_PTX_ARCH),code=compute_$(CUDA_PTX_ARCH))
 ifeq ($(CUDA),1)
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
@@ -61,11 +90,43 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-gpu gpu-tests bench demo fuzz clean
+# What this build is, for the start line and for hmoe --version.
+CC_NAME   := $(firstword $(CC)) $(shell $(CC) -dumpfullversion 2>/dev/null || $(CC) -dumpversion 2>/dev/null)
+empty :=
+space := $(empty) $(empty)
+CUDA_DESC := $(if $(filter 1,$(CUDA)),CUDA on (sm_$(subst $(space),+sm_,$(strip $(CUDA_ARCH)))$(if $(filter 1,$(CUDA_PTX)), + PTX $(CUDA_PTX_ARCH))),CUDA off)
+BUILD_DESC := $(CUDA_DESC), $(CC_NAME) $(OPT)$(if $(filter 1,$(SAN)), ASan+UBSan)
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(info hmoe: building with $(BUILD_DESC) into $(BUILD)/, -j$(NPROC)$(if $(GPU_CC), (GPU sm_$(GPU_CC) found),$(if $(filter 1,$(CUDA)), (no GPU found))); change with CUDA=0, CUDA_ARCH=all|"90 120", CC=clang, SAN=1, -jN)
+endif
+endif
+
+.PHONY: all test sanitize test-gpu gpu-tests bench demo fuzz clean FORCE
 all: hmoe
 
-hmoe: $(CLI_OBJ) $(LIB)
+# ./hmoe is one file whichever flavour (SAN=1 or not) built it last: the stamp changes when the
+# flavour does, so that switching back relinks it.
+FLAVOUR_STAMP := build/.hmoe-flavour
+$(FLAVOUR_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(BUILD) $(BUILD_DESC)' | cmp -s - $@ || echo '$(BUILD) $(BUILD_DESC)' > $@
+
+hmoe: $(CLI_OBJ) $(LIB) $(FLAVOUR_STAMP)
 	$(CC) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+# The commit and build options baked into hmoe --version (and bench's build_commit): rewritten
+# only when they change; "unknown" outside a git checkout (a tarball).
+GIT_COMMIT := $(or $(shell git rev-parse --short=12 HEAD 2>/dev/null),unknown)
+GIT_DIRTY  := $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),-dirty)
+BUILD_INFO := $(BUILD)/gen/build_info.h
+$(BUILD_INFO): FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define HMOE_BUILD_COMMIT "%s"\n#define HMOE_BUILD_OPTIONS "%s"\n' '$(GIT_COMMIT)$(GIT_DIRTY)' \
+	    '$(BUILD_DESC)' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+$(BUILD)/src/cli/cli_version.o: $(BUILD_INFO)
+$(BUILD)/src/cli/cli_version.o: CFLAGS += -I$(BUILD)/gen
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -74,6 +135,10 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c -o $@ $<
+
+$(BUILD)/%_amx_avx512.o: %_amx_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) $(AMX_FLAGS) -c -o $@ $<
 
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
@@ -95,9 +160,14 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# The suite: unit tests against ../shared/fixtures plus CLI checks through ./hmoe.
+# The suite: unit tests against $(SHARED)/fixtures (tests/fixtures in the repository) plus CLI
+# checks through ./hmoe.
 test: hmoe $(TEST_BIN)
 	HMOE_SHARED=$(SHARED) ./tests/run.sh
+
+# ASan + UBSan: a separate object tree (build/san), the same suite; leaks are reported too.
+sanitize:
+	$(MAKE) SAN=1 test
 
 test-gpu: hmoe $(GPU_TEST_BIN)
 	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run_gpu.sh
@@ -117,16 +187,40 @@ demo: hmoe
 	@echo "hmoe run on the same synthetic model (random weights: the text is noise, the timings are real):"
 	./hmoe run -m $(DEMO_MODEL) --chat --no-think -p "Hello! What can you do?" -n 32 --temp 0
 
-# Fuzz the GGUF parser: clang's libFuzzer with address and undefined-behaviour sanitizers.
-# Run: ./build/fuzz/fuzz_gguf -max_total_time=600 tests/data/fuzz-corpus
+# Fuzzing: clang's libFuzzer with address and undefined-behaviour sanitizers. Two targets:
+# fuzz_gguf (the GGUF parser and every accessor) and fuzz_model (vocabulary load + tokenize
+# round, model config validation and tensor binding). `make fuzz-run` runs each for FUZZ_TIME
+# seconds; new inputs go to build/fuzz/corpus-*, never into the tracked corpus
+# (tests/data/fuzz-corpus is read as seeds), and the seeds are real-size: the fixture models'
+# 130 KB headers for the parser, the whole moe-tiny models for fuzz_model.
 FUZZ_CC ?= clang
+FUZZ_TIME ?= 60
 FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
               -D_DEFAULT_SOURCE -Iinclude -Isrc -DHMOE_HAVE_CUDA=0
-fuzz: $(BUILD)/fuzz/fuzz_gguf
+FUZZ_DIR := $(BUILD)/fuzz
+.PHONY: fuzz-run fuzz-seeds
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model fuzz-seeds
 # types.c points at the reference kernels, so the whole (CPU-only, portable) kernels dir comes along.
-$(BUILD)/fuzz/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
+$(FUZZ_DIR)/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+# fuzz_model needs the whole library: built once more by clang with the sanitizers and the
+# fuzzer's coverage hooks, in its own object tree.
+FUZZ_LIB := $(FUZZ_DIR)/obj/libhmoe.a
+$(FUZZ_LIB): FORCE
+	$(MAKE) --no-print-directory CC=$(FUZZ_CC) CUDA=0 SAN=1 SAN_EXTRA=-fsanitize=fuzzer-no-link BUILD=$(FUZZ_DIR)/obj $@
+$(FUZZ_DIR)/fuzz_model: tests/fuzz_model.c $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp -o $@ $< $(FUZZ_LIB) -lm -lpthread
+FUZZ_SEED_MODELS := $(wildcard $(SHARED)/fixtures/models/*.gguf)
+fuzz-seeds:
+	@mkdir -p $(FUZZ_DIR)/seeds-gguf $(FUZZ_DIR)/seeds-model $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/corpus-model
+	@for f in $(FUZZ_SEED_MODELS); do head -c 131072 $$f > $(FUZZ_DIR)/seeds-gguf/$$(basename $$f .gguf).head; done
+	@cp $(SHARED)/fixtures/moe-tiny/*.gguf $(FUZZ_DIR)/seeds-model/
+fuzz-run: fuzz
+	$(FUZZ_DIR)/fuzz_gguf -max_total_time=$(FUZZ_TIME) -max_len=140000 -dict=tests/data/fuzz_gguf.dict \
+	    $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/seeds-gguf tests/data/fuzz-corpus tests/data/gguf-good tests/data/gguf-bad
+	$(FUZZ_DIR)/fuzz_model -max_total_time=$(FUZZ_TIME) -max_len=1400000 -rss_limit_mb=4096 \
+	    $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/seeds-model
 
 clean:
 	rm -rf $(BUILD) hmoe

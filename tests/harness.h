@@ -40,12 +40,12 @@ static inline int t_summary(void) {
     return t_failed ? 1 : 0;
 }
 
-/* Path of a file under the shared fixtures directory ($HMOE_SHARED, default ../shared).
+/* Path of a file under the shared fixtures directory ($HMOE_SHARED, default tests: the copy in the repository).
  * Returns a static buffer: copy it if you need two at once. */
 static inline const char *t_shared(const char *rel) {
     static char buf[4096];
     const char *root = getenv("HMOE_SHARED");
-    if (!root || !*root) root = "../shared";
+    if (!root || !*root) root = "tests";
     snprintf(buf, sizeof buf, "%s/%s", root, rel);
     return buf;
 }

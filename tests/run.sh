@@ -4,7 +4,7 @@
 # "N passed, N failed" line. A program that dies without printing its own summary counts as one failure.
 set -u
 cd "$(dirname "$0")/.."
-export HMOE_SHARED="${HMOE_SHARED:-../shared}"
+export HMOE_SHARED="${HMOE_SHARED:-tests}"
 pass=0; fail=0
 [ $# -gt 0 ] || set -- build/tests/test_* tests/test_*.sh
 for t in "$@"; do

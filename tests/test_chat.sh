@@ -8,7 +8,7 @@
 # Prints the harness format: one "name ... ok|FAIL" line per case, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
-S="${HMOE_SHARED:-../shared}"
+S="${HMOE_SHARED:-tests}"
 M="$S/fixtures/models/tiny-qwen3moe-A-Q4_K_M.gguf"
 H=./hmoe
 T=$(mktemp -d)

@@ -7,7 +7,7 @@
 # Prints the harness format: one "name ... ok|FAIL" line per case, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
-S="${HMOE_SHARED:-../shared}"
+S="${HMOE_SHARED:-tests}"
 G="$S/fixtures/golden"
 MINI="$S/fixtures/models/tiny-qwen3moe-A-mini-F32.gguf"
 Q4="$S/fixtures/models/tiny-qwen3moe-A-Q4_K_M.gguf"

@@ -5,7 +5,7 @@
 # Prints the harness format: one "name ... ok|FAIL" line per case, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
-S="${HMOE_SHARED:-../shared}"
+S="${HMOE_SHARED:-tests}"
 V="$S/fixtures/tokenizer/qwen3-vocab.gguf"
 H=./hmoe
 T=$(mktemp -d)

@@ -122,19 +122,25 @@ enum hmoe_status hmoe_cli_conv_load(struct hmoe_cli_conv *c, const char *path, s
         return st;
     }
     struct hmoe_cli_conv next = {0};
+    /* Loading replaces the conversation, so an empty file would silently lose it: refuse. */
+    if (conv.n_msgs == 0)
+        st = HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: \"messages\" is empty; nothing loaded (the current conversation "
+                        "is kept)", path);
+    const struct hmoe_json *items = hmoe_json_get(j, "messages");
     for (size_t i = 0; i < conv.n_msgs && !st; i++) {
         const struct hmoe_chat_msg *m = &conv.msgs[i];
-        if (strcmp(m->role, "system") != 0 && strcmp(m->role, "user") != 0 && strcmp(m->role, "assistant") != 0 &&
-            strcmp(m->role, "tool") != 0) {
-            st = HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: message %zu has role '%s' (use system, user or assistant)", path,
-                            i, m->role);
+        const bool known = strcmp(m->role, "system") == 0 || strcmp(m->role, "user") == 0 ||
+                           strcmp(m->role, "assistant") == 0;
+        if (!known || m->n_tool_calls) {
+            st = HMOE_RAISE(err, m->n_tool_calls || !strcmp(m->role, "tool") ? HMOE_ERR_UNSUPPORTED : HMOE_ERR_FORMAT,
+                            "%s: message %zu %s '%s'; hmoe chat keeps messages whose role is system, user or "
+                            "assistant, without tool calls", path, i, m->n_tool_calls ? "has tool calls, role" : "has role",
+                            m->role);
             break;
         }
-        if (m->n_tool_calls || strcmp(m->role, "tool") == 0) {
-            st = HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                            "%s: message %zu has tool calls or is a tool result; hmoe chat keeps system, user and "
-                            "assistant messages only",
-                            path, i);
+        const struct hmoe_json *content = hmoe_json_get(items->items[i], "content");
+        if (!content || content->kind != HMOE_JSON_STRING) {
+            st = HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: message %zu (%s) has no \"content\" string", path, i, m->role);
             break;
         }
         /* A separate reasoning_content goes back into the content as the model wrote it. */

@@ -58,6 +58,7 @@ struct hmoe_chat_session {
     bool enable_thinking;
     enum hmoe_chat_think think;
     bool color;             /* stdout is a terminal: ANSI dim for reasoning */
+    bool escape_out;        /* stdout is a terminal: control bytes of answers print escaped */
     bool progress;          /* progress bar for long prefills */
     bool drop_oldest;       /* --ctx-drop-oldest */
     int n_predict;          /* -n: -1 = until end of generation or full context */

@@ -134,7 +134,7 @@ static void display_text(struct display *d, const char *p, size_t n) {
         if (!n) return;
         d->strip_newlines = false;
     }
-    out(p, n);
+    hmoe_cli_write_text(stdout, p, n, d->s->escape_out);
 }
 
 static void display_flush(struct display *d) {

@@ -20,7 +20,10 @@ enum hmoe_opt_kind {
     HMOE_OPT_FLOAT,  /* float */
     HMOE_OPT_STR,    /* const char * (points into argv) */
     HMOE_OPT_STRS,   /* repeatable string: appends to a struct hmoe_opt_strs */
+    HMOE_OPT_SECTION, /* not a flag: --help prints `help` as the heading of the rows below it */
 };
+/* A heading row for a flag table (long_name "" never matches a flag). */
+#define HMOE_OPT_HEADING(title) {"", NULL, NULL, title, HMOE_OPT_SECTION, NULL}
 
 /* A repeatable option's values (e.g. -ot REGEX=CPU given several times). */
 struct hmoe_opt_strs {
@@ -40,11 +43,18 @@ struct hmoe_opt {
 
 /* Parse argv[1..argc-1] (argv[0] is the subcommand name). Positional arguments are
  * stored in pos[] (up to max_pos). Prints a message naming the bad flag or value plus
- * the usage line to stderr and returns HMOE_EXIT_USAGE on error; prints --help and
- * returns -1 when help was asked for; returns 0 on success. */
+ * the usage line to stderr and returns HMOE_EXIT_USAGE on error; prints --help (or
+ * --version) and returns -1 when that was asked for; returns 0 on success. */
 int hmoe_opts_parse(const char *usage, const struct hmoe_opt *opts, int argc, char **argv, const char **pos,
                     int max_pos, int *n_pos);
 void hmoe_opts_print_help(FILE *f, const char *usage, const struct hmoe_opt *opts);
+
+/* The build this binary comes from (cli_version.c): git commit ("unknown" without git) and
+ * options (CUDA, GPU architectures, compiler). */
+const char *hmoe_cli_build_commit(void);
+const char *hmoe_cli_build_options(void);
+/* "version: COMMIT\nbuilt with OPTIONS\n" to f; returns the exit code (1 when f fails). */
+int hmoe_cli_print_version(FILE *f);
 
 /* Print "hmoe: <message>" for an error returned by the library, and return HMOE_EXIT_ERROR. */
 int hmoe_cli_fail(const struct hmoe_err *err);
@@ -55,8 +65,8 @@ struct hmoe_cli_model_opts {
     int n_ctx, n_threads, n_ubatch, n_batch;
     const char *cache_type_k, *cache_type_v;
     const char *rope_scaling;
-    float rope_scale, rope_freq_base;
-    int yarn_orig_ctx;
+    /* kept as text so that "not given" (NULL) differs from every value, 0 included */
+    const char *rope_scale, *rope_freq_base, *yarn_orig_ctx;
     bool quiet;       /* no progress bar, no notes (errors and warnings still print) */
     bool no_preload;  /* leave the weights to be paged in on first use */
     bool no_mmap;     /* read the weights into huge-page RAM instead of mapping the file */
@@ -69,6 +79,7 @@ struct hmoe_cli_model_opts {
 };
 /* --gpu and the placement / expert-cache flags (llama.cpp names where they exist). */
 #define HMOE_CLI_GPU_OPTS(o)                                                                                     \
+    HMOE_OPT_HEADING("GPU and expert placement"),                                                              \
     {"--gpu", NULL, "MODE", "auto (default: the GPU when one is present and this build has CUDA), on, off",     \
      HMOE_OPT_STR, &(o).gpu},                                                                                   \
     {"--vram-budget", NULL, "MiB", "everything hmoe puts on the GPU stays under this (default: free VRAM - "    \
@@ -96,6 +107,7 @@ struct hmoe_cli_model_opts {
      "tokens (default 32; smaller ones run on CPU threads)", HMOE_OPT_INT, &(o).stream_min}
 /* Rows for a command's flag table (llama.cpp names). */
 #define HMOE_CLI_MODEL_OPTS(o)                                                                                   \
+    HMOE_OPT_HEADING("model and context"),                                                                     \
     {"--model", "-m", "FILE", "GGUF model file (required)", HMOE_OPT_STR, &(o).model_path},                    \
     {"--ctx-size", "-c", "N", "KV cache size in tokens (default 4096; logits: the number of ids); capped at "  \
      "the model's context_length", HMOE_OPT_INT, &(o).n_ctx},                                                  \
@@ -109,11 +121,11 @@ struct hmoe_cli_model_opts {
      &(o).cache_type_v},                                                                                        \
     {"--rope-scaling", NULL, "TYPE", "RoPE scaling none|linear|yarn (default: from the model)", HMOE_OPT_STR,   \
      &(o).rope_scaling},                                                                                        \
-    {"--rope-scale", NULL, "S", "RoPE context scaling factor (default: from the model)", HMOE_OPT_FLOAT,        \
+    {"--rope-scale", NULL, "S", "RoPE context scaling factor, > 0 (default: from the model)", HMOE_OPT_STR,        \
      &(o).rope_scale},                                                                                          \
-    {"--rope-freq-base", NULL, "F", "RoPE base frequency (default: from the model)", HMOE_OPT_FLOAT,            \
+    {"--rope-freq-base", NULL, "F", "RoPE base frequency, > 1 (default: from the model)", HMOE_OPT_STR,            \
      &(o).rope_freq_base},                                                                                      \
-    {"--yarn-orig-ctx", NULL, "N", "YaRN original context (default: from the model)", HMOE_OPT_INT,             \
+    {"--yarn-orig-ctx", NULL, "N", "YaRN original context, >= 1 (default: from the model)", HMOE_OPT_STR,             \
      &(o).yarn_orig_ctx},                                                                                       \
     {"--quiet", "-q", NULL, "no progress bars (they are drawn only when stderr is a terminal anyway)",          \
      HMOE_OPT_FLAG, &(o).quiet},                                                                                \
@@ -163,6 +175,7 @@ const char *hmoe_cli_fmt_bytes(char *buf, size_t size, uint64_t bytes);
 
 /* Sampling flag rows (llama.cpp names); `seed` is an int64_t, -1 = from the clock. */
 #define HMOE_CLI_SAMPLING_OPTS(sp, seed)                                                                         \
+    HMOE_OPT_HEADING("sampling"),                                                                              \
     {"--temp", NULL, "T", "temperature (default 0.8; 0 = greedy)", HMOE_OPT_FLOAT, &(sp).temp},                 \
     {"--top-k", NULL, "K", "top-k sampling (default 40, 0 = off)", HMOE_OPT_INT, &(sp).top_k},                  \
     {"--top-p", NULL, "P", "top-p sampling (default 0.95, 1.0 = off)", HMOE_OPT_FLOAT, &(sp).top_p},            \
@@ -173,6 +186,8 @@ const char *hmoe_cli_fmt_bytes(char *buf, size_t size, uint64_t bytes);
      &(sp).repeat_last_n},                                                                                      \
     {"--seed", "-s", "SEED", "random seed (default -1 = from the clock)", HMOE_OPT_I64, &(seed)}
 
+/* The sampling flags' ranges: a usage error naming the first flag out of range (exit code). */
+int hmoe_cli_sampler_check(const struct hmoe_sampler_params *sp);
 /* sp->seed from the --seed value (-1: clock and pid). */
 void hmoe_cli_sampler_seed(struct hmoe_sampler_params *sp, int64_t seed);
 
@@ -188,6 +203,13 @@ struct hmoe_cli_timings {
     int n_prompt, n_sample, n_eval, n_total;
 };
 void hmoe_cli_print_timings(const struct hmoe_cli_timings *t);
+/* Generated text to f; with `escape` (stdout is a terminal) control bytes other than newline and
+ * tab, and bytes that are not well-formed UTF-8, print as \xNN, so that random-weight or broken
+ * output cannot switch the terminal's character set or send it escape sequences. */
+void hmoe_cli_write_text(FILE *f, const char *text, size_t n, bool escape);
+/* Flush stdout; when that or an earlier write failed (a full disk, /dev/full, a closed pipe),
+ * print the error and return rc, or HMOE_EXIT_ERROR when rc was 0. */
+int hmoe_cli_stdout_check(int rc);
 /* Parse "1,2,3" (also "[1, 2, 3]" or whitespace-separated) into a malloc'd array. */
 int hmoe_cli_parse_ids(const char *text, int32_t **ids, int *n);
 

@@ -5,11 +5,45 @@
  * token-id lists.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "hmoe/progress.h"
+#include "hmoe/sched.h"
+
+/* A --rope-* value: a finite number above `min` (or at least min when min_inclusive). NULL
+ * (flag not given) leaves *out alone. Prints the usage error naming the flag. */
+static bool parse_rope_value(const char *flag, const char *text, double min, bool min_inclusive, const char *range,
+                             double *out) {
+    if (!text) return true;
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || (min_inclusive ? v < min : v <= min)) {
+        fprintf(stderr, "hmoe: invalid %s '%s': must be a number %s\n", flag, text, range);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Every -ot rule parsed up front, whichever backend runs, so that a bad rule is the same
+ * usage error with or without a GPU (the GPU backend parses them again to apply them). */
+static bool check_override_rules(const struct hmoe_opt_strs *ot) {
+    for (int i = 0; i < ot->n; i++) {
+        struct hmoe_sched_override rule;
+        struct hmoe_err err = {0};
+        if (hmoe_sched_override_parse(ot->v[i], &rule, &err)) {
+            fprintf(stderr, "hmoe: invalid -ot/--override-tensor '%s': %s\n", ot->v[i], err.msg);
+            return false;
+        }
+        hmoe_sched_override_free(&rule);
+    }
+    return true;
+}
 
 void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o) {
     memset(o, 0, sizeof *o);
@@ -39,11 +73,26 @@ int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model *
             return HMOE_EXIT_USAGE;
         }
     }
-    mp.rope_scale = o->rope_scale;
-    mp.yarn_orig_ctx = o->yarn_orig_ctx;
-    mp.rope_freq_base = o->rope_freq_base;
+    double scale = 0, base = 0, orig = 0;
+    if (!parse_rope_value("--rope-scale", o->rope_scale, 0, false, "above 0", &scale) ||
+        !parse_rope_value("--rope-freq-base", o->rope_freq_base, 1, false, "above 1", &base) ||
+        !parse_rope_value("--yarn-orig-ctx", o->yarn_orig_ctx, 1, true, "from 1 to 2147483647", &orig))
+        return HMOE_EXIT_USAGE;
+    if (orig != floor(orig) || orig > 2147483647.0) {
+        fprintf(stderr, "hmoe: invalid --yarn-orig-ctx '%s': must be a whole number from 1 to 2147483647\n",
+                o->yarn_orig_ctx);
+        return HMOE_EXIT_USAGE;
+    }
+    if (!check_override_rules(&o->ot)) return HMOE_EXIT_USAGE;
+    mp.rope_scale = (float)scale;
+    mp.yarn_orig_ctx = (int)orig;
+    mp.rope_freq_base = (float)base;
     mp.no_mmap = o->no_mmap;
     if (hmoe_model_load(o->model_path, &mp, model, &err)) return hmoe_cli_fail(&err);
+    /* As in llama.cpp, a model without RoPE scaling ignores the factor; say so instead of silently. */
+    if (o->rope_scale && (*model)->cfg.rope_scaling == HMOE_ROPE_SCALING_NONE && scale != 1.0)
+        fprintf(stderr, "hmoe: warning: --rope-scale %s has no effect: this model has no RoPE scaling; add "
+                        "--rope-scaling linear or --rope-scaling yarn to use it\n", o->rope_scale);
     return HMOE_EXIT_OK;
 }
 
@@ -118,6 +167,13 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
     }
     cp.n_ctx = o->n_ctx;
     cp.n_threads = o->n_threads;
+    /* More threads than CPUs only adds contention (and one OpenMP stack each): warn and cap. */
+    const long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_cpu > 0 && o->n_threads > n_cpu) {
+        fprintf(stderr, "hmoe: warning: -t %d is more than the %ld CPUs of this machine; using %ld threads\n",
+                o->n_threads, n_cpu, n_cpu);
+        cp.n_threads = (int)n_cpu;
+    }
     cp.n_ubatch = o->n_ubatch;
     if (o->gpu && !hmoe_gpu_mode_from_name(o->gpu, &cp.gpu)) {
         fprintf(stderr, "hmoe: unknown --gpu '%s' (use auto, on or off)\n", o->gpu);

@@ -21,12 +21,13 @@
 #include "hmoe/progress.h"
 #include "info_impl.h"
 
-/* The temporary synthetic model, removed on Ctrl+C as well (unlink is async-signal-safe). */
+/* The temporary synthetic model (up to GBs), removed on Ctrl+C, kill and a closed terminal as
+ * well (unlink is async-signal-safe). */
 static char tmp_model[4096];
-static void on_sigint(int sig) {
-    (void)sig;
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+static void on_signal(int sig) {
     if (tmp_model[0]) unlink(tmp_model);
-    _exit(130);
+    _exit(128 + sig);
 }
 
 static const char *usage = "hmoe bench [-m FILE] [-p N,..] [-n N,..] [-d N,..] [-t N,..] [-ub N,..] [-r N] "
@@ -355,13 +356,12 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
 
 int hmoe_cmd_bench(int argc, char **argv) {
     struct hmoe_opt_strs models = {0}, p_s = {0}, n_s = {0}, d_s = {0}, t_s = {0}, ub_s = {0};
-    int reps = -1, n_batch = 2048, syn_layers = 0;
+    int reps = INT_MIN /* not given */, n_batch = 2048, syn_layers = 0;
     const char *out_fmt = "md", *type_k = "f16", *type_v = "f16", *synthetic = NULL, *syn_out = NULL;
     bool no_warmup = false, quiet = false, verbose = false;
     struct hmoe_cli_model_opts go;
     hmoe_cli_model_opts_default(&go);
     const struct hmoe_opt opts[] = {
-        HMOE_CLI_GPU_OPTS(go),
         {"--model", "-m", "FILE", "GGUF model (repeatable; default: a synthetic model, see below)", HMOE_OPT_STRS,
          &models},
         {"--n-prompt", "-p", "N,..", "prompt sizes to test (default 512; 0 = no prompt test)", HMOE_OPT_STRS, &p_s},
@@ -391,6 +391,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
          &syn_out},
         {"--quiet", "-q", NULL, "only the results on stdout: no notes, no progress bars", HMOE_OPT_FLAG, &quiet},
         {"--verbose", "-v", NULL, "print load information", HMOE_OPT_FLAG, &verbose},
+        HMOE_CLI_GPU_OPTS(go),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
     int n_pos = 0;
@@ -415,9 +416,9 @@ int hmoe_cmd_bench(int argc, char **argv) {
     }
     /* The tiny synthetic default gets small tests so the first run takes seconds. */
     const bool small = !models.n && (!synthetic || strcmp(synthetic, "tiny") == 0);
-    if (reps < 0) reps = small ? 3 : 5;
+    if (reps == INT_MIN) reps = small ? 3 : 5;
     if (reps < 1 || reps > 1000) {
-        fprintf(stderr, "hmoe: -r must be 1..1000\nusage: %s\n", usage);
+        fprintf(stderr, "hmoe: invalid -r/--repetitions %d: must be 1..1000\nusage: %s\n", reps, usage);
         return HMOE_EXIT_USAGE;
     }
     struct bench_cfg cfg = {.reps = reps, .n_batch = n_batch, .warmup = !no_warmup, .quiet = quiet, .type_k = type_k,
@@ -446,7 +447,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
         models.v[models.n++] = syn_path;
         if (!syn_out) {
             snprintf(tmp_model, sizeof tmp_model, "%s", syn_path);
-            signal(SIGINT, on_sigint);
+            for (size_t i = 0; i < HMOE_ARRAY_LEN(cleanup_signals); i++) signal(cleanup_signals[i], on_signal);
         }
     }
     hmoe_bench_print_begin(&pr);
@@ -457,8 +458,9 @@ int hmoe_cmd_bench(int argc, char **argv) {
                         "measured at start (CPU backend; on the GPU the weights are read from VRAM). GPU columns: '-' on the CPU.\n");
     if (tmp_model[0]) {
         unlink(tmp_model);
-        signal(SIGINT, SIG_DFL);
+        for (size_t i = 0; i < HMOE_ARRAY_LEN(cleanup_signals); i++) signal(cleanup_signals[i], SIG_DFL);
     }
+    rc = hmoe_cli_stdout_check(rc);
 done:
     free(cfg.p);
     free(cfg.n);

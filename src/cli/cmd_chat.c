@@ -175,8 +175,6 @@ int hmoe_cmd_chat(int argc, char **argv) {
     bool think = false, no_think = false, show_think = false, hide_think = false, drop_oldest = false,
          verbose = false;
     const struct hmoe_opt opts[] = {
-        HMOE_CLI_MODEL_OPTS(mo),
-        HMOE_CLI_SAMPLING_OPTS(sp, seed),
         {"--n-predict", "-n", "N", "most tokens per answer (default -1 = until end of generation or full context)",
          HMOE_OPT_INT, &n_predict},
         {"--system-prompt", "-sys", "TEXT", "system prompt (kept by /clear; change it with /system)", HMOE_OPT_STR,
@@ -195,6 +193,8 @@ int hmoe_cmd_chat(int argc, char **argv) {
          "user/assistant exchanges (the system prompt stays) instead of refusing the turn",
          HMOE_OPT_FLAG, &drop_oldest},
         {"--verbose", "-v", NULL, "print model and context details", HMOE_OPT_FLAG, &verbose},
+        HMOE_CLI_SAMPLING_OPTS(sp, seed),
+        HMOE_CLI_MODEL_OPTS(mo),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
     const char *pos[1];
@@ -215,6 +215,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
         return HMOE_EXIT_USAGE;
     }
     if (verbose) hmoe_log_level = HMOE_LOG_INFO;
+    if ((rc = hmoe_cli_sampler_check(&sp))) return rc;
     hmoe_cli_sampler_seed(&sp, seed);
 
     struct hmoe_chat_session s = {.n_predict = n_predict, .drop_oldest = drop_oldest, .enable_thinking = !no_think};
@@ -222,6 +223,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
     struct hmoe_err err = {0};
     const bool tty_out = isatty(STDOUT_FILENO) == 1;
     s.color = tty_out && !getenv("NO_COLOR");
+    s.escape_out = tty_out;
     s.think = show_think ? HMOE_THINK_SHOW : hide_think ? HMOE_THINK_HIDE : tty_out ? HMOE_THINK_SHOW : HMOE_THINK_HIDE;
     s.progress = !mo.quiet && hmoe_progress_stderr_is_tty();
     if ((rc = hmoe_cli_model_open(&mo, &s.model, &s.ctx))) return rc;
@@ -298,6 +300,9 @@ int hmoe_cmd_chat(int argc, char **argv) {
         }
         free(msg);
         int trc = hmoe_chat_turn_answer(&s, &st);
+        /* A Ctrl+C that stopped this answer has been handled: it does not count toward the
+         * "twice in a row" that exits at the next prompt. */
+        hmoe_chat_sigint_count = 0;
         if (!trc && st.answered) hmoe_chat_turn_print_stats(&s, &st);
         failed |= trc != 0;
     }

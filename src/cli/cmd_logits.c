@@ -35,10 +35,9 @@ int hmoe_cmd_logits(int argc, char **argv) {
     hmoe_cli_model_opts_default(&mo);
     mo.n_ctx = 0; /* default: exactly the number of ids */
     const char *ids_text = NULL, *ids_file = NULL, *out_path = NULL;
-    int top = 0;
+    int top = -1; /* not given */
     bool verbose = false;
     const struct hmoe_opt opts[] = {
-        HMOE_CLI_MODEL_OPTS(mo),
         {"--ids", NULL, "LIST", "token ids, comma-separated (\"1,2,3\" or \"[1, 2, 3]\")", HMOE_OPT_STR, &ids_text},
         {"--ids-file", NULL, "FILE", "read the token ids from FILE (same syntax, whitespace allowed)", HMOE_OPT_STR,
          &ids_file},
@@ -47,6 +46,7 @@ int hmoe_cmd_logits(int argc, char **argv) {
         {"--top", NULL, "N", "print the N best ids and logits per position (default 5 when no -o)", HMOE_OPT_INT,
          &top},
         {"--verbose", "-v", NULL, "print load information", HMOE_OPT_FLAG, &verbose},
+        HMOE_CLI_MODEL_OPTS(mo),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
     const char *pos[1];
@@ -58,11 +58,11 @@ int hmoe_cmd_logits(int argc, char **argv) {
         fprintf(stderr, "hmoe: give exactly one of --ids LIST or --ids-file FILE\nusage: %s\n", usage);
         return HMOE_EXIT_USAGE;
     }
-    if (top < 0 || top > 64) {
-        fprintf(stderr, "hmoe: --top must be in 0..64\n");
+    if (top < -1 || top > 64 || (top == 0 && !out_path)) {
+        fprintf(stderr, "hmoe: invalid --top %d: must be 1..64 (0, printing nothing, only with -o FILE)\n", top);
         return HMOE_EXIT_USAGE;
     }
-    if (!out_path && top == 0) top = 5;
+    if (top < 0) top = out_path ? 0 : 5;
 
     struct hmoe_err err = {0};
     char *file_text = NULL;
@@ -111,6 +111,7 @@ int hmoe_cmd_logits(int argc, char **argv) {
         }
     }
     for (int t = 0; t < n && top > 0; t++) print_top(t, ids[t], logits + (size_t)t * V, V, top);
+    rc = hmoe_cli_stdout_check(rc);
 done:
     free(logits);
     free(ids);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "hmoe/cpu.h"
@@ -80,13 +81,11 @@ int hmoe_cmd_run(int argc, char **argv) {
     bool chat = false, no_think = false, no_display = false, no_escape = false, escape = false, ignore_eos = false,
          verbose = false;
     const struct hmoe_opt opts[] = {
-        HMOE_CLI_MODEL_OPTS(mo),
         {"--prompt", "-p", "TEXT", "prompt text (escapes such as \\n are processed; see --no-escape)", HMOE_OPT_STR,
          &prompt_arg},
         {"--file", "-f", "FILE", "read the prompt from FILE (bytes used as they are)", HMOE_OPT_STR, &prompt_file},
         {"--n-predict", "-n", "N", "tokens to generate (default 128, -1 = until end of generation or full context)",
          HMOE_OPT_INT, &n_predict},
-        HMOE_CLI_SAMPLING_OPTS(sp, seed),
         {"--chat", NULL, NULL, "wrap the prompt as one user turn of the model's chat template", HMOE_OPT_FLAG, &chat},
         {"--no-think", NULL, NULL, "with --chat: thinking off (Qwen3 enable_thinking=false)", HMOE_OPT_FLAG,
          &no_think},
@@ -100,6 +99,8 @@ int hmoe_cmd_run(int argc, char **argv) {
         {"--no-escape", NULL, NULL, "take -p text literally", HMOE_OPT_FLAG, &no_escape},
         {"--verbose", "-v", NULL, "print model, context and sampler details, prompt and generated ids", HMOE_OPT_FLAG,
          &verbose},
+        HMOE_CLI_SAMPLING_OPTS(sp, seed),
+        HMOE_CLI_MODEL_OPTS(mo),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
     const char *pos[1];
@@ -116,6 +117,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         fprintf(stderr, "hmoe: -n must be -1 or more\n");
         return HMOE_EXIT_USAGE;
     }
+    if ((rc = hmoe_cli_sampler_check(&sp))) return rc;
     hmoe_cli_sampler_seed(&sp, seed);
 
     struct hmoe_err err = {0};
@@ -185,8 +187,9 @@ int hmoe_cmd_run(int argc, char **argv) {
         rc = HMOE_EXIT_ERROR;
         goto done;
     }
+    const bool escape_out = isatty(STDOUT_FILENO) == 1;
     if (!no_display) {
-        fwrite(prompt, 1, prompt_len, stdout);
+        hmoe_cli_write_text(stdout, prompt, prompt_len, escape_out);
         fflush(stdout);
     }
     for (size_t i = 0; i < n_ids; i++) hmoe_sampler_accept(smp, ids[i]);
@@ -211,7 +214,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         size_t len = 0;
         const char *piece = hmoe_detok_stream_push(&ds, id, &len);
         if (piece && len) {
-            fwrite(piece, 1, len, stdout);
+            hmoe_cli_write_text(stdout, piece, len, escape_out);
             fflush(stdout);
         }
         if (n_predict >= 0 && n_gen >= n_predict) break;
@@ -230,9 +233,9 @@ int hmoe_cmd_run(int argc, char **argv) {
     }
     size_t len = 0;
     const char *rest = hmoe_detok_stream_flush(&ds, &len);
-    if (rest && len) fwrite(rest, 1, len, stdout);
+    if (rest && len) hmoe_cli_write_text(stdout, rest, len, escape_out);
     fputc('\n', stdout);
-    fflush(stdout);
+    if ((rc = hmoe_cli_stdout_check(rc))) goto done;
     const double t_end = hmoe_time_s();
     if (verbose) print_ids("generated ids", gen, n_gen);
     if (ctx_full)

@@ -24,7 +24,7 @@ static const struct command commands[] = {
 
 static void print_usage(FILE *f) {
     fprintf(f, "hmoe — Mixture-of-Experts inference for GGUF models on a small GPU plus RAM\n\n"
-               "usage: hmoe <command> [options]   (hmoe <command> --help for its options)\n\ncommands:\n");
+               "usage: hmoe <command> [options]   (hmoe <command> --help for its options; hmoe --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
@@ -34,6 +34,7 @@ int main(int argc, char **argv) {
         print_usage(stderr);
         return HMOE_EXIT_USAGE;
     }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) return hmoe_cli_print_version(stdout);
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         print_usage(stdout);
         return HMOE_EXIT_OK;

@@ -1,6 +1,7 @@
 /* opts.c — table-driven flag parsing and --help for every subcommand (house style 14).
- * Accepts "--flag value", "--flag=value" and the llama.cpp short forms ("-m FILE",
- * "-ngl 99"); a bad flag or value is named with the usage line and exits 2. */
+ * Accepts "--flag value", "--flag=value", the llama.cpp short forms ("-m FILE", "-ngl 99",
+ * "-n=4") and, as llama.cpp does, '_' for '-' in long names ("--n_predict"); a bad flag or
+ * value is named with the usage line and exits 2. */
 #include "cli.h"
 
 #include <errno.h>
@@ -9,7 +10,13 @@
 #include <string.h>
 
 static const struct hmoe_opt *find_opt(const struct hmoe_opt *opts, const char *name, size_t name_len) {
+    char spelled[64];
+    if (name_len > 2 && name[1] == '-' && name_len < sizeof spelled) {
+        for (size_t i = 0; i < name_len; i++) spelled[i] = name[i] == '_' ? '-' : name[i];
+        name = spelled;
+    }
     for (const struct hmoe_opt *o = opts; o->long_name; o++) {
+        if (o->kind == HMOE_OPT_SECTION) continue;
         if (strlen(o->long_name) == name_len && strncmp(o->long_name, name, name_len) == 0) return o;
         if (o->short_name && strlen(o->short_name) == name_len && strncmp(o->short_name, name, name_len) == 0)
             return o;
@@ -58,6 +65,7 @@ static int set_value(const char *usage, const struct hmoe_opt *o, const char *va
         return 0;
     }
     case HMOE_OPT_FLAG:
+    case HMOE_OPT_SECTION:
         break;
     }
     return usage_error(usage, "internal: bad option kind for %s%s", o->long_name, "");
@@ -75,7 +83,7 @@ int hmoe_opts_parse(const char *usage, const struct hmoe_opt *opts, int argc, ch
                 hmoe_opts_print_help(stdout, usage, opts);
                 return -1;
             }
-            const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+            const char *eq = strchr(a, '=');
             size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
             const struct hmoe_opt *o = find_opt(opts, a, name_len);
             if (!o) {
@@ -105,15 +113,29 @@ int hmoe_opts_parse(const char *usage, const struct hmoe_opt *opts, int argc, ch
     return 0;
 }
 
+enum { HELP_LEFT = 34 }; /* width of the flag column */
+
+static void print_row(FILE *f, const char *left, const char *help) {
+    /* A flag wider than its column gets a line of its own, so that the help column stays aligned. */
+    if (strlen(left) > HELP_LEFT) fprintf(f, "  %s\n  %-*s %s\n", left, HELP_LEFT, "", help);
+    else fprintf(f, "  %-*s %s\n", HELP_LEFT, left, help);
+}
+
 void hmoe_opts_print_help(FILE *f, const char *usage, const struct hmoe_opt *opts) {
-    fprintf(f, "usage: %s\n\noptions:\n", usage);
+    fprintf(f, "usage: %s\n", usage);
+    if (opts->long_name && opts->kind != HMOE_OPT_SECTION) fprintf(f, "\noptions:\n");
     for (const struct hmoe_opt *o = opts; o->long_name; o++) {
+        if (o->kind == HMOE_OPT_SECTION) {
+            fprintf(f, "\n%s:\n", o->help);
+            continue;
+        }
         char left[96];
         snprintf(left, sizeof left, "%s%s%s%s%s", o->short_name ? o->short_name : "", o->short_name ? ", " : "",
                  o->long_name, o->hint ? " " : "", o->hint ? o->hint : "");
-        fprintf(f, "  %-34s %s\n", left, o->help);
+        print_row(f, left, o->help);
     }
-    fprintf(f, "  %-34s %s\n", "-h, --help", "show this help and exit");
+    fprintf(f, "\n");
+    print_row(f, "-h, --help", "show this help and exit");
 }
 
 int hmoe_cli_fail(const struct hmoe_err *err) {

@@ -1,14 +1,17 @@
 /* q46_k_amx_avx512.c — the AMX int8 GEMM for Q4_K and Q6_K (amx_gemm_impl.h) on the real
  * tile instructions, plus the guarded self-test of hmoe_cpu_amx_detect(). Built with the
- * AVX-512 flags (file name) and the AMX ISA for this file only (pragma below); nothing here
- * runs unless cpu_dispatch.c found AMX usable at run time (amx_detect.c).
+ * AVX-512 and AMX flags (the Makefile gives *_amx_avx512.c -mamx-tile -mamx-int8); nothing
+ * here runs unless cpu_dispatch.c found AMX usable at run time (amx_detect.c). A compiler
+ * without those flags builds the fallback at the end: the self-test says no, so AMX is never
+ * chosen, and the GEMM symbols exist only so that the dispatch table links.
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "amx_impl.h"
 
-#pragma GCC target("amx-tile,amx-int8")
+/* gcc spells the feature macros __AMX_TILE__, clang __AMXTILE__. */
+#if (defined(__AMX_TILE__) && defined(__AMX_INT8__)) || (defined(__AMXTILE__) && defined(__AMXINT8__))
 
 #define AMX_SUFFIX amx
 #define TILE_CFG(cfg) _tile_loadconfig(cfg)
@@ -53,3 +56,19 @@ bool hmoe_cpu_amx_selftest(void) {
         }
     return true;
 }
+
+#else /* no AMX in this compiler */
+
+bool hmoe_cpu_amx_selftest(void) { return false; }
+
+void hmoe_cpu_gemm_q4_k_amx(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                            size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
+    hmoe_cpu_gemm_q4_k_amxemu(ncols, w, row_bytes, nrows, xq, xq_stride, ntok, y, y_stride);
+}
+
+void hmoe_cpu_gemm_q6_k_amx(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                            size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
+    hmoe_cpu_gemm_q6_k_amxemu(ncols, w, row_bytes, nrows, xq, xq_stride, ntok, y, y_stride);
+}
+
+#endif

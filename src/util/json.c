@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define JSON_MAX_DEPTH 512
 
@@ -134,8 +135,11 @@ static char *parse_string_raw(struct parser *p, size_t *out_len) {
                 if (read_hex4(p, &lo) && lo >= 0xDC00 && lo <= 0xDFFF)
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 else
-                    p->pos = save; /* lone high surrogate: keep as is (WTF-8) */
+                    p->pos = save;
             }
+            /* A surrogate without its partner has no UTF-8 form: U+FFFD, as a UTF-8 decoder
+             * does with a broken sequence, so that every string this parser returns is valid UTF-8. */
+            if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
             tn = utf8_encode(cp, tmp);
             break;
         }
@@ -264,6 +268,8 @@ static struct hmoe_json *parse_value(struct parser *p, int depth) {
 
 struct hmoe_json *hmoe_json_parse(const char *text, size_t len, struct hmoe_err *err) {
     struct parser p = {.s = text, .len = len, .err = err};
+    /* A UTF-8 byte order mark (editors on Windows write one) is not JSON but means nothing: skip it. */
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) p.pos = 3;
     struct hmoe_json *j = parse_value(&p, 0);
     if (!j) return NULL;
     skip_ws(&p);
@@ -278,6 +284,11 @@ struct hmoe_json *hmoe_json_parse(const char *text, size_t len, struct hmoe_err 
 enum hmoe_status hmoe_read_file(const char *path, char **out, size_t *out_len, struct hmoe_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return HMOE_RAISE(err, HMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return HMOE_RAISE(err, HMOE_ERR_IO, "%s: is a directory (give a file)", path);
+    }
     struct buf b = {0};
     char chunk[65536];
     size_t n;
