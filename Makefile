@@ -75,10 +75,13 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libhmoe.a
 
+empty :=
+space := $(empty) $(empty)
+comma := ,
 NVCCFLAGS ?= -O3 -lineinfo
 NVCCFLAGS += -std=c++17 -Iinclude -Isrc -DHMOE_HAVE_CUDA=1 --expt-relaxed-constexpr \
              -Xcompiler -Wall,-Wextra,-fopenmp $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
-             $(if $(filter 1,$(CUDA_PTX)),-gencode arch=compute_$(CUDA_PTX_ARCH),code=compute_$(CUDA_PTX_ARCH))
+             $(if $(filter 1,$(CUDA_PTX)),-gencode arch=compute_$(CUDA_PTX_ARCH)$(comma)code=compute_$(CUDA_PTX_ARCH))
 ifeq ($(CUDA),1)
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
@@ -92,8 +95,6 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 # What this build is, for the start line and for hmoe --version.
 CC_NAME   := $(firstword $(CC)) $(shell $(CC) -dumpfullversion 2>/dev/null || $(CC) -dumpversion 2>/dev/null)
-empty :=
-space := $(empty) $(empty)
 CUDA_DESC := $(if $(filter 1,$(CUDA)),CUDA on (sm_$(subst $(space),+sm_,$(strip $(CUDA_ARCH)))$(if $(filter 1,$(CUDA_PTX)), + PTX $(CUDA_PTX_ARCH))),CUDA off)
 BUILD_DESC := $(CUDA_DESC), $(CC_NAME) $(OPT)$(if $(filter 1,$(SAN)), ASan+UBSan)
 ifeq ($(MAKELEVEL),0)
