@@ -33,7 +33,9 @@ want=$(printf '<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>
 check "qwen35 file without a template renders the Qwen3.5 format (trimmed, <think> opened)" \
     $([ "$got" = "$want" ]; echo $?) "got '$got'"
 
-CHAT="$H chat -m $M --temp 0 -t 1 --no-think -n 8"
+# --gpu off: on a GPU the chunked prefill of turn 2 and a one-piece fresh prefill round
+# differently, and this random-weight model has near-ties that flip a greedy token.
+CHAT="$H chat -m $M --temp 0 -t 1 --no-think -n 8 --gpu off"
 printf 'Hello\nHow are you?\n/regen\n/save %s\n' "$T/c.json" | $CHAT >"$T/out" 2>"$T/err"
 rc=$?
 n_ans=$(wc -l <"$T/out"); n_tim=$(grep -c '^\[prompt ' "$T/err")
@@ -52,7 +54,7 @@ check "qwen35 chat /regen decodes one token again" $(( regen_prompt != 1 )) "pro
 head -n 4 "$T/c.json" | sed -e '$ s/,$//' >"$T/t2.json"
 printf '\n]}\n' >>"$T/t2.json"
 $H template -m "$M" --no-think -i "$T/t2.json" >"$T/p2.txt"
-fresh=$($H run -m "$M" --temp 0 -t 1 -n 8 --no-display-prompt -f "$T/p2.txt" 2>/dev/null | head -n 1)
+fresh=$($H run -m "$M" --temp 0 -t 1 -n 8 --gpu off --no-display-prompt -f "$T/p2.txt" 2>/dev/null | head -n 1)
 check "qwen35 chat turn 2 answer equals a fresh run of the rendered prompt" $([ "$fresh" = "$a2" ]; echo $?) \
     "fresh '$fresh' chat '$a2'"
 
