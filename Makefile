@@ -119,12 +119,13 @@ hmoe: $(CLI_OBJ) $(LIB) $(FLAVOUR_STAMP)
 # The commit and build options baked into hmoe --version (and bench's build_commit): rewritten
 # only when they change; "unknown" outside a git checkout (a tarball).
 GIT_COMMIT := $(or $(shell git rev-parse --short=12 HEAD 2>/dev/null),unknown)
+GIT_COUNT  := $(or $(shell git rev-list --count HEAD 2>/dev/null),0)
 GIT_DIRTY  := $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),-dirty)
 BUILD_INFO := $(BUILD)/gen/build_info.h
 $(BUILD_INFO): FORCE
 	@mkdir -p $(dir $@)
-	@printf '#define HMOE_BUILD_COMMIT "%s"\n#define HMOE_BUILD_OPTIONS "%s"\n' '$(GIT_COMMIT)$(GIT_DIRTY)' \
-	    '$(BUILD_DESC)' > $@.tmp
+	@printf '#define HMOE_BUILD_COMMIT "%s"\n#define HMOE_BUILD_NUMBER %s\n#define HMOE_BUILD_OPTIONS "%s"\n' \
+	    '$(GIT_COMMIT)$(GIT_DIRTY)' '$(GIT_COUNT)' '$(BUILD_DESC)' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
 $(BUILD)/src/cli/cli_version.o: $(BUILD_INFO)
 $(BUILD)/src/cli/cli_version.o: CFLAGS += -I$(BUILD)/gen

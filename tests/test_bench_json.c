@@ -34,9 +34,9 @@ static char *run(const char *cmd, int *rc) {
 
 static bool near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b) + 1e-12; }
 
-static const char *const str_fields[] = {"cpu_info", "gpu_info", "backends", "model_filename", "model_type",
+static const char *const str_fields[] = {"build_commit", "cpu_info", "gpu_info", "backends", "model_filename", "model_type",
                                          "type_k", "type_v", "test_time"};
-static const char *const num_fields[] = {"model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads",
+static const char *const num_fields[] = {"build_number", "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads",
                                          "n_gpu_layers", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
                                          "avg_ts", "stddev_ts", "ram_read_gbps"};
 static const char *const na_fields[] = {"h2d_gbps", "bytes_per_token", "ram_gbps", "roofline_pct",
@@ -184,7 +184,7 @@ int main(void) {
     char *nl = strchr(out, '\n');
     int rows = 0;
     for (char *q = out; (q = strchr(q, '\n')); q++) rows++;
-    t_check(rc == 0 && nl && rows == 3 && nl[1] == '"' &&
+    t_check(rc == 0 && nl && rows == 3 && nl[1] == '"' && strncmp(out, "build_commit,build_number,cpu_info,", 35) == 0 &&
                 strstr(out, "model_filename,model_type,model_size,model_n_params,n_batch,n_ubatch,n_threads") &&
                 strstr(out, "n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts") &&
                 strstr(out, "ram_gbps,roofline_pct,vram_budget_mib,vram_peak_mib,cache_hit_rate,pcie_gbps,"

@@ -168,7 +168,7 @@ done
 
 # --version
 out=$($H --version); rc=$?
-[ $rc -eq 0 ] && printf '%s\n' "$out" | grep -qE '^version: ([0-9a-f]{12}(-dirty)?|unknown)$' &&
+[ $rc -eq 0 ] && printf '%s\n' "$out" | grep -qE '^version: [0-9]+ \(([0-9a-f]{12}(-dirty)?|unknown)\)$' &&
     printf '%s\n' "$out" | grep -qE '^built with CUDA (on|off).*(gcc|cc|clang)'
 check "cli --version: commit and build options" $? "rc $rc: $out"
 

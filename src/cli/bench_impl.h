@@ -13,6 +13,8 @@
 
 struct hmoe_bench_result {
     /* llama-bench fields (same names in json/csv) */
+    const char *build_commit;
+    int build_number;
     const char *cpu_info, *gpu_info, *backends;
     const char *model_filename;
     char model_type[128];

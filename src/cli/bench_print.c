@@ -97,6 +97,7 @@ struct field {
 };
 #define F(name, kind) {#name, kind, offsetof(struct hmoe_bench_result, name)}
 static const struct field fields[] = {
+    F(build_commit, K_STR),      F(build_number, K_INT),
     F(cpu_info, K_STR),          F(gpu_info, K_STR),          F(backends, K_STR),
     F(model_filename, K_STR),    F(model_type, K_STR),        F(model_size, K_U64),
     F(model_n_params, K_U64),    F(n_batch, K_INT),           F(n_ubatch, K_INT),

@@ -52,6 +52,7 @@ void hmoe_opts_print_help(FILE *f, const char *usage, const struct hmoe_opt *opt
 /* The build this binary comes from (cli_version.c): git commit ("unknown" without git) and
  * options (CUDA, GPU architectures, compiler). */
 const char *hmoe_cli_build_commit(void);
+int hmoe_cli_build_number(void); /* commits in the history, as llama.cpp's build_number */
 const char *hmoe_cli_build_options(void);
 /* "version: COMMIT\nbuilt with OPTIONS\n" to f; returns the exit code (1 when f fails). */
 int hmoe_cli_print_version(FILE *f);

@@ -306,6 +306,7 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                         const int depth = cfg->d[id], n_prompt = pass ? 0 : vals[iv], n_gen = pass ? vals[iv] : 0;
                         if ((rc = run_test(&b, depth, n_prompt, n_gen, ns))) break;
                         struct hmoe_bench_result r = {
+                            .build_commit = hmoe_cli_build_commit(), .build_number = hmoe_cli_build_number(),
                             .cpu_info = cfg->cpu, .gpu_info = cfg->gpu, .backends = "CPU", .model_filename = path,
                             .model_size = mf.size_bytes, .model_n_params = mf.n_params, .n_batch = cfg->n_batch,
                             .n_ubatch = cfg->ub[iu], .n_threads = threads,
