@@ -165,7 +165,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # The suite: unit tests against $(SHARED)/fixtures (tests/fixtures in the repository) plus CLI
 # checks through ./hmoe.
 test: hmoe $(TEST_BIN)
-	HMOE_SHARED=$(SHARED) ./tests/run.sh
+	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run.sh
 
 # ASan + UBSan: a separate object tree (build/san), the same suite; leaks are reported too.
 sanitize:

@@ -6,7 +6,13 @@ set -u
 cd "$(dirname "$0")/.."
 export HMOE_SHARED="${HMOE_SHARED:-tests}"
 pass=0; fail=0
-[ $# -gt 0 ] || set -- build/tests/test_* tests/test_*.sh
+# BUILD=<dir>: the build directory whose test programs run (make test passes its own).
+if [ $# -eq 0 ]; then
+    set -- "${BUILD:-build}"/tests/test_* tests/test_*.sh
+    if [ ! -e "$1" ]; then # the glob matched nothing: the programs were not built there
+        echo "${BUILD:-build}/tests ... FAIL: no test programs (build them with make test)"; fail=1
+    fi
+fi
 for t in "$@"; do
     [ -e "$t" ] || continue
     case "$t" in *.d|*.o) continue;; esac
