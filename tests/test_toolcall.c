@@ -319,6 +319,26 @@ static void test_harmony(void) {
     size_t end = sizeof long_text - 2;
     while (long_text[end] == ' ') long_text[end--] = 0;
     check_case("long text without headers", f, NULL, long_text, W(.content = long_text));
+    /* Past a header's worth of text the decision is made on the first 1024 bytes alone, so every
+     * split of the text agrees; the headers after it still work. */
+    static char junk[2000];
+    memset(junk, 'x', 1500);
+    strcpy(junk + 1500, "<|channel|>final<|message|>Hi<|end|><|start|>assistant<|channel|>commentary "
+                        "to=functions.f<|message|>{\"a\":1}");
+    struct hmoe_toolcall_opts o = {.id_seed = 3};
+    struct hmoe_toolcalls whole, st;
+    struct hmoe_err err = {0};
+    char why[1024] = "";
+    int ok = hmoe_toolcall_parse_opts(f, &o, junk, strlen(junk), &whole, &err) == 0;
+    ok = ok && whole.n_calls == 1 && strcmp(whole.calls[0].name, "f") == 0 && strncmp(whole.content, junk, 1024) == 0 &&
+         strcmp(whole.content + strlen(whole.content) - 2, "Hi") == 0;
+    for (size_t step = 0; ok && step < 3; step++) {
+        ok = stream_text(f, &o, junk, strlen(junk), step, &st, why, sizeof why) && strcmp(st.content, whole.content) == 0;
+        free(st.content);
+        free(st.reasoning);
+    }
+    t_check(ok, "toolcall harmony: 1500 bytes without a header, then headers", "%s", why);
+    if (whole.content) hmoe_toolcalls_free(&whole);
 }
 
 static void test_none(void) {
@@ -447,7 +467,8 @@ static void test_random(void) {
         "<tool_call>", "</tool_call>", "<think>", "</think>", "<function=f>", "</function>", "<parameter=p>",
         "</parameter>", "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "{", "}", "\"", "\n", " ", "x", "é", "<",
         "<|channel|>", "analysis", "final", "commentary to=functions.g", "<|message|>", "<|end|>", "<|call|>",
-        "<|start|>assistant", "<|constrain|>json", "[1,2]", "<tool", "</tool_c", "\\",
+        "<|start|>assistant", "<|constrain|>json", "[1,2]", "<tool", "</tool_c", "\\", "\xff", "\xe6\x97",
+        "<parameter=", "<|", "true", "\"日本\"",
     };
     uint64_t rng = 99;
     int failures = 0;

@@ -12,8 +12,6 @@
 static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
 static const char CALL_OPEN[] = "<tool_call>", CALL_CLOSE[] = "</tool_call>";
 
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 enum hmoe_toolcall_format hmoe_toolcall_format_for(enum hmoe_chat_template tmpl, const char *jinja_text) {
     switch (tmpl) {
     case HMOE_CHAT_TEMPLATE_QWEN3: return HMOE_TOOLCALL_QWEN3_JSON;
@@ -43,7 +41,7 @@ const char *hmoe_toolcall_format_name(enum hmoe_toolcall_format fmt) {
 
 bool hmoe_toolcall_prompt_in_think(const char *prompt, size_t len) {
     if (!prompt) return false;
-    while (len && is_ws(prompt[len - 1])) len--;
+    while (len && hmoe_tc_is_ws(prompt[len - 1])) len--;
     size_t k = sizeof THINK_OPEN - 1;
     return len >= k && memcmp(prompt + len - k, THINK_OPEN, k) == 0;
 }
@@ -55,11 +53,11 @@ void hmoe_tc_emit(struct hmoe_toolcall_stream *s, struct tc_out *o, const char *
     size_t i = 0;
     while (i < n) {
         size_t j = i;
-        while (j < n && is_ws(p[j])) j++;
+        while (j < n && hmoe_tc_is_ws(p[j])) j++;
         if (j > i) hmoe_strbuf_addn(&o->ws, p + i, j - i);
         if (j == n) break;
         size_t k = j;
-        while (k < n && !is_ws(p[k])) k++;
+        while (k < n && !hmoe_tc_is_ws(p[k])) k++;
         /* Whitespace counts only between text: dropped before the first byte of a stream. */
         if (o->started && o->ws.n) {
             hmoe_strbuf_addn(&o->all, o->ws.s, o->ws.n);
@@ -119,8 +117,7 @@ const char *hmoe_tc_find(const char *p, size_t n, const char *tag) {
     return NULL;
 }
 
-/* Remove the first n bytes of pend. */
-static void consume(struct hmoe_toolcall_stream *s, size_t n) {
+void hmoe_tc_consume(struct hmoe_toolcall_stream *s, size_t n) {
     if (!n) return;
     memmove(s->pend.s, s->pend.s + n, s->pend.n - n);
     s->pend.n -= n;
@@ -131,7 +128,7 @@ static void consume(struct hmoe_toolcall_stream *s, size_t n) {
 /* Release pend into `o` except its last `hold` bytes. */
 static void release(struct hmoe_toolcall_stream *s, struct tc_out *o, size_t hold) {
     hmoe_tc_emit(s, o, s->pend.s, s->pend.n - hold);
-    consume(s, s->pend.n - hold);
+    hmoe_tc_consume(s, s->pend.n - hold);
 }
 
 /* The call's text turns out not to be a call: it is content, whitespace before it included. */
@@ -159,7 +156,7 @@ static bool step_call(struct hmoe_toolcall_stream *s, bool final) {
                                                  : hmoe_tc_parse_xml_call(s, s->pend.s, inner, &name, &args);
     if (ok) {
         hmoe_tc_add_call(s, name, strlen(name), args);
-        consume(s, inner + sizeof CALL_CLOSE - 1);
+        hmoe_tc_consume(s, inner + sizeof CALL_CLOSE - 1);
     } else {
         call_failed(s);
         release(s, &s->content, s->pend.n - inner - (sizeof CALL_CLOSE - 1));
@@ -179,10 +176,10 @@ static void step(struct hmoe_toolcall_stream *s, bool final) {
         switch (s->state) {
         case TC_START: {
             size_t i = 0;
-            while (i < n && is_ws(p[i])) i++;
+            while (i < n && hmoe_tc_is_ws(p[i])) i++;
             size_t k = sizeof THINK_OPEN - 1;
             if (n - i >= k && memcmp(p + i, THINK_OPEN, k) == 0) {
-                consume(s, i + k);
+                hmoe_tc_consume(s, i + k);
                 s->state = TC_THINK;
                 continue;
             }
@@ -195,7 +192,7 @@ static void step(struct hmoe_toolcall_stream *s, bool final) {
             if (e) {
                 hmoe_tc_emit(s, &s->reasoning, p, (size_t)(e - p));
                 hmoe_tc_drop_ws(&s->reasoning);
-                consume(s, (size_t)(e - p) + sizeof THINK_CLOSE - 1);
+                hmoe_tc_consume(s, (size_t)(e - p) + sizeof THINK_CLOSE - 1);
                 s->state = TC_CONTENT;
                 continue;
             }
@@ -214,7 +211,7 @@ static void step(struct hmoe_toolcall_stream *s, bool final) {
                 s->call_ws.n = 0;
                 hmoe_strbuf_addn(&s->call_ws, s->content.ws.s ? s->content.ws.s : "", s->content.ws.n);
                 hmoe_tc_drop_ws(&s->content);
-                consume(s, (size_t)(o - p) + sizeof CALL_OPEN - 1);
+                hmoe_tc_consume(s, (size_t)(o - p) + sizeof CALL_OPEN - 1);
                 s->state = TC_CALL;
                 continue;
             }

@@ -8,11 +8,9 @@
 
 #include "text/toolcall_impl.h"
 
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 static void trim(const char **p, size_t *n) {
-    while (*n && is_ws(**p)) (*p)++, (*n)--;
-    while (*n && is_ws((*p)[*n - 1])) (*n)--;
+    while (*n && hmoe_tc_is_ws(**p)) (*p)++, (*n)--;
+    while (*n && hmoe_tc_is_ws((*p)[*n - 1])) (*n)--;
 }
 
 /* --- call ids --------------------------------------------------------------------------- */
@@ -196,7 +194,7 @@ static bool starts(const char *p, const char *end, const char *lit) {
 }
 
 static const char *skip_ws(const char *p, const char *end) {
-    while (p < end && is_ws(*p)) p++;
+    while (p < end && hmoe_tc_is_ws(*p)) p++;
     return p;
 }
 

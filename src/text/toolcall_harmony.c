@@ -17,8 +17,6 @@ static const char *const BODY_END[] = {"<|end|>", "<|call|>", "<|return|>", "<|s
 enum { N_CONSUMED_ENDS = 3 };  /* the first three are consumed; the others begin the next header */
 enum { HEADER_MAX = 1024 };    /* a "header" this long without <|message|> is not harmony: content */
 
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 /* Earliest body end in p[0..n): its position and index in BODY_END, or NULL. */
 static const char *find_end(const char *p, size_t n, int *which) {
     for (const char *q = p, *end = p + n; q && q < end; q++) {
@@ -44,14 +42,6 @@ static size_t partial_end(const char *p, size_t n) {
     return best;
 }
 
-static void consume(struct hmoe_toolcall_stream *s, size_t n) {
-    if (!n) return;
-    memmove(s->pend.s, s->pend.s + n, s->pend.n - n);
-    s->pend.n -= n;
-    s->pend.s[s->pend.n] = 0;
-    s->scanned = 0;
-}
-
 /* The first "<|start|>" or "<|channel|>" in p[0..n), or NULL. */
 static const char *first_header_start(const char *p, size_t n) {
     const char *best = NULL;
@@ -67,7 +57,7 @@ static char *header_word(const char *h, size_t n, const char *key) {
     const char *k = hmoe_tc_find(h, n, key);
     if (!k) return NULL;
     const char *p = k + strlen(key), *end = h + n, *q = p;
-    while (q < end && !is_ws(*q) && *q != '<' && *q != 0) q++;
+    while (q < end && !hmoe_tc_is_ws(*q) && *q != '<' && *q != 0) q++;
     char *w = malloc((size_t)(q - p) + 1);
     if (w) {
         memcpy(w, p, (size_t)(q - p));
@@ -83,7 +73,7 @@ static void read_header(struct hmoe_toolcall_stream *s, const char *h, size_t n)
     char *channel = header_word(h, n, "<|channel|>");
     /* "to=" addresses the message; it may stand before or after the channel. */
     const char *to = hmoe_tc_find(h, n, "to=");
-    if (to && (to == h || is_ws(to[-1]) || to[-1] == '>')) s->recipient = header_word(to, (size_t)(h + n - to), "to=");
+    if (to && (to == h || hmoe_tc_is_ws(to[-1]) || to[-1] == '>')) s->recipient = header_word(to, (size_t)(h + n - to), "to=");
     if (s->recipient && !s->recipient[0]) {
         free(s->recipient);
         s->recipient = NULL;
@@ -98,8 +88,8 @@ static void read_header(struct hmoe_toolcall_stream *s, const char *h, size_t n)
 static void end_call(struct hmoe_toolcall_stream *s, const char *p, size_t n) {
     const char *a = p;
     size_t an = n;
-    while (an && is_ws(*a)) a++, an--;
-    while (an && is_ws(a[an - 1])) an--;
+    while (an && hmoe_tc_is_ws(*a)) a++, an--;
+    while (an && hmoe_tc_is_ws(a[an - 1])) an--;
     const char *name = s->recipient;
     if (name && strncmp(name, "functions.", 10) == 0) name += 10;
     struct hmoe_err perr = {0};
@@ -130,7 +120,7 @@ void hmoe_tc_harmony_step(struct hmoe_toolcall_stream *s, bool final) {
             const char *m = hmoe_tc_find(p, n, MESSAGE);
             if (m && (size_t)(m - p) + sizeof MESSAGE - 1 <= HEADER_MAX) {
                 read_header(s, p, (size_t)(m - p));
-                consume(s, (size_t)(m - p) + sizeof MESSAGE - 1);
+                hmoe_tc_consume(s, (size_t)(m - p) + sizeof MESSAGE - 1);
                 s->state = TC_H_BODY;
                 continue;
             }
@@ -144,14 +134,14 @@ void hmoe_tc_harmony_step(struct hmoe_toolcall_stream *s, bool final) {
                 if (!cut) cut = hmoe_utf8_complete_prefix(p, HEADER_MAX);
                 if (!cut) cut = HEADER_MAX;
                 hmoe_tc_emit(s, &s->content, p, cut);
-                consume(s, cut);
+                hmoe_tc_consume(s, cut);
                 continue;
             }
             if (final) {
                 /* A header cut off by the end shows nothing; plain text before it is content. */
                 const char *h = first_header_start(p, n);
                 hmoe_tc_emit(s, &s->content, p, h ? (size_t)(h - p) : n);
-                consume(s, n);
+                hmoe_tc_consume(s, n);
             }
             return;
         }
@@ -167,7 +157,7 @@ void hmoe_tc_harmony_step(struct hmoe_toolcall_stream *s, bool final) {
                 hmoe_tc_emit(s, o, p, len);
                 hmoe_tc_drop_ws(o);
             }
-            consume(s, len + (which < N_CONSUMED_ENDS ? strlen(BODY_END[which]) : 0));
+            hmoe_tc_consume(s, len + (which < N_CONSUMED_ENDS ? strlen(BODY_END[which]) : 0));
             s->state = TC_H_HEAD;
             continue;
         }
@@ -175,13 +165,13 @@ void hmoe_tc_harmony_step(struct hmoe_toolcall_stream *s, bool final) {
             s->scanned = n;
             if (final) {
                 end_call(s, p, n);
-                consume(s, n);
+                hmoe_tc_consume(s, n);
             }
             return;
         }
         size_t hold = final ? 0 : partial_end(p, n);
         hmoe_tc_emit(s, s->body == TC_BODY_REASONING ? &s->reasoning : &s->content, p, n - hold);
-        consume(s, n - hold);
+        hmoe_tc_consume(s, n - hold);
         return;
     }
 }

@@ -43,6 +43,11 @@ struct hmoe_toolcall_stream {
     uint64_t rng;             /* splitmix64 state for call ids */
 };
 
+/* The whitespace that the trimming rules drop (JSON's and Python's str.strip()'s ASCII set). */
+static inline bool hmoe_tc_is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Remove the first n bytes of s->pend (and forget how far it was searched). */
+void hmoe_tc_consume(struct hmoe_toolcall_stream *s, size_t n);
 /* Release text into an output, applying the whitespace rule. */
 void hmoe_tc_emit(struct hmoe_toolcall_stream *s, struct tc_out *o, const char *p, size_t n);
 /* Forget held whitespace (before a tool call, at </think>, at the end). */
