@@ -190,6 +190,13 @@ static void test_qwen3(void) {
                W(.content = "", .reasoning = "still thinking about"));
     check_case("<think> after text is content", f, NULL, "Hi <think>x</think>", W(.content = "Hi <think>x</think>"));
     check_case("empty text", f, NULL, "", W(.content = ""));
+    struct hmoe_toolcall_opts keep = {.think_in_content = true};
+    check_case("think block kept in the content (--reasoning-format none)", f, &keep,
+               "<think>\nLet me add.\n</think>\n\nIt is 4.\n<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+               W(.content = "<think>\nLet me add.\n</think>\n\nIt is 4.", .n_calls = 1, .names = {"f"}, .args = {"{}"}));
+    struct hmoe_toolcall_opts keep_open = {.think_in_content = true, .in_think = true};
+    check_case("open think kept in the content", f, &keep_open, "Hmm.\n</think>\nYes.",
+               W(.content = "Hmm.\n</think>\nYes."));
     struct hmoe_toolcall_opts in_think = {.in_think = true};
     check_case("prompt opened <think>", f, &in_think, "Thinking 2507 style.\n</think>\n\nAnswer.",
                W(.content = "Answer.", .reasoning = "Thinking 2507 style."));
@@ -487,7 +494,8 @@ static void test_random(void) {
         }
         text[n] = 0;
         enum hmoe_toolcall_format f = (enum hmoe_toolcall_format)(iter % 5);
-        struct hmoe_toolcall_opts o = {.in_think = iter % 3 == 0, .id_seed = 5, .tools = WEATHER_TOOLS, .n_tools = 3};
+        struct hmoe_toolcall_opts o = {.in_think = iter % 3 == 0, .think_in_content = iter % 7 == 1, .id_seed = 5,
+                                       .tools = WEATHER_TOOLS, .n_tools = 3};
         struct hmoe_toolcalls whole, st;
         struct hmoe_err err = {0};
         char why[1024] = "";

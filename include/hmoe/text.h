@@ -242,6 +242,8 @@ struct hmoe_toolcall_opts {
     const char *const *tools;
     size_t n_tools;
     bool in_think;    /* the text starts inside <think> (hmoe_toolcall_prompt_in_think of the prompt) */
+    bool think_in_content; /* --reasoning-format none: the think block stays in the content as written
+                              (tags included); `reasoning` stays empty; tool calls are still parsed */
     uint64_t id_seed; /* 0: call ids from /dev/urandom; else the same ids for the same seed (tests) */
 };
 

@@ -179,6 +179,7 @@ static void step(struct hmoe_toolcall_stream *s, bool final) {
             while (i < n && hmoe_tc_is_ws(p[i])) i++;
             size_t k = sizeof THINK_OPEN - 1;
             if (n - i >= k && memcmp(p + i, THINK_OPEN, k) == 0) {
+                if (s->think_in_content) hmoe_tc_emit(s, &s->content, THINK_OPEN, k);
                 hmoe_tc_consume(s, i + k);
                 s->state = TC_THINK;
                 continue;
@@ -188,15 +189,17 @@ static void step(struct hmoe_toolcall_stream *s, bool final) {
             continue;
         }
         case TC_THINK: {
+            struct tc_out *o = s->think_in_content ? &s->content : &s->reasoning;
             const char *e = hmoe_tc_find(p, n, THINK_CLOSE);
             if (e) {
-                hmoe_tc_emit(s, &s->reasoning, p, (size_t)(e - p));
-                hmoe_tc_drop_ws(&s->reasoning);
+                hmoe_tc_emit(s, o, p, (size_t)(e - p));
+                if (s->think_in_content) hmoe_tc_emit(s, o, THINK_CLOSE, sizeof THINK_CLOSE - 1);
+                else hmoe_tc_drop_ws(o);
                 hmoe_tc_consume(s, (size_t)(e - p) + sizeof THINK_CLOSE - 1);
                 s->state = TC_CONTENT;
                 continue;
             }
-            release(s, &s->reasoning, final ? 0 : hmoe_tc_partial_tag(p, n, THINK_CLOSE));
+            release(s, o, final ? 0 : hmoe_tc_partial_tag(p, n, THINK_CLOSE));
             return;
         }
         case TC_CONTENT: {
@@ -253,6 +256,7 @@ int hmoe_toolcall_stream_new(enum hmoe_toolcall_format fmt, const struct hmoe_to
     if (fmt == HMOE_TOOLCALL_HARMONY) s->state = TC_H_HEAD;
     else s->state = opts && opts->in_think ? TC_THINK : TC_START;
     s->rng = opts && opts->id_seed ? opts->id_seed : random_seed();
+    s->think_in_content = opts && opts->think_in_content;
     size_t n_tools = opts && opts->tools ? opts->n_tools : 0;
     if (n_tools) {
         s->tools = calloc(n_tools, sizeof *s->tools);

@@ -35,6 +35,7 @@ struct hmoe_toolcall_stream {
     enum tc_body body;        /* harmony: what the current message body is */
     char *recipient;          /* harmony: "functions.NAME" of a call message, or NULL */
     struct tc_out content, reasoning;
+    bool think_in_content;    /* the think block goes to content, tags and all */
     struct hmoe_strbuf call_ws; /* content whitespace held when <tool_call> opened: shown if the call fails */
     struct hmoe_toolcall *calls;
     size_t n_calls, cap_calls, first_new; /* calls[first_new..n_calls) closed during this feed */
