@@ -252,12 +252,6 @@ static uint64_t non_cache_bytes(const struct hmoe_cli_model_opts *o, const struc
 
 int64_t hmoe_cli_compat_vram_budget(const struct hmoe_cli_model_opts *o, const struct hmoe_model *model) {
     if (o->vram_budget_mib > 0 || o->compat.expert_cache_mib < 0) return o->vram_budget_mib;
-    static bool said_no_gpu;
-    if ((o->gpu && strcmp(o->gpu, "off") == 0) || !hmoe_cuda_available()) {
-        if (!said_no_gpu) note(o, "--moe-cache-mib", o->compat.moe_cache_mib, "ignored: no GPU in use");
-        said_no_gpu = true;
-        return 0;
-    }
     const int64_t MiB = 1 << 20, buffers_mib = 512;
     uint64_t resident_experts = 0;
     const uint64_t weights = non_cache_bytes(o, model, &resident_experts);
@@ -271,14 +265,18 @@ int64_t hmoe_cli_compat_vram_budget(const struct hmoe_cli_model_opts *o, const s
                         (uint64_t)(o->n_ctx > 0 ? o->n_ctx : 4096);
     const int64_t weights_mib = (int64_t)((weights + MiB - 1) / MiB), kv_mib = (int64_t)((kv + MiB - 1) / MiB);
     const int64_t budget = o->compat.expert_cache_mib + weights_mib + kv_mib + buffers_mib;
+    const bool no_gpu = (o->gpu && strcmp(o->gpu, "off") == 0) || !hmoe_cuda_available();
     static int64_t last_printed = -1; /* bench opens one context per test: say it once per value */
-    if (!o->quiet && budget != last_printed)
-        fprintf(stderr,
-                "hmoe: --moe-cache-mib %lld: mapped to --vram-budget %lld (%lld MiB of expert cache + %lld MiB of "
-                "weights kept on the GPU%s + %lld MiB of KV cache + %lld MiB of buffers)\n",
-                (long long)o->compat.expert_cache_mib, (long long)budget, (long long)o->compat.expert_cache_mib,
-                (long long)weights_mib, resident_experts ? ", resident experts included" : "", (long long)kv_mib,
-                (long long)buffers_mib);
-    last_printed = budget;
-    return budget;
+    if (budget != last_printed) {
+        char how[256];
+        snprintf(how, sizeof how,
+                 "--vram-budget %lld (%lld MiB of expert cache + %lld MiB of weights kept on the GPU%s + %lld MiB of "
+                 "KV cache + %lld MiB of buffers)",
+                 (long long)budget, (long long)o->compat.expert_cache_mib, (long long)weights_mib,
+                 resident_experts ? ", resident experts included" : "", (long long)kv_mib, (long long)buffers_mib);
+        if (no_gpu) note(o, "--moe-cache-mib", o->compat.moe_cache_mib, "ignored: no GPU in use (with one: %s)", how);
+        else note(o, "--moe-cache-mib", o->compat.moe_cache_mib, "mapped to %s", how);
+        last_printed = budget;
+    }
+    return no_gpu ? 0 : budget;
 }
