@@ -233,6 +233,12 @@ static void test_xml(enum hmoe_toolcall_format f) {
                "</function>\n</tool_call>",
                W(.content = "", .n_calls = 1, .names = {"get_weather"},
                  .args = {"{\"city\":\"Rome\",\"opts\":{\"hourly\":true,\"n\":[1,2]},\"tags\":[\"a\",\"b\"]}"}));
+    check_case("Python's True / None (how the template writes them) are JSON true / null", f, &tools,
+               "<tool_call>\n<function=get_weather>\n<parameter=opts>\nTrue\n</parameter>\n<parameter=x>\nNone\n"
+               "</parameter>\n<parameter=city>\nTrue\n</parameter>\n<parameter=days>\n2.0\n</parameter>\n</function>\n"
+               "</tool_call>",
+               W(.content = "", .n_calls = 1, .names = {"get_weather"},
+                 .args = {"{\"opts\":true,\"x\":null,\"city\":\"True\",\"days\":2.0}"}));
     check_case("a non-JSON value for a typed parameter stays a string", f, &tools,
                "<tool_call>\n<function=get_weather>\n<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>",
                W(.content = "", .n_calls = 1, .names = {"get_weather"}, .args = {"{\"days\":\"three\"}"}));
@@ -517,6 +523,47 @@ static void test_random(void) {
             failures, first_why);
 }
 
+/* The other direction: an assistant turn with calls as each template renders it (the renderers are
+ * checked against llama.cpp's templates in test_template*.c) parses back to the same message. */
+static void test_roundtrip(enum hmoe_chat_template tmpl, const char *want_args1) {
+    const char *tools[] = {WEATHER_TOOLS[0]};
+    const struct hmoe_chat_tool_call calls[] = {
+        {.name = "get_weather", .arguments = "{\"city\": \"Paris\"}"},
+        {.name = "get_weather", .arguments = "{\"city\": \"São Paulo\", \"days\": 3, \"opts\": {\"hourly\": true}}"},
+    };
+    const struct hmoe_chat_msg msgs[] = {
+        {.role = "user", .content = "Weather in Paris and São Paulo?"},
+        {.role = "assistant", .content = "Checking both.", .reasoning_content = "Two cities.", .tool_calls = calls,
+         .n_tool_calls = 2},
+    };
+    struct hmoe_chat_opts co = {.add_generation_prompt = false, .enable_thinking = true, .tools = tools, .n_tools = 1};
+    char *prompt = NULL, label[128];
+    struct hmoe_err err = {0};
+    snprintf(label, sizeof label, "toolcall round trip: %s's rendering parses back", hmoe_chat_template_name(tmpl));
+    if (hmoe_chat_render(tmpl, msgs, 2, &co, &prompt, &err)) {
+        t_check(0, label, "render: %s", err.msg);
+        return;
+    }
+    const char *turn = NULL;
+    for (const char *q = strstr(prompt, "<|im_start|>assistant\n"); q; q = strstr(q + 1, "<|im_start|>assistant\n")) turn = q;
+    const char *end = turn ? strstr(turn, "<|im_end|>") : NULL;
+    struct hmoe_toolcalls tc = {0};
+    struct hmoe_toolcall_opts o = {.tools = tools, .n_tools = 1};
+    int rc = -1;
+    if (end) {
+        turn += strlen("<|im_start|>assistant\n");
+        rc = hmoe_toolcall_parse_opts(hmoe_toolcall_format_for(tmpl, NULL), &o, turn, (size_t)(end - turn), &tc, &err);
+    }
+    int ok = rc == 0 && strcmp(tc.content, "Checking both.") == 0 && strcmp(tc.reasoning, "Two cities.") == 0 &&
+             tc.n_calls == 2 && strcmp(tc.calls[0].name, "get_weather") == 0 &&
+             strcmp(tc.calls[1].arguments, want_args1) == 0;
+    t_check(ok, label, "rc %d, turn '%.*s' -> content '%s' reasoning '%s' %zu calls, second '%s'", rc,
+            end ? (int)(end - turn) : 0, turn ? turn : "", rc ? "" : tc.content, rc ? "" : tc.reasoning, tc.n_calls,
+            tc.n_calls > 1 ? tc.calls[1].arguments : "");
+    if (!rc) hmoe_toolcalls_free(&tc);
+    free(prompt);
+}
+
 int main(void) {
     test_qwen3();
     test_xml(HMOE_TOOLCALL_QWEN35_XML);
@@ -528,5 +575,8 @@ int main(void) {
     test_hold_back();
     test_format_for();
     test_random();
+    test_roundtrip(HMOE_CHAT_TEMPLATE_QWEN3, "{\"city\": \"São Paulo\", \"days\": 3, \"opts\": {\"hourly\": true}}");
+    test_roundtrip(HMOE_CHAT_TEMPLATE_QWEN35, "{\"city\":\"São Paulo\",\"days\":3,\"opts\":{\"hourly\":true}}");
+    test_roundtrip(HMOE_CHAT_TEMPLATE_NEMOTRON, "{\"city\":\"São Paulo\",\"days\":3,\"opts\":{\"hourly\":true}}");
     return t_summary();
 }

@@ -215,6 +215,14 @@ static void xml_value(struct hmoe_strbuf *b, const struct hmoe_json *sch, const 
         const char *t = v;
         size_t tn = n;
         trim(&t, &tn);
+        /* The templates write earlier calls' scalars with Python's str() (True, False, None), so a
+         * model may answer in that spelling too. */
+        static const char *const py[][2] = {{"True", "true"}, {"False", "false"}, {"None", "null"}};
+        for (size_t i = 0; i < 3; i++)
+            if (tn == strlen(py[i][0]) && memcmp(t, py[i][0], tn) == 0) {
+                hmoe_strbuf_add(b, py[i][1]);
+                return;
+            }
         struct hmoe_json *j = tn ? parse_json(t, tn) : NULL;
         if (j) {
             json_compact(b, j);
