@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test_readme_flags.sh — the README's flag table ("Options shared by ...") and the commands' --help
-# say the same: every flag of the table is accepted by a command's --help, and every flag that
-# `run --help` lists under its shared groups (model and context, GPU and expert placement, and
-# any group after them) has a row in the table. The table is edited by hand; this keeps it true.
+# test_readme_flags.sh — the README's flag tables (the section "Options shared by ...": the shared
+# options and the llama.cpp compatibility flags) and the commands' --help say the same: every flag
+# of those tables is accepted by a command's --help, and every flag that `run --help` lists under
+# its shared groups (model and context, GPU and expert placement, and any group after them) has a
+# row there. The tables are edited by hand; this keeps them true.
 # Prints the harness format: one "name ... ok|FAIL" line per case, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -12,12 +13,12 @@ check() { # check NAME STATUS DETAIL
     if [ "$2" -eq 0 ]; then echo "$1 ... ok"; pass=$((pass + 1)); else echo "$1 ... FAIL: $3"; fail=$((fail + 1)); fi
 }
 
-# The table: from its heading to the next blank line; flags are the backticked words of the
-# first column that start with '-' (their argument names dropped).
-table=$(awk '/^### Options shared by/ {on = 1; next} on && /^$/ && seen {exit} on && /^\|/ {seen = 1; print}' README.md)
+# The tables: every table row from that heading to the next heading; flags are the backticked
+# words of the first column that start with '-' (their argument names dropped).
+table=$(awk '/^### Options shared by/ {on = 1; next} on && /^#/ {exit} on && /^\|/ {print}' README.md)
 [ -n "$table" ]
 check "README has the shared-options table" $? "no '### Options shared by' table in README.md"
-readme_flags=$(printf '%s\n' "$table" | sed 's/\\|//g' | awk -F'|' 'NR > 2 {print $2}' | grep -oE '`-[^` ]+' | tr -d '`' | sort -u)
+readme_flags=$(printf '%s\n' "$table" | sed 's/\\|//g' | awk -F'|' '$2 !~ /^ *(flag|-+) *$/ {print $2}' | grep -oE '`-[^` ]+' | tr -d '`' | sort -u)
 
 helps=""
 for c in run chat logits bench; do helps="$helps$($H "$c" --help 2>&1)"$'\n'; done
