@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# run.sh — run every test program (build/tests/test_*) and test script (tests/test_*.sh), or the
+# run.sh — run every test program (build/tests/test_*), test script (tests/test_*.sh) and the
+# layering check (tests/check_layers.sh), or the
 # programs given as arguments (tests/run_gpu.sh), print their output, and end with the suite's
 # "N passed, N failed" line. A program that dies without printing its own summary counts as one failure.
 set -u
 cd "$(dirname "$0")/.."
 export HMOE_SHARED="${HMOE_SHARED:-tests}"
 pass=0; fail=0
-[ $# -gt 0 ] || set -- build/tests/test_* tests/test_*.sh
+[ $# -gt 0 ] || set -- build/tests/test_* tests/test_*.sh tests/check_layers.sh
 for t in "$@"; do
     [ -e "$t" ] || continue
     case "$t" in *.d|*.o) continue;; esac
