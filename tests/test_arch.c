@@ -114,10 +114,39 @@ static void test_fixtures(void) {
     }
 }
 
+/* An entry without a GPU path: --gpu on is refused naming the architecture, --gpu auto runs on
+ * the CPU. */
+static void test_no_gpu_path(void) {
+    struct hmoe_model *m = NULL;
+    struct hmoe_err err = {0};
+    if (hmoe_model_load(t_shared("fixtures/moe-tiny/gpt-oss-tiny.gguf"), NULL, &m, &err)) {
+        t_check(false, "no GPU path: gpt-oss fixture loads", "%s", err.msg);
+        return;
+    }
+    struct hmoe_ctx_params p;
+    hmoe_ctx_params_default(&p);
+    p.n_ctx = 64;
+    p.n_threads = 1;
+    p.gpu = HMOE_GPU_ON;
+    struct hmoe_ctx *c = NULL;
+    enum hmoe_status st = hmoe_ctx_init(m, &p, &c, &err);
+    t_check(st == HMOE_ERR_UNSUPPORTED && !c && strstr(err.msg, "no GPU path for gpt-oss") && strstr(err.msg, "--gpu off"),
+            "no GPU path: --gpu on is refused with the architecture's name", "status %d: %s", (int)st, err.msg);
+    hmoe_ctx_free(c);
+    p.gpu = HMOE_GPU_AUTO;
+    c = NULL;
+    st = hmoe_ctx_init(m, &p, &c, &err);
+    t_check(st == HMOE_OK && c && !strcmp(hmoe_ctx_backend(c), "cpu"), "no GPU path: --gpu auto runs on the CPU",
+            "status %d: %s", (int)st, err.msg);
+    hmoe_ctx_free(c);
+    hmoe_model_free(m);
+}
+
 int main(void) {
     test_lookup();
     test_hooks();
     test_properties();
     test_fixtures();
+    test_no_gpu_path();
     return t_summary();
 }

@@ -105,7 +105,7 @@ static void count_label(char *buf, size_t size, double n) {
     else snprintf(buf, size, "%.0fK", n / 1e3);
 }
 
-/* What a result row says about the model: size, parameters, "qwen3moe 30.5B.A3.3B Q4_K_M". */
+/* What a result row says about the model: size, parameters, "<architecture> 30.5B.A3.3B Q4_K_M" as llama-bench. */
 struct model_facts {
     uint64_t size_bytes, n_params;
     char type[128];
@@ -170,7 +170,7 @@ static int ensure_depth(struct bench_run *b, int depth) {
     if (depth > 0) {
         for (int i = 0; i < depth; i++) b->ids[i] = random_token(b);
         if (hmoe_ctx_decode(b->ctx, b->ids, depth, 0, HMOE_LOGITS_NONE, NULL, &err)) return hmoe_cli_fail(&err);
-        hmoe_ctx_checkpoint(b->ctx); /* recurrent state (qwen35moe): each test rewinds to here */
+        hmoe_ctx_checkpoint(b->ctx); /* models with recurrent state: each test rewinds to here */
     }
     b->depth_ready = depth;
     return HMOE_EXIT_OK;

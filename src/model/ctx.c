@@ -119,12 +119,12 @@ static size_t max_act_row_bytes(const struct hmoe_model *m) {
         ACT(L->attn_k);
         ACT(L->attn_v);
         ACT(L->attn_output);
-        ACT(L->gdn.qkv); /* qwen35moe (zero-sized views elsewhere) */
+        ACT(L->gdn.qkv); /* Gated DeltaNet layers (zero-sized views elsewhere) */
         ACT(L->gdn.out);
         ACT(L->shexp.gate);
         ACT(L->shexp.up);
         ACT(L->shexp.down);
-        ACT(L->mamba.in); /* nemotron_h */
+        ACT(L->mamba.in); /* Mamba-2 layers */
         ACT(L->mamba.out);
         ACT(L->ffn_up);
         ACT(L->ffn_down);
@@ -148,7 +148,7 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     rs->v = calloc(ub * Hkv * Dv, sizeof(float));
     rs->attn = calloc(ub * H * Dv, sizeof(float));
     rs->out = calloc(ub * d, sizeof(float));
-    const size_t half = (size_t)HMOE_MAX(1, cfg->n_rot / 2); /* 1: no RoPE (nemotron_h), still a valid pointer */
+    const size_t half = (size_t)HMOE_MAX(1, cfg->n_rot / 2); /* 1: no RoPE, still a valid pointer */
     rs->rope_cos = calloc(ub * half, sizeof(float));
     rs->rope_sin = calloc(ub * half, sizeof(float));
     rs->pos = calloc(ub, sizeof(int32_t));

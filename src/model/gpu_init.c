@@ -34,6 +34,14 @@ static size_t mat_bytes(const struct hmoe_mat *m) { return (size_t)m->n_out * m-
 /* Rules the GPU kernels need that the CPU path does not (checked before anything is uploaded). */
 static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmoe_ctx_params *p, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &m->cfg;
+    /* The router and expert kernels (cuda_moe.cu, the hybrid scheduler) compute the softmax
+     * top-k rule with SwiGLU experts on the layer's own width, without biases. */
+    const struct hmoe_arch_moe *am = &cfg->arch_entry->moe;
+    if (am->gating != HMOE_MOE_SOFTMAX || am->act != HMOE_MOE_SWIGLU || am->expert_bias || am->latent)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "the GPU expert kernels route by softmax top-k to SwiGLU experts without biases or a latent "
+                          "projection, which %s does not use; use --gpu off",
+                          cfg->arch);
     if (p->type_k != p->type_v || (p->type_k != HMOE_TYPE_F16 && p->type_k != HMOE_TYPE_Q8_0))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                           "the GPU KV cache is f16 or q8_0 for both K and V (asked: -ctk %s -ctv %s); use -ctk/-ctv f16 "
@@ -98,7 +106,7 @@ static uint64_t layer_expert_bytes(const struct hmoe_layer_weights *L) {
 }
 
 static enum hmoe_status upload(struct hmoe_gpu *g, void *dst, const void *src, size_t bytes, struct hmoe_err *err) {
-    if (!src || !bytes) return HMOE_OK; /* qwen35moe DeltaNet layers have no q/k/v/o */
+    if (!src || !bytes) return HMOE_OK; /* recurrent (DeltaNet) layers have no q/k/v/o */
     return hmoe_cuda_upload(g->cu, dst, src, bytes, err);
 }
 

@@ -166,6 +166,22 @@ enum hmoe_status hmoe_model_bind_qkv(struct hmoe_model *md, int il, struct hmoe_
     return HMOE_OK;
 }
 
+/* A bound layer carries only the MoE pieces its entry declares (arch.h hmoe_arch_moe), with
+ * the entry's routing rule: the scheduler and the GPU checks rely on the entry saying so. */
+static enum hmoe_status check_layer_moe(const struct hmoe_model *md, int il, struct hmoe_err *err) {
+    const struct hmoe_arch_moe *am = &md->cfg.arch_entry->moe;
+    const struct hmoe_layer_weights *L = &md->w.layers[il];
+    const struct hmoe_moe_weights *w = &L->moe;
+    const char *bad = NULL;
+    if (w->router.data && (w->gating != am->gating || w->act != am->act)) bad = "another routing rule or activation";
+    else if (!am->expert_bias && (w->router_bias || w->gate_bias || w->up_bias || w->down_bias)) bad = "expert biases";
+    else if (!am->shared_expert && (L->shexp.up.data || L->shexp.down.data)) bad = "a shared expert";
+    else if (!am->latent && (L->latent_down.data || L->latent_up.data)) bad = "a latent projection";
+    if (!bad) return HMOE_OK;
+    return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "%s: layer %d of %s was bound with %s, which its architecture entry does not "
+                      "declare", md->gguf->path, il, md->cfg.arch, bad);
+}
+
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -212,7 +228,7 @@ static enum hmoe_status bind_weights(struct hmoe_model *md, struct hmoe_err *err
     md->w.layers = calloc((size_t)c->n_layer, sizeof *md->w.layers);
     if (!md->w.layers) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
     for (int il = 0; il < c->n_layer; il++)
-        if ((st = c->arch_entry->bind_layer(md, il, err)))
+        if ((st = c->arch_entry->bind_layer(md, il, err)) || (st = check_layer_moe(md, il, err)))
             return st;
     return HMOE_OK;
 }
