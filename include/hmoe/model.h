@@ -256,9 +256,10 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c);
 
 /* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0).
- * Models with recurrent state (qwen35moe) cannot rewind that state to any position: it goes
- * back to the newest checkpoint at or before n_keep (or to the empty state), and the next
- * hmoe_ctx_decode first re-runs the remembered tokens from there to n_keep, transparently.
+ * Models with recurrent state (Gated DeltaNet, Mamba-2 layers) cannot rewind that state to
+ * any position: it goes back to the newest checkpoint at or before n_keep (or to the empty
+ * state), and the next hmoe_ctx_decode first re-runs the remembered tokens from there to
+ * n_keep, transparently.
  * So truncate stays cheap, n_past becomes n_keep as always, and a rewind costs at most a
  * re-prefill from the last checkpoint (recurrent.c). */
 void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep);

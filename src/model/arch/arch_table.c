@@ -3,6 +3,7 @@
  * an architecture is one line in HMOE_ARCHS. Order: the order of the supported list in
  * messages and --help.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,14 +49,18 @@ enum hmoe_chat_template hmoe_arch_default_chat_family(const struct hmoe_gguf *g)
     return a ? a->chat_family : HMOE_CHAT_TEMPLATE_UNKNOWN;
 }
 
-/* "qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h, gpt-oss": every name of every entry. */
+/* "qwen3moe, qwen35moe, nemotron_h_moe, nemotron_h, gpt-oss": every name of every entry,
+ * built once (error paths of several threads may ask at the same time). */
+static char supported[256];
+static void build_supported(void) {
+    size_t n = 0;
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(table); i++)
+        for (int j = 0; j < HMOE_ARCH_MAX_NAMES && table[i]->names[j] && n < sizeof supported; j++)
+            n += (size_t)snprintf(supported + n, sizeof supported - n, "%s%s", n ? ", " : "", table[i]->names[j]);
+}
+
 const char *hmoe_model_supported_archs(void) {
-    static char list[256];
-    if (!list[0]) {
-        size_t n = 0;
-        for (size_t i = 0; i < HMOE_ARRAY_LEN(table); i++)
-            for (int j = 0; j < HMOE_ARCH_MAX_NAMES && table[i]->names[j] && n < sizeof list; j++)
-                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", table[i]->names[j]);
-    }
-    return list;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_supported);
+    return supported;
 }
