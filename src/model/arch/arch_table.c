@@ -1,5 +1,5 @@
 /* arch_table.c — the architecture table: the one list of the architectures hmoe runs (each
- * entry is defined in its own src/model/arch/<name>.c), and the lookups by GGUF name. Adding
+ * entry is defined in its own src/model/arch/<id>*.c), and the lookups by GGUF name. Adding
  * an architecture is one line in HMOE_ARCHS. Order: the order of the supported list in
  * messages and --help.
  */
@@ -10,11 +10,13 @@
 #include "hmoe/arch.h"
 #include "model/model_impl.h"
 
+/* X(id): the entry hmoe_arch_<id> of src/model/arch/<id>*.c; one line each, above the last. */
 #define HMOE_ARCHS(X) \
     X(qwen3moe)       \
     X(qwen35moe)      \
     X(nemotron_h)     \
-    X(gptoss)
+    X(gptoss)         \
+    /* end of the list */
 
 #define DECLARE(id) extern const struct hmoe_arch hmoe_arch_##id;
 HMOE_ARCHS(DECLARE)
