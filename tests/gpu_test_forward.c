@@ -1,4 +1,4 @@
-/* gpu_test_forward.c — the whole forward pass on the GPU (src/model/qwen3moe_gpu.c) and in hybrid
+/* gpu_test_forward.c — the whole forward pass on the GPU (src/model/gpu_forward.c) and in hybrid
  * CPU+GPU mode (src/sched/hybrid*.c) against llama.cpp's goldens (fixtures/README.md §4), for the
  * three shipped golden models and all 6 prompts, F16 KV cache (the GPU cache types are f16/q8_0).
  * Thresholds from fixtures §5.4: quantized models rel RMS <= 3 % over the stored rows, per-row

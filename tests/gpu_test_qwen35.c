@@ -1,4 +1,4 @@
-/* gpu_test_qwen35.c — the qwen35moe forward pass on the GPU (src/model/qwen35moe_gpu.c) and in
+/* gpu_test_qwen35.c — the qwen35moe forward pass on the GPU (src/model/arch/qwen35moe_gpu.c) and in
  * hybrid CPU+GPU mode against llama.cpp and against our CPU backend:
  *  - fixtures/moe-tiny/qwen35moe-tiny.gguf (F32, d 64, DeltaNet head 16, tiled v heads, n_rot 16
  *    of 64), the 70 ids of tokens.txt, F16 KV cache: 70-token prefill vs *-prefill.f32, token by

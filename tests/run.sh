@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run.sh — run every test program (build/tests/test_*) and test script (tests/test_*.sh), or the
+# run.sh — run every test program (build/tests/test_*), test script (tests/test_*.sh) and the
+# layering check (tests/check_layers.sh), or the
 # programs given as arguments (tests/run_gpu.sh), print their output, and end with the suite's
 # "N passed, N failed" line. A program that dies without printing its own summary counts as one failure.
 set -u
@@ -8,7 +9,7 @@ export HMOE_SHARED="${HMOE_SHARED:-tests}"
 pass=0; fail=0
 # BUILD=<dir>: the build directory whose test programs run (make test passes its own).
 if [ $# -eq 0 ]; then
-    set -- "${BUILD:-build}"/tests/test_* tests/test_*.sh
+    set -- "${BUILD:-build}"/tests/test_* tests/test_*.sh tests/check_layers.sh
     if [ ! -e "$1" ]; then # the glob matched nothing: the programs were not built there
         echo "${BUILD:-build}/tests ... FAIL: no test programs (build them with make test)"; fail=1
     fi

@@ -8,8 +8,10 @@
  * blocks on their own: the sink softmax and the top-k-then-softmax router.
  */
 #include <math.h>
+#include <string.h>
 
 #include "harness.h"
+#include "hmoe/arch.h"
 #include "hmoe/cpu.h"
 #include "model_check.h"
 
@@ -119,7 +121,7 @@ int main(void) {
     t_check(!st, "gpt-oss-tiny load", "%s", err.msg);
     if (!st && n == N_TOK && ref_p && ref_d) {
         const struct hmoe_model_config *c = &m->cfg;
-        t_check(c->arch_id == HMOE_ARCH_GPTOSS && c->head_dim == 16 && c->n_head == 4 && c->n_head_kv == 2 &&
+        t_check(!strcmp(c->arch, "gpt-oss") && c->arch_entry == hmoe_arch_find("gpt-oss") && c->head_dim == 16 && c->n_head == 4 && c->n_head_kv == 2 &&
                     c->n_expert == 8 && c->n_expert_used == 3 && c->n_ff_exp == 32 && c->swa_window == 4 &&
                     c->swa_period == 2 && c->rope_scaling == HMOE_ROPE_SCALING_YARN && !c->tied_output,
                 "gpt-oss-tiny hyper-parameters (window 4, period 2, YaRN, top-3 of 8, untied)",

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hmoe/arch.h"
 #include "hmoe/cpu.h"
 #include "hmoe/sched.h"
 #include "hmoe/synth.h"
@@ -456,7 +457,7 @@ int main(void) {
             n_m += L->recurrent, n_f += L->ffn_only, n_a += !L->recurrent && !L->ffn_only;
         }
         if (i == 0)
-            t_check(c->arch_id == HMOE_ARCH_NEMOTRON_H_MOE && c->n_layer == 9 && n_m == 4 && n_a == 2 && n_f == 3 &&
+            t_check(!strcmp(c->arch, "nemotron_h_moe") && c->arch_entry == hmoe_arch_find("nemotron_h") && c->n_layer == 9 && n_m == 4 && n_a == 2 && n_f == 3 &&
                         m->w.layers[3].attn_q.n_out == 128 && c->n_head_kv == 2 && c->head_dim == 32 &&
                         c->ssm_n_head == 8 && c->ssm_n_group == 2 && c->ssm_d_state == 16 && c->n_expert == 8 &&
                         c->n_ff_exp == 32 && c->n_ff_shexp == 48 && c->exp_w_norm && c->exp_w_scale == 2.5f &&
@@ -470,10 +471,10 @@ int main(void) {
                     "nemotron_h_moe-latent-tiny: 8 main layers MEMM*EME, MTP block not bound, latent m 32",
                     "layers %d nextn %d M %d A %d F %d m %d", c->n_layer, c->n_nextn, n_m, n_a, n_f, c->moe_latent);
         else
-            t_check(c->arch_id == HMOE_ARCH_NEMOTRON_H && c->n_expert == 0 && n_m == 4 && n_a == 1 && n_f == 3 &&
+            t_check(!strcmp(c->arch, "nemotron_h") && c->arch_entry == hmoe_arch_find("nemotron_h_moe") && c->n_expert == 0 && n_m == 4 && n_a == 1 && n_f == 3 &&
                         c->n_ff_dense == 96 && !m->w.layers[2].moe.router.data && m->w.layers[2].ffn_up.n_out == 96,
                     "nemotron_h-tiny: dense ReLU² FFN layers MM-M*-M-, no experts",
-                    "arch %d E %d M %d A %d F %d ff %d", c->arch_id, c->n_expert, n_m, n_a, n_f, c->n_ff_dense);
+                    "arch %s E %d M %d A %d F %d ff %d", c->arch, c->n_expert, n_m, n_a, n_f, c->n_ff_dense);
         vs_llamacpp(m, fx, HMOE_TYPE_F32, 1, 1e-4);
         if (i == 0) {
             /* every slower CPU path this machine has (scan steps, matmul kernels): the context

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hmoe/arch.h"
 #include "hmoe/cpu.h"
 #include "hmoe/synth.h"
 #include "model/deltanet_impl.h"
@@ -376,7 +377,7 @@ int main(void) {
     t_check(!st, "qwen35moe-tiny load", "%s", err.msg);
     if (!st && n == N_TOK && ref_prefill && ref_decode) {
         const struct hmoe_model_config *c = &m->cfg;
-        t_check(c->arch_id == HMOE_ARCH_QWEN35MOE && c->n_layer == 4 && c->n_rot == 16 && c->head_dim == 64 &&
+        t_check(!strcmp(c->arch, "qwen35moe") && c->arch_entry == hmoe_arch_find("qwen35moe") && c->n_layer == 4 && c->n_rot == 16 && c->head_dim == 64 &&
                     c->ssm_n_k_head == 2 && c->ssm_n_v_head == 4 && c->ssm_head_dim == 16 && c->n_ff_shexp == 32 &&
                     c->full_attn_interval == 4 && c->rope_sections[0] == 3 && c->rope_sections[2] == 2 &&
                     m->w.layers[0].recurrent && !m->w.layers[3].recurrent,

@@ -5,10 +5,9 @@
  * read and validated from the GGUF metadata), hmoe_model_weights (views into the file
  * mapping, one shape comment per field, ggml order: ne0 contiguous) and the run state of a
  * context (src/model/model_impl.h: every scratch buffer and the KV cache, allocated once by
- * hmoe_ctx_init; decoding allocates nothing). Supported architectures: qwen3moe
- * (docs/qwen3moe.md), qwen35moe (docs/qwen35moe.md: Gated DeltaNet + gated attention,
- * recurrent state per context) and gpt-oss (docs/gpt-oss.md: attention sinks, sliding window,
- * biases, MXFP4 experts). Sampling follows llama.cpp's default sampler chain.
+ * hmoe_ctx_init; decoding allocates nothing). The supported architectures are the entries
+ * of the architecture table (arch.h, src/model/arch/). Sampling follows llama.cpp's default
+ * sampler chain.
  */
 #ifndef HMOE_MODEL_H
 #define HMOE_MODEL_H
@@ -26,17 +25,11 @@ enum hmoe_rope_scaling {
     HMOE_ROPE_SCALING_YARN = 2,   /* qwen3moe.md §5.2 */
 };
 
-enum hmoe_arch {
-    HMOE_ARCH_QWEN3MOE = 0,  /* qwen3moe.md */
-    HMOE_ARCH_QWEN35MOE = 1, /* qwen35moe.md */
-    HMOE_ARCH_NEMOTRON_H_MOE = 2, /* nemotron_h_moe.md: Mamba-2 + attention + MoE layers */
-    HMOE_ARCH_NEMOTRON_H = 3,     /* nemotron_h_moe.md §6.3: the same with dense ReLU² FFN layers */
-    HMOE_ARCH_GPTOSS = 4,         /* gpt-oss.md (src/model/arch/gptoss*.c) */
-};
+struct hmoe_arch; /* the architecture's table entry (arch.h) */
 
 struct hmoe_model_config {
     char arch[32];          /* general.architecture ("qwen3moe", "qwen35moe") */
-    enum hmoe_arch arch_id;
+    const struct hmoe_arch *arch_entry; /* its entry in the architecture table (arch.h) */
     int n_layer;            /* main layers: {arch}.block_count - nextn_predict_layers */
     int n_embd;             /* d: {arch}.embedding_length */
     int n_head;             /* H: {arch}.attention.head_count */
@@ -263,9 +256,10 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c);
 
 /* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0).
- * Models with recurrent state (qwen35moe) cannot rewind that state to any position: it goes
- * back to the newest checkpoint at or before n_keep (or to the empty state), and the next
- * hmoe_ctx_decode first re-runs the remembered tokens from there to n_keep, transparently.
+ * Models with recurrent state (Gated DeltaNet, Mamba-2 layers) cannot rewind that state to
+ * any position: it goes back to the newest checkpoint at or before n_keep (or to the empty
+ * state), and the next hmoe_ctx_decode first re-runs the remembered tokens from there to
+ * n_keep, transparently.
  * So truncate stays cheap, n_past becomes n_keep as always, and a rewind costs at most a
  * re-prefill from the last checkpoint (recurrent.c). */
 void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep);

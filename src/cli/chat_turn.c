@@ -86,7 +86,7 @@ static int prefill(struct hmoe_chat_session *s, const int32_t *ids, int n, bool 
     st->n_prefill = n - p;
     const int step = hmoe_ctx_get_params(s->ctx)->n_ubatch;
     /* The next turn re-renders this turn's answer differently (reasoning dropped), so its
-     * common prefix ends inside the generation prompt: a recurrent model (qwen35moe) keeps a
+     * common prefix ends inside the generation prompt: a model with recurrent state keeps a
      * checkpoint of its state before the last <|im_start|>, a no-op for KV-only models. */
     const int32_t im_start = hmoe_vocab_find(s->vocab, "<|im_start|>", 12);
     int ck = -1;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "hmoe/arch.h"
 #include "hmoe/common.h"
 #include "hmoe/model.h"
 #include "hmoe/text.h"
@@ -258,8 +259,10 @@ void hmoe_cli_sampler_seed(struct hmoe_sampler_params *sp, int64_t seed);
 /* Load the model's vocabulary and check it matches the logits; prints the error. */
 int hmoe_cli_vocab_open(const struct hmoe_model *model, struct hmoe_vocab **vocab);
 /* The chat format: --chat-template NAME when given (unknown: usage error), else detected
- * from the GGUF's template (unrecognised: warning, ChatML). */
-int hmoe_cli_chat_template(const struct hmoe_vocab *vocab, const char *name, enum hmoe_chat_template *out);
+ * from the GGUF's template, else (no template) the architecture's default family (arch.h);
+ * unrecognised: warning, ChatML. */
+int hmoe_cli_chat_template(const struct hmoe_model *model, const struct hmoe_vocab *vocab, const char *name,
+                           enum hmoe_chat_template *out);
 
 /* llama.cpp-style timing block (llama_perf_context_print), printed to stderr by run. */
 struct hmoe_cli_timings {

@@ -42,7 +42,8 @@ int hmoe_cli_vocab_open(const struct hmoe_model *model, struct hmoe_vocab **voca
     return HMOE_EXIT_OK;
 }
 
-int hmoe_cli_chat_template(const struct hmoe_vocab *vocab, const char *name, enum hmoe_chat_template *out) {
+int hmoe_cli_chat_template(const struct hmoe_model *model, const struct hmoe_vocab *vocab, const char *name,
+                           enum hmoe_chat_template *out) {
     if (name) {
         *out = hmoe_chat_template_from_name(name);
         if (*out == HMOE_CHAT_TEMPLATE_UNKNOWN) {
@@ -52,8 +53,8 @@ int hmoe_cli_chat_template(const struct hmoe_vocab *vocab, const char *name, enu
         return HMOE_EXIT_OK;
     }
     *out = hmoe_chat_template_detect(vocab->chat_template);
-    /* A Qwen3.5 vocabulary without any template (e.g. a synthetic file) speaks Qwen3.5. */
-    if (!vocab->chat_template && vocab->pre == HMOE_VOCAB_PRE_QWEN35) *out = HMOE_CHAT_TEMPLATE_QWEN35;
+    /* A file without any template (e.g. a synthetic one) speaks its architecture's format. */
+    if (!vocab->chat_template) *out = hmoe_model_arch(model)->chat_family;
     if (*out == HMOE_CHAT_TEMPLATE_UNKNOWN) {
         fprintf(stderr, "hmoe: warning: chat template not recognised (hmoe renders: qwen3, qwen35, nemotron); using plain "
                         "ChatML (choose with --chat-template chatml|qwen3|qwen35|nemotron)\n");

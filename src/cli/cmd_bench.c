@@ -43,8 +43,8 @@ static const char *bench_help =
     "                   whole prompt for pp, 16 tokens for tg) is not counted. tg excludes the depth prefill\n"
     "  ram_read_gbps    RAM read bandwidth measured at start with the test's thread count (1 GB/s = 1e9 B/s)\n"
     "  bytes_per_token  tg only: weights read per token (attention, router, the k routed experts, output head,\n"
-    "                   one embedding row) plus the KV cache at the mean position, plus for qwen35moe the\n"
-    "                   DeltaNet state, read and written once per token\n"
+    "                   one embedding row) plus the KV cache at the mean position, plus for models with\n"
+    "                   recurrent state its bytes, read and written once per token\n"
     "  ram_gbps         tg only: bytes_per_token x t/s;  roofline_pct = ram_gbps / ram_read_gbps (above 100%\n"
     "                   when the weights fit in the CPU caches); pp is compute-bound: null / '-'\n"
     "  h2d_gbps         pinned host->device bandwidth of GPU 0 (null without a GPU)\n"
@@ -105,7 +105,7 @@ static void count_label(char *buf, size_t size, double n) {
     else snprintf(buf, size, "%.0fK", n / 1e3);
 }
 
-/* What a result row says about the model: size, parameters, "qwen3moe 30.5B.A3.3B Q4_K_M". */
+/* What a result row says about the model: size, parameters, "<architecture> 30.5B.A3.3B Q4_K_M" as llama-bench. */
 struct model_facts {
     uint64_t size_bytes, n_params;
     char type[128];
@@ -170,7 +170,7 @@ static int ensure_depth(struct bench_run *b, int depth) {
     if (depth > 0) {
         for (int i = 0; i < depth; i++) b->ids[i] = random_token(b);
         if (hmoe_ctx_decode(b->ctx, b->ids, depth, 0, HMOE_LOGITS_NONE, NULL, &err)) return hmoe_cli_fail(&err);
-        hmoe_ctx_checkpoint(b->ctx); /* recurrent state (qwen35moe): each test rewinds to here */
+        hmoe_ctx_checkpoint(b->ctx); /* models with recurrent state: each test rewinds to here */
     }
     b->depth_ready = depth;
     return HMOE_EXIT_OK;

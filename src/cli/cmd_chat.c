@@ -229,7 +229,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
     s.think = show_think ? HMOE_THINK_SHOW : hide_think ? HMOE_THINK_HIDE : tty_out ? HMOE_THINK_SHOW : HMOE_THINK_HIDE;
     s.progress = !mo.quiet && hmoe_progress_stderr_is_tty();
     if ((rc = hmoe_cli_model_open(&mo, &s.model, &s.ctx))) return rc;
-    if ((rc = hmoe_cli_vocab_open(s.model, &s.vocab)) || (rc = hmoe_cli_chat_template(s.vocab, tmpl_name, &s.tmpl)))
+    if ((rc = hmoe_cli_vocab_open(s.model, &s.vocab)) || (rc = hmoe_cli_chat_template(s.model, s.vocab, tmpl_name, &s.tmpl)))
         goto done;
     if (hmoe_sampler_init(&sp, s.model->cfg.n_vocab, &s.smp, &err)) {
         rc = hmoe_cli_fail(&err);

@@ -52,10 +52,10 @@ static size_t process_escapes(char *s) {
 }
 
 /* The prompt as one user turn of the model's chat template (or --chat-template). */
-static int wrap_chat(const struct hmoe_vocab *vocab, const char *tmpl_name, bool no_think, const char *prompt,
-                     char **out) {
+static int wrap_chat(const struct hmoe_model *model, const struct hmoe_vocab *vocab, const char *tmpl_name,
+                     bool no_think, const char *prompt, char **out) {
     enum hmoe_chat_template t;
-    int rc = hmoe_cli_chat_template(vocab, tmpl_name, &t);
+    int rc = hmoe_cli_chat_template(model, vocab, tmpl_name, &t);
     if (rc) return rc;
     struct hmoe_chat_msg msg = {.role = "user", .content = prompt};
     struct hmoe_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !no_think};
@@ -150,7 +150,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (chat) {
-        if ((rc = wrap_chat(vocab, tmpl_name, no_think, prompt, &wrapped))) goto done;
+        if ((rc = wrap_chat(model, vocab, tmpl_name, no_think, prompt, &wrapped))) goto done;
         free(prompt);
         prompt = wrapped;
         wrapped = NULL;

@@ -1,7 +1,7 @@
 /* cmd_synth.c — `hmoe synth`: write a random-weight GGUF with a real model's layout, type
  * mix and (optionally) skewed routing, for benchmarks. Prints what it writes (tensor count,
  * size, per-type histogram), shows a progress bar on a terminal, removes the partial file
- * on any error or Ctrl-C. The work is in src/model/synth*.c (synth.h).
+ * on any error or Ctrl-C. The work is in src/synth/ (synth.h).
  */
 #include <signal.h>
 #include <stdio.h>

@@ -54,11 +54,8 @@ int hmoe_cmd_template(int argc, char **argv) {
             jinja[s.len] = 0;
         }
         tmpl = hmoe_chat_template_detect(jinja);
-        /* No template at all but a Qwen3.5 vocabulary: the Qwen3.5 format (as cli_gen.c). */
-        struct hmoe_gguf_str pre;
-        if (!jinja && hmoe_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL) == HMOE_OK && pre.len == 6 &&
-            memcmp(pre.ptr, "qwen35", 6) == 0)
-            tmpl = HMOE_CHAT_TEMPLATE_QWEN35;
+        /* No template at all: the architecture's format (as cli_gen.c). */
+        if (!jinja) tmpl = hmoe_arch_default_chat_family(g);
         free(jinja);
         hmoe_gguf_free(g);
         if (tmpl == HMOE_CHAT_TEMPLATE_UNKNOWN) {

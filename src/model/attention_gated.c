@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "hmoe/cpu.h"
-#include "model/qwen35_impl.h"
+#include "model/recurrent_impl.h"
 
 /* Which position stream rotation pair s uses (§6): t, h, w for s % 3 == 0, 1, 2 while
  * s < 3 * section, else e. Text tokens have t = h = w = p and e = 0. */
@@ -17,7 +17,7 @@ static bool pair_uses_e(const int *sec, int s) {
     return s >= 3 * sec[k];
 }
 
-void hmoe_qwen35_rope_table(const struct hmoe_ctx *c, int n) {
+void hmoe_model_mrope_text_table(const struct hmoe_ctx *c, int n) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const struct hmoe_run_state *rs = &c->rs;
     const int half = cfg->n_rot / 2;
@@ -31,7 +31,7 @@ void hmoe_qwen35_rope_table(const struct hmoe_ctx *c, int n) {
     }
 }
 
-/* One hmoe_qwen35_attention call as the thread team's work items see it. */
+/* One hmoe_model_gated_attention call as the thread team's work items see it. */
 struct gatt_call {
     struct hmoe_ctx *c;
     const struct hmoe_layer_weights *L;
@@ -74,7 +74,7 @@ static void task_gate(void *arg, int64_t t, int tid) {
     }
 }
 
-void hmoe_qwen35_attention(struct hmoe_ctx *c, int il, int n) {
+void hmoe_model_gated_attention(struct hmoe_ctx *c, int il, int n) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const struct hmoe_layer_weights *L = &c->m->w.layers[il];
     struct hmoe_run_state *rs = &c->rs;

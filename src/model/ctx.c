@@ -4,7 +4,7 @@
  * KV cache layout per layer: K as [n_ctx][Hkv] rows of head_dim elements in the cache type
  * (q8_0 blocks of 32 along head_dim, quants.md §3.5); V the same for q8_0, transposed to
  * [Hkv][head_dim][n_ctx] for f32/f16/bf16 (attention.c says why). Only attention layers
- * have a KV cache; qwen35moe's recurrent layers keep their state in rs.rec (recurrent.c).
+ * have a KV cache; recurrent layers keep their state in rs.rec (recurrent.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +13,8 @@
 
 #include "hmoe/cpu.h"
 #include "hmoe/cuda.h"
-#include "model/arch/gptoss.h"
 #include "model/gpu_impl.h"
-#include "model/arch/nemotron_h_impl.h"
-#include "model/qwen35_impl.h"
+#include "model/recurrent_impl.h"
 
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
     p->n_ctx = 4096;
@@ -121,12 +119,12 @@ static size_t max_act_row_bytes(const struct hmoe_model *m) {
         ACT(L->attn_k);
         ACT(L->attn_v);
         ACT(L->attn_output);
-        ACT(L->gdn.qkv); /* qwen35moe (zero-sized views elsewhere) */
+        ACT(L->gdn.qkv); /* Gated DeltaNet layers (zero-sized views elsewhere) */
         ACT(L->gdn.out);
         ACT(L->shexp.gate);
         ACT(L->shexp.up);
         ACT(L->shexp.down);
-        ACT(L->mamba.in); /* nemotron_h */
+        ACT(L->mamba.in); /* Mamba-2 layers */
         ACT(L->mamba.out);
         ACT(L->ffn_up);
         ACT(L->ffn_down);
@@ -150,7 +148,7 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     rs->v = calloc(ub * Hkv * Dv, sizeof(float));
     rs->attn = calloc(ub * H * Dv, sizeof(float));
     rs->out = calloc(ub * d, sizeof(float));
-    const size_t half = (size_t)HMOE_MAX(1, cfg->n_rot / 2); /* 1: no RoPE (nemotron_h), still a valid pointer */
+    const size_t half = (size_t)HMOE_MAX(1, cfg->n_rot / 2); /* 1: no RoPE, still a valid pointer */
     rs->rope_cos = calloc(ub * half, sizeof(float));
     rs->rope_sin = calloc(ub * half, sizeof(float));
     rs->pos = calloc(ub, sizeof(int32_t));
@@ -194,23 +192,20 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     enum hmoe_status st =
         any_moe ? hmoe_sched_moe_init(moe, (int)L, c->p.n_ubatch, c->p.n_threads, &rs->moe, err) : HMOE_OK;
     free(moe);
+    if (!cfg->arch_entry->rec_dims) return st; /* attention only: the KV cache is the whole state */
     struct hmoe_rec_dims dm;
-    if (cfg->arch_id == HMOE_ARCH_QWEN35MOE) hmoe_qwen35_rec_dims(cfg, &dm);
-    else if (cfg->arch_id == HMOE_ARCH_NEMOTRON_H_MOE || cfg->arch_id == HMOE_ARCH_NEMOTRON_H)
-        hmoe_nemotron_rec_dims(cfg, &dm);
-    else return st;
+    cfg->arch_entry->rec_dims(cfg, &dm);
     return st ? st : hmoe_rec_init(c, &dm, err);
 }
 
 /* --gpu auto|on: the GPU backend, or (auto only) the CPU with a note when there is no GPU or
  * the model/settings need something the GPU path lacks. */
 static enum hmoe_status init_gpu(struct hmoe_ctx *c, struct hmoe_err *err) {
-    if (c->m->cfg.arch_id != HMOE_ARCH_QWEN3MOE && c->m->cfg.arch_id != HMOE_ARCH_QWEN35MOE) {
+    if (!c->m->cfg.arch_entry->gpu) {
         if (c->p.gpu == HMOE_GPU_ON)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                              "--gpu on: the GPU backend does not run %s yet; use --gpu off (the CPU runs it)",
-                              c->m->cfg.arch);
-        HMOE_INFO("%s has no GPU path yet: running on the CPU", c->m->cfg.arch);
+                              "--gpu on: no GPU path for %s; use --gpu off (the CPU runs it)", c->m->cfg.arch);
+        HMOE_INFO("no GPU path for %s: running on the CPU", c->m->cfg.arch);
         c->p.gpu = HMOE_GPU_OFF;
         return HMOE_OK;
     }
@@ -343,16 +338,10 @@ void hmoe_ctx_checkpoint(struct hmoe_ctx *c) {
 
 size_t hmoe_ctx_state_bytes(const struct hmoe_ctx *c) { return hmoe_rec_state_bytes(c->rs.rec); }
 
-/* The architecture's CPU forward pass for one micro-batch. */
-enum hmoe_status hmoe_ctx_forward_cpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
-                                      float *logits, struct hmoe_err *err) {
-    switch (c->m->cfg.arch_id) {
-    case HMOE_ARCH_QWEN35MOE: return hmoe_qwen35moe_forward(c, ids, n, pos0, which, logits, err);
-    case HMOE_ARCH_NEMOTRON_H_MOE:
-    case HMOE_ARCH_NEMOTRON_H: return hmoe_nemotron_forward(c, ids, n, pos0, which, logits, err);
-    case HMOE_ARCH_GPTOSS: return hmoe_gptoss_forward(c, ids, n, pos0, which, logits, err);
-    default: return hmoe_qwen3moe_forward(c, ids, n, pos0, which, logits, err);
-    }
+enum hmoe_status hmoe_ctx_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
+                                  float *logits, struct hmoe_err *err) {
+    return c->gpu ? hmoe_gpu_forward(c, ids, n, pos0, which, logits, err)
+                  : c->m->cfg.arch_entry->forward_cpu(c, ids, n, pos0, which, logits, err);
 }
 
 enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
@@ -385,8 +374,7 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
         float *lo = logits_out;
         if (which == HMOE_LOGITS_ALL) lo = logits_out + (size_t)off * (size_t)V;
         else if (which == HMOE_LOGITS_LAST && off + m < n) w = HMOE_LOGITS_NONE;
-        enum hmoe_status st = c->gpu ? hmoe_qwen3moe_forward_gpu(c, ids + off, m, pos0 + off, w, lo, err)
-                                     : hmoe_ctx_forward_cpu(c, ids + off, m, pos0 + off, w, lo, err);
+        enum hmoe_status st = hmoe_ctx_forward(c, ids + off, m, pos0 + off, w, lo, err);
         if (st) return st;
         c->n_past = pos0 + off + m;
         if (c->rs.rec) c->rs.rec->n_state = c->n_past;

@@ -1,6 +1,6 @@
 /* gpu_impl.h — private to src/model: the state of the GPU backend of a context (weights
  * uploaded once, KV cache and activation buffers in VRAM, page-locked staging, the captured
- * decode graph) and the functions of gpu_init.c / qwen3moe_gpu.c. Buffers are sized once for
+ * decode graph) and the functions of gpu_init.c / gpu_forward.c. Buffers are sized once for
  * the largest micro-batch; decoding allocates nothing. Layout of the per-step parameter block:
  * step[0] = sequence number of the decode step (hybrid mailboxes), step[1] unused,
  * step[2 + t] = position of token t.
@@ -32,7 +32,6 @@ struct hmoe_gpu_layer {
 };
 
 struct hmoe_sched_hybrid;
-struct hmoe_gpu_q35;
 
 /* Inputs of a product in every form a kernel may want: f32 rows, q8_1 rows, f16 rows. */
 struct hmoe_gpu_act {
@@ -95,7 +94,8 @@ struct hmoe_gpu {
     bool pdl;                          /* ... with programmatic dependent launch */
     bool x_normed;                     /* while recording a step: hf/hq already hold the next norm of x */
     struct hmoe_sched_hybrid *hyb;     /* NULL when every expert is resident */
-    struct hmoe_gpu_q35 *q35;          /* qwen35moe: mixer weights and recurrent state (gpu_qwen35_impl.h) */
+    void *arch_state;                  /* the architecture's own weights and state (its entry's gpu->init), or NULL */
+    void (*arch_free)(struct hmoe_gpu *g, int n_layer); /* the entry's gpu->free, for arch_state */
     struct hmoe_moe_weights *moe;      /* [n_layer] the MoE weight views handed to the scheduler */
     char plan_text[4096];              /* placement, for the report */
     /* accounting for the report */
@@ -128,28 +128,20 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err);
 void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer);
 const char *hmoe_gpu_report(struct hmoe_ctx *c);
 
-/* qwen3moe_gpu.c — one micro-batch through the whole model on the GPU. */
+/* gpu_forward.c — one micro-batch through the whole model on the GPU, each layer by the
+ * architecture entry's gpu->layer. */
 const char *hmoe_gpu_prof_name(int cls); /* NULL past the last class */
-/* Pieces qwen35moe_gpu.c reuses: y = W·x (+ add) with the kernel picked by shape and type; the
- * FFN of layer il (post-attention RMSNorm of g->x into g->hf/h16/hq, router, routed experts
- * resident / cached / on CPU threads, added into g->x); RoPE parameters of the config. */
+/* Pieces the architectures' layer steps call: y = W·x (+ add) with the kernel picked by shape
+ * and type; the FFN of layer il (post-attention RMSNorm of g->x into g->hf/h16/hq, router,
+ * routed experts resident / cached / on CPU threads, added into g->x); RoPE parameters of the
+ * config; the plain layer (RMSNorm -> q|k|v -> QK-norm + RoPE -> attention -> Wo -> FFN). */
 enum hmoe_status hmoe_gpu_dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, int64_t n, const struct hmoe_gpu_act *a,
                                 float *y, int64_t y_stride, const float *add, struct hmoe_err *err);
 enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err);
 struct hmoe_cuda_rope hmoe_gpu_rope_params(const struct hmoe_model_config *cfg);
+enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err);
 
-/* qwen35moe_gpu.c / gpu_init_qwen35.c — the qwen35moe layers (mixers + shared expert) on the GPU. */
-enum hmoe_status hmoe_qwen35_gpu_layer(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err);
-enum hmoe_status hmoe_gpu_q35_check(const struct hmoe_model *m, struct hmoe_err *err);
-uint64_t hmoe_gpu_q35_bytes(const struct hmoe_ctx *c);
-enum hmoe_status hmoe_gpu_q35_init(struct hmoe_ctx *c, struct hmoe_err *err);
-void hmoe_gpu_q35_free(struct hmoe_gpu *g, int n_layer);
-/* For the VRAM report (0 without qwen35moe): mixer + shared-expert weights, recurrent state, mixer buffers. */
-uint64_t hmoe_gpu_q35_weight_bytes(const struct hmoe_gpu *g);
-uint64_t hmoe_gpu_q35_state_bytes(const struct hmoe_gpu *g);
-uint64_t hmoe_gpu_q35_act_bytes(const struct hmoe_gpu *g);
-
-enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
+enum hmoe_status hmoe_gpu_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
                                            enum hmoe_logits which, float *logits, struct hmoe_err *err);
 
 #endif

@@ -34,6 +34,14 @@ static size_t mat_bytes(const struct hmoe_mat *m) { return (size_t)m->n_out * m-
 /* Rules the GPU kernels need that the CPU path does not (checked before anything is uploaded). */
 static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmoe_ctx_params *p, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &m->cfg;
+    /* The router and expert kernels (cuda_moe.cu, the hybrid scheduler) compute the softmax
+     * top-k rule with SwiGLU experts on the layer's own width, without biases. */
+    const struct hmoe_arch_moe *am = &cfg->arch_entry->moe;
+    if (am->gating != HMOE_MOE_SOFTMAX || am->act != HMOE_MOE_SWIGLU || am->expert_bias || am->latent)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "the GPU expert kernels route by softmax top-k to SwiGLU experts without biases or a latent "
+                          "projection, which %s does not use; use --gpu off",
+                          cfg->arch);
     if (p->type_k != p->type_v || (p->type_k != HMOE_TYPE_F16 && p->type_k != HMOE_TYPE_Q8_0))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                           "the GPU KV cache is f16 or q8_0 for both K and V (asked: -ctk %s -ctv %s); use -ctk/-ctv f16 "
@@ -52,8 +60,9 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
                           "GPU path needs n_embd %% 64 == 0, expert FFN %% 32 == 0, at most 256 experts and 32 used "
                           "(model: %d, %d, %d, %d); use --gpu off",
                           cfg->n_embd, cfg->n_ff_exp, cfg->n_expert, cfg->n_expert_used);
-    if (cfg->arch_id == HMOE_ARCH_QWEN35MOE) {
-        enum hmoe_status st = hmoe_gpu_q35_check(m, err);
+    const struct hmoe_arch_gpu *ag = cfg->arch_entry->gpu;
+    if (ag->check) {
+        enum hmoe_status st = ag->check(m, err);
         if (st) return st;
     }
     const struct hmoe_mat *mats[2] = {&m->w.output, NULL};
@@ -97,7 +106,7 @@ static uint64_t layer_expert_bytes(const struct hmoe_layer_weights *L) {
 }
 
 static enum hmoe_status upload(struct hmoe_gpu *g, void *dst, const void *src, size_t bytes, struct hmoe_err *err) {
-    if (!src || !bytes) return HMOE_OK; /* qwen35moe DeltaNet layers have no q/k/v/o */
+    if (!src || !bytes) return HMOE_OK; /* recurrent (DeltaNet) layers have no q/k/v/o */
     return hmoe_cuda_upload(g->cu, dst, src, bytes, err);
 }
 
@@ -229,7 +238,7 @@ static size_t max_dense_halves(const struct hmoe_model *m) {
             mx = HMOE_MAX(mx, (size_t)all[i]->n_out * (size_t)all[i]->n_in);
         /* q|k|v fused into one product */
         mx = HMOE_MAX(mx, (size_t)(L->attn_q.n_out + L->attn_k.n_out + L->attn_v.n_out) * (size_t)L->attn_q.n_in);
-        /* qwen35moe: DeltaNet q|k|v|z|alpha|beta as one product, ssm_out, shared gate|up, down */
+        /* recurrent mixers: DeltaNet q|k|v|z|alpha|beta as one product, ssm_out; shared gate|up, down */
         mx = HMOE_MAX(mx, (size_t)(L->gdn.qkv.n_out + L->gdn.gate.n_out + L->gdn.alpha.n_out + L->gdn.beta.n_out) *
                               (size_t)L->gdn.qkv.n_in);
         mx = HMOE_MAX(mx, (size_t)L->gdn.out.n_out * (size_t)L->gdn.out.n_in);
@@ -243,7 +252,7 @@ void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer) {
     if (!g) return;
     if (g->cu) hmoe_cuda_sync(g->cu, NULL);
     hmoe_sched_hybrid_free(g->hyb);
-    hmoe_gpu_q35_free(g, n_layer);
+    if (g->arch_state && g->arch_free) g->arch_free(g, n_layer);
     hmoe_cuda_graph_free(g->graph);
     for (int il = 0; g->L && il < n_layer; il++) {
         hmoe_cuda_buf_free(g->cu, &g->L[il].attn_buf);
@@ -301,7 +310,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     const uint64_t kv = (uint64_t)n_kv_layers * 2 *
                         align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv, cfg->head_dim));
     const uint64_t act = act_layout(c, NULL) + (g->n_ub > GPU_SMALL_TOKENS ? CUBLAS_WS_BYTES : 0) +
-                         (cfg->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_gpu_q35_bytes(c) : 0); /* mixers, state */
+                         (cfg->arch_entry->gpu->vram_bytes ? cfg->arch_entry->gpu->vram_bytes(c) : 0); /* mixers, state */
     g->bytes_attn = attn;
     g->bytes_head = head;
     g->bytes_kv = kv;
@@ -364,7 +373,8 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
 
     /* Upload, then activations and staging. */
     for (int il = 0; il < cfg->n_layer && !st; il++) st = upload_layer(c, il, err);
-    if (!st && cfg->arch_id == HMOE_ARCH_QWEN35MOE) st = hmoe_gpu_q35_init(c, err);
+    g->arch_free = cfg->arch_entry->gpu->free;
+    if (!st && cfg->arch_entry->gpu->init) st = cfg->arch_entry->gpu->init(c, err);
     if (!st) st = hmoe_cuda_buf_alloc(g->cu, (size_t)head, &g->head_buf, err);
     if (!st) {
         g->out_norm = g->head_buf.ptr;
@@ -413,7 +423,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     return st;
 }
 
-/* The fused single-token step (qwen3moe_gpu.c moe_fused, attn_decode_fused) where its
+/* The fused single-token step (gpu_forward.c moe_fused, attn_decode_fused) where its
  * launchers' shape rules hold: every expert resident and quantized, n_embd and n_ff_exp
  * multiples of 32, n_embd <= 4096, the counters of gpu_impl.h large enough. HMOE_GPU_UNFUSED=1
  * keeps the launch-per-operation step (comparisons); HMOE_FUSE_QKR=0 keeps the separate
@@ -424,9 +434,9 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
 static void fused_decode_setup(struct hmoe_ctx *c) {
     struct hmoe_gpu *g = c->gpu;
     const struct hmoe_model_config *cfg = &c->m->cfg;
-    /* qwen35moe layers add the shared expert after the routed ones, which the next-norm fusion
-     * would skip; its single-token step stays launch-per-operation until validated. */
-    bool ok = !getenv("HMOE_GPU_UNFUSED") && cfg->arch_id != HMOE_ARCH_QWEN35MOE && cfg->n_embd % 32 == 0 && cfg->n_embd <= 4096 && cfg->n_ff_exp % 32 == 0 &&
+    /* The entry says whether the fused launchers compute its layer (a shared expert added after
+     * the routed ones would be skipped by the next-norm fusion). */
+    bool ok = !getenv("HMOE_GPU_UNFUSED") && cfg->arch_entry->gpu->fused_decode && cfg->n_embd % 32 == 0 && cfg->n_embd <= 4096 && cfg->n_ff_exp % 32 == 0 &&
               cfg->n_head <= GPU_CNT_ATTN_MAX && cfg->n_expert_used <= GPU_CNT_GATE_UP_MAX && cfg->n_expert <= 512;
     for (int il = 0; il < cfg->n_layer && ok; il++) {
         const struct hmoe_gpu_layer *L = &g->L[il];
@@ -474,10 +484,11 @@ const char *hmoe_gpu_report(struct hmoe_ctx *c) {
     rappend(g, "  KV cache (%s, %d positions)       %9.1f MiB\n", hmoe_type_name(c->p.type_k), c->p.n_ctx,
             (double)g->bytes_kv / MiB);
     rappend(g, "  activation buffers (%d-token ubatch) %8.1f MiB\n", g->n_ub, (double)g->act_buf.bytes / MiB);
-    if (g->q35)
-        rappend(g, "  DeltaNet + shared experts %9.1f MiB, recurrent state %.1f MiB, mixer buffers %.1f MiB\n",
-                (double)hmoe_gpu_q35_weight_bytes(g) / MiB, (double)hmoe_gpu_q35_state_bytes(g) / MiB,
-                (double)hmoe_gpu_q35_act_bytes(g) / MiB);
+    if (g->arch_state && c->m->cfg.arch_entry->gpu->report) {
+        char line[512];
+        c->m->cfg.arch_entry->gpu->report(g, line, sizeof line);
+        rappend(g, "%s", line);
+    }
     rappend(g, "%s", g->plan_text);
     if (g->hyb) {
         char *buf = malloc(65536);

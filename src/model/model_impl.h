@@ -5,6 +5,7 @@
 #ifndef HMOE_MODEL_IMPL_H
 #define HMOE_MODEL_IMPL_H
 
+#include "hmoe/arch.h"
 #include "hmoe/model.h"
 
 /* Every activation buffer of one micro-batch of up to n_ub tokens, plus the KV cache. */
@@ -30,7 +31,7 @@ struct hmoe_run_state {
     uint8_t **k_cache;  /* [n_layer] -> [Hkv][n_ctx] rows of D elements in type_k (a head's keys contiguous) */
     uint8_t **v_cache;  /* [n_layer] -> transposed [Hkv][Dv][n_ctx] when v_trans, else [n_ctx][Hkv][Dv] */
     struct hmoe_sched_moe *moe; /* MoE workspace (src/sched) */
-    struct hmoe_rec_state *rec; /* qwen35moe: recurrent state and its scratch (qwen35_impl.h), else NULL */
+    struct hmoe_rec_state *rec; /* recurrent state and its scratch (recurrent_impl.h), NULL for attention-only models */
 };
 
 struct hmoe_ctx {
@@ -55,9 +56,6 @@ enum hmoe_status hmoe_model_cfg_int(const struct hmoe_gguf *g, const char *arch,
                                     int dflt, int *out, struct hmoe_err *err);
 enum hmoe_status hmoe_model_cfg_float(const struct hmoe_gguf *g, const char *arch, const char *suffix, bool required,
                                       float dflt, float *out, struct hmoe_err *err);
-/* arch/nemotron_h_config.c — the nemotron_h / nemotron_h_moe keys (nemotron_h_moe.md §2). */
-enum hmoe_status hmoe_nemotron_read_config(const struct hmoe_gguf *g, struct hmoe_model_config *c,
-                                           struct hmoe_err *err);
 
 /* weights.c — bind the matrix (or expert stack) `name` with shape want[0..n_want) and a type
  * that has CPU kernels; bind an F32 vector of n values (absent + !required: *v = NULL, OK).
@@ -70,8 +68,10 @@ enum hmoe_status hmoe_model_bind_vec(struct hmoe_model *md, const char *name, in
  * {1, n}) with shape want[0..n_want); absent + !required: *v = NULL, OK. */
 enum hmoe_status hmoe_model_bind_f32(struct hmoe_model *md, const char *name, const int64_t *want, int n_want,
                                      bool required, const float **v, struct hmoe_err *err);
-/* weights_qwen35.c — one qwen35moe main layer (qwen35moe.md §3). */
-enum hmoe_status hmoe_qwen35_bind_layer(struct hmoe_model *md, int il, struct hmoe_err *err);
+/* weights.c — Q/K/V of layer il: three tensors, or one fused attn_qkv {d, H*D + Hkv*D + Hkv*Dv}
+ * whose row ranges become three views (qwen3moe.md §2); optional F32 biases either way. */
+enum hmoe_status hmoe_model_bind_qkv(struct hmoe_model *md, int il, struct hmoe_layer_weights *L,
+                                     struct hmoe_err *err);
 
 /* ops.c — y = (x / sqrt(mean(x^2) + eps)) * w over n values, sum of squares in double
  * as ggml's CPU RMSNorm (qwen3moe.md §4.2). In-place allowed (y == x). */
@@ -108,15 +108,9 @@ void hmoe_model_add_rmsnorm(struct hmoe_ctx *c, float *x, const float *add, floa
  * GQA attention of every query over the cache (qwen3moe.md §4.3 steps 6-9, §6). */
 void hmoe_model_attention(struct hmoe_ctx *c, int il, int n);
 
-/* ctx.c — the architecture's CPU forward pass for one micro-batch (recurrent.c replays with it). */
-enum hmoe_status hmoe_ctx_forward_cpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
-                                      float *logits, struct hmoe_err *err);
-
-/* qwen3moe.c — one micro-batch through the whole model. */
-enum hmoe_status hmoe_qwen3moe_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
-                                       enum hmoe_logits which, float *logits, struct hmoe_err *err);
-/* qwen35moe.c — the same for qwen35moe (updates the recurrent state in rs.rec). */
-enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
-                                        enum hmoe_logits which, float *logits, struct hmoe_err *err);
+/* ctx.c — one micro-batch through the whole model on the context's backend: the GPU
+ * (gpu_forward.c) or the architecture entry's CPU forward (recurrent.c replays with it). */
+enum hmoe_status hmoe_ctx_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
+                                  float *logits, struct hmoe_err *err);
 
 #endif

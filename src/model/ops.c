@@ -16,7 +16,7 @@ typedef double v8d __attribute__((vector_size(64)));
 void hmoe_model_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     /* Sum of squares in double in 8 lanes, then the lanes in a fixed tree: one chain of
      * dependent scalar adds plus the scalar scaling took 2.1 µs per 2048-wide row and 5.1 µs
-     * per token's 36 Q/K heads, all on the decode's serial path (dec8). The squares are
+     * per token's 36 Q/K heads, all on the decode's serial path. The squares are
      * exact in double; only the order of the double adds changed, which moves the f32 mean
      * by at most one unit in its last place and only when the sum lies within ~n·2^-53 of a
      * rounding boundary. The scaling is the same f32 (x * scale) * w per element. */
@@ -168,8 +168,8 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
      * 1024 for a decoded token. Why: every decode item starts its stream cold (first look-ahead
      * burst) and drains at its end (look-ahead clamped to the item), and with the page
      * look-ahead (tile_impl.h) the LM head's 594 items of 256 rows lost that per item: its
-     * phase took 4-7 % less time with 1024-row items (149 of 1.7 MB) in tokens alternated
-     * within one run (bench/cpu_results.md, cpuperf6). */
+     * phase takes 4-7 % less time with 1024-row items (149 of 1.7 MB), measured with the two
+     * sizes alternated token by token within one run. */
     int64_t chunk = total_rows / ((int64_t)nt * 8);
     const int64_t chunk_max = ntok == 1 ? 1024 : 256;
     m.chunk = chunk < 16 ? 16 : chunk > chunk_max ? chunk_max : (chunk + 15) / 16 * 16;

@@ -9,7 +9,7 @@
  * the new n_past, or to zero; the state then lags (n_state < n_past) and the next decode
  * re-runs the remembered tokens hist[n_state .. pos0) first. The result is exactly what a
  * fresh prefill gives; a checkpoint only makes it cheaper (llama.cpp keeps checkpoints too).
- * With the GPU backend the live state sits in VRAM (gpu_init_qwen35.c attaches it) and the
+ * With the GPU backend the live state sits in VRAM (the architecture entry's gpu->init attaches it) and the
  * checkpoints stay in RAM.
  */
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 
 #include "hmoe/cuda.h"
 #include "model/gpu_impl.h"
-#include "model/qwen35_impl.h"
+#include "model/recurrent_impl.h"
 
 size_t hmoe_rec_state_bytes(const struct hmoe_rec_state *r) {
     return r ? (size_t)r->n_rec * (r->conv_floats + r->ssm_floats) * sizeof(float) : 0;
@@ -199,9 +199,7 @@ enum hmoe_status hmoe_rec_prepare(struct hmoe_ctx *c, const int32_t *ids, int n,
     struct hmoe_rec_state *r = c->rs.rec;
     while (r->n_state < pos0) {
         const int m = HMOE_MIN(c->p.n_ubatch, pos0 - r->n_state);
-        enum hmoe_status st =
-            c->gpu ? hmoe_qwen3moe_forward_gpu(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err)
-                   : hmoe_ctx_forward_cpu(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err);
+        enum hmoe_status st = hmoe_ctx_forward(c, r->hist + r->n_state, m, r->n_state, HMOE_LOGITS_NONE, NULL, err);
         if (st) return st;
         r->n_state += m;
     }

@@ -1,9 +1,9 @@
-/* weights.c — bind a qwen3moe GGUF's tensors to struct hmoe_model_weights (qwen3moe.md §2):
- * each tensor is looked up by name, its shape checked against the hyper-parameters
- * ("tensor X has shape [..] but qwen3moe needs [..]") and its type against the kernels
- * this build has (types.h). The views point into the mapping; nothing is copied.
- * qwen35moe layers are bound by weights_qwen35.c with the same helpers.
- * Also hmoe_model_load / hmoe_model_free.
+/* weights.c — bind a GGUF's tensors to struct hmoe_model_weights: the global tensors
+ * (embedding, output norm, LM head or tied embedding) here, each main layer by the
+ * architecture entry's bind_layer with the helpers below. Each tensor is looked up by name,
+ * its shape checked against the hyper-parameters ("tensor X has shape [..] but <arch> needs
+ * [..]") and its type against the kernels this build has (types.h). The views point into the
+ * mapping; nothing is copied. Also hmoe_model_load / hmoe_model_free.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -11,8 +11,6 @@
 #include <string.h>
 
 #include "hmoe/cpu.h"
-#include "model/arch/gptoss.h"
-#include "model/arch/nemotron_h_impl.h"
 #include "model/model_impl.h"
 
 static void fmt_shape(char *buf, size_t cap, const int64_t *ne, int n_dims) {
@@ -129,9 +127,8 @@ enum hmoe_status hmoe_model_bind_f32(struct hmoe_model *md, const char *name, co
     return HMOE_OK;
 }
 
-/* Q/K/V: three tensors, or one fused attn_qkv {d, H*D + Hkv*D + Hkv*Dv} whose row ranges
- * become three views (qwen3moe.md §2, optional tensors); optional F32 biases either way. */
-static enum hmoe_status bind_qkv(struct hmoe_model *md, int il, struct hmoe_layer_weights *L, struct hmoe_err *err) {
+enum hmoe_status hmoe_model_bind_qkv(struct hmoe_model *md, int il, struct hmoe_layer_weights *L,
+                                     struct hmoe_err *err) {
     const struct hmoe_model_config *c = &md->cfg;
     const int64_t d = c->n_embd, nq = (int64_t)c->n_head * c->head_dim, nk = (int64_t)c->n_head_kv * c->head_dim,
                   nv = (int64_t)c->n_head_kv * c->head_dim_v;
@@ -169,33 +166,20 @@ static enum hmoe_status bind_qkv(struct hmoe_model *md, int il, struct hmoe_laye
     return HMOE_OK;
 }
 
-static enum hmoe_status bind_layer(struct hmoe_model *md, int il, struct hmoe_err *err) {
-    const struct hmoe_model_config *c = &md->cfg;
-    struct hmoe_layer_weights *L = &md->w.layers[il];
-    const int64_t d = c->n_embd, D = c->head_dim, E = c->n_expert, F = c->n_ff_exp,
-                  no = (int64_t)c->n_head * c->head_dim_v;
-    char name[96];
-    enum hmoe_status st;
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
-    if ((st = bind_vec(md, NAME("attn_norm.weight"), d, true, &L->attn_norm, err))) return st;
-    if ((st = bind_qkv(md, il, L, err))) return st;
-    if ((st = bind_vec(md, NAME("attn_q_norm.weight"), D, true, &L->attn_q_norm, err))) return st;
-    if ((st = bind_vec(md, NAME("attn_k_norm.weight"), D, true, &L->attn_k_norm, err))) return st;
-    if ((st = bind_mat(md, NAME("attn_output.weight"), (int64_t[]){no, d}, 2, &L->attn_output, err))) return st;
-    if ((st = bind_vec(md, NAME("ffn_norm.weight"), d, true, &L->ffn_norm, err))) return st;
-    if ((st = bind_mat(md, NAME("ffn_gate_inp.weight"), (int64_t[]){d, E}, 2, &L->moe.router, err))) return st;
-    if (!hmoe_gguf_find_tensor(md->gguf, NAME("ffn_gate_exps.weight")) &&
-        hmoe_gguf_find_tensor(md->gguf, NAME("ffn_gate_up_exps.weight")))
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                          "%s: %s (fused gate/up experts) is not valid for qwen3moe; convert without "
-                          "--fuse-gate-up-exps",
-                          md->gguf->path, name);
-    if ((st = bind_mat(md, NAME("ffn_gate_exps.weight"), (int64_t[]){d, F, E}, 3, &L->moe.gate, err))) return st;
-    if ((st = bind_mat(md, NAME("ffn_up_exps.weight"), (int64_t[]){d, F, E}, 3, &L->moe.up, err))) return st;
-    if ((st = bind_mat(md, NAME("ffn_down_exps.weight"), (int64_t[]){F, d, E}, 3, &L->moe.down, err))) return st;
-#undef NAME
-    L->moe.n_expert_used = c->n_expert_used;
-    return HMOE_OK;
+/* A bound layer carries only the MoE pieces its entry declares (arch.h hmoe_arch_moe), with
+ * the entry's routing rule: the scheduler and the GPU checks rely on the entry saying so. */
+static enum hmoe_status check_layer_moe(const struct hmoe_model *md, int il, struct hmoe_err *err) {
+    const struct hmoe_arch_moe *am = &md->cfg.arch_entry->moe;
+    const struct hmoe_layer_weights *L = &md->w.layers[il];
+    const struct hmoe_moe_weights *w = &L->moe;
+    const char *bad = NULL;
+    if (w->router.data && (w->gating != am->gating || w->act != am->act)) bad = "another routing rule or activation";
+    else if (!am->expert_bias && (w->router_bias || w->gate_bias || w->up_bias || w->down_bias)) bad = "expert biases";
+    else if (!am->shared_expert && (L->shexp.up.data || L->shexp.down.data)) bad = "a shared expert";
+    else if (!am->latent && (L->latent_down.data || L->latent_up.data)) bad = "a latent projection";
+    if (!bad) return HMOE_OK;
+    return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "%s: layer %d of %s was bound with %s, which its architecture entry does not "
+                      "declare", md->gguf->path, il, md->cfg.arch, bad);
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -244,11 +228,7 @@ static enum hmoe_status bind_weights(struct hmoe_model *md, struct hmoe_err *err
     md->w.layers = calloc((size_t)c->n_layer, sizeof *md->w.layers);
     if (!md->w.layers) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for %d layers", c->n_layer);
     for (int il = 0; il < c->n_layer; il++)
-        if ((st = c->arch_id == HMOE_ARCH_QWEN35MOE ? hmoe_qwen35_bind_layer(md, il, err)
-                  : c->arch_id == HMOE_ARCH_NEMOTRON_H_MOE || c->arch_id == HMOE_ARCH_NEMOTRON_H
-                      ? hmoe_nemotron_bind_layer(md, il, err)
-                  : c->arch_id == HMOE_ARCH_GPTOSS ? hmoe_gptoss_bind_layer(md, il, err)
-                                                   : bind_layer(md, il, err)))
+        if ((st = c->arch_entry->bind_layer(md, il, err)) || (st = check_layer_moe(md, il, err)))
             return st;
     return HMOE_OK;
 }

@@ -123,8 +123,20 @@ enum hmoe_status hmoe_gptoss_bind_layer(struct hmoe_model *md, int il, struct hm
         return st;
 #undef NAME
     mo->n_expert_used = c->n_expert_used;
-    mo->gating = HMOE_MOE_TOPK_SOFTMAX;
-    mo->act = HMOE_MOE_SWIGLU_OAI;
+    mo->gating = c->arch_entry->moe.gating;
+    mo->act = c->arch_entry->moe.act;
     L->attn_window = layer_windowed(c, il) ? c->swa_window : 0;
     return HMOE_OK;
 }
+
+const struct hmoe_arch hmoe_arch_gptoss = {
+    .names = {"gpt-oss"},
+    .summary = "gpt-oss: attention with sinks and a sliding window, biased top-k-softmax experts",
+    .doc = "gpt-oss.md",
+    .read_config = hmoe_gptoss_read_config,
+    .bind_layer = hmoe_gptoss_bind_layer,
+    .forward_cpu = hmoe_gptoss_forward,
+    .moe = {.gating = HMOE_MOE_TOPK_SOFTMAX, .act = HMOE_MOE_SWIGLU_OAI, .expert_bias = true},
+    .chat_family = HMOE_CHAT_TEMPLATE_UNKNOWN, /* harmony: not a family hmoe renders */
+    .tokenizer_pre = "gpt-4o",
+};

@@ -4,7 +4,7 @@
  * on windowed layers, the sliding window -> Wo + bias -> residual -> post_attention_norm ->
  * MoE (top-k of the biased router logits, softmax over the k, clamped SwiGLU experts with
  * biases; one call into src/sched) -> residual; final RMSNorm and the untied LM head.
- * Threads as in qwen3moe.c: matmuls, attention and MoE are jobs of the cpu.h thread team,
+ * Threads as in qwen3moe_forward.c: matmuls, attention and MoE are jobs of the cpu.h thread team,
  * the per-token RoPE a job only for a batch.
  */
 #include "hmoe/cpu.h"

@@ -6,7 +6,7 @@
  * projections) plus the shared expert, or a dense ReLU² MLP; final RMSNorm and LM head.
  */
 #include "hmoe/cpu.h"
-#include "model/arch/nemotron_h_impl.h"
+#include "model/arch/nemotron_h.h"
 
 /* h = relu(h)^2 over n values (§6.2). */
 static void relu2(float *h, int64_t n) {

@@ -1,4 +1,4 @@
-/* nemotron_h_config.c — the hyper-parameters of nemotron_h_moe / nemotron_h files
+/* nemotron_h_config.c — the nemotron_h_moe / nemotron_h table entry and the keys of its files
  * (nemotron_h_moe.md §2): MTP blocks, the per-layer head_count_kv / feed_forward_length
  * arrays (they decide the layer kinds, §1), the optional expert keys, the Mamba-2 sizes and
  * the relations the forward pass relies on. Every failure names the file and the key.
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/arch/nemotron_h_impl.h"
+#include "model/arch/nemotron_h.h"
 
 /* Layer il's value of "{arch}.{suffix}": an array entry, or a scalar for every layer. */
 static enum hmoe_status layer_value(const struct hmoe_gguf *g, const struct hmoe_model_config *c, const char *suffix,
@@ -87,7 +87,7 @@ static enum hmoe_status read_layers(const struct hmoe_gguf *g, struct hmoe_model
 static enum hmoe_status read_experts(const struct hmoe_gguf *g, struct hmoe_model_config *c, struct hmoe_err *err) {
     const char *a = c->arch;
     enum hmoe_status st;
-    if ((st = hmoe_model_cfg_int(g, a, "expert_count", c->arch_id == HMOE_ARCH_NEMOTRON_H_MOE, 0, &c->n_expert, err)))
+    if ((st = hmoe_model_cfg_int(g, a, "expert_count", strcmp(a, "nemotron_h_moe") == 0, 0, &c->n_expert, err)))
         return st;
     if (c->n_expert == 0) {
         c->n_ff_exp = 0;
@@ -150,3 +150,19 @@ enum hmoe_status hmoe_nemotron_read_config(const struct hmoe_gguf *g, struct hmo
     c->n_rot = 0;
     return HMOE_OK;
 }
+
+/* One entry for both names: nemotron_h is the same graph with dense FFN layers instead of
+ * MoE ones (§6.3), told apart by the layer kinds. */
+const struct hmoe_arch hmoe_arch_nemotron_h = {
+    .names = {"nemotron_h_moe", "nemotron_h"},
+    .summary = "Nemotron-H: Mamba-2 + attention + (latent) sigmoid-routed ReLU² experts or dense FFN",
+    .doc = "nemotron_h_moe.md",
+    .own_layer_keys = true,
+    .read_config = hmoe_nemotron_read_config,
+    .bind_layer = hmoe_nemotron_bind_layer,
+    .forward_cpu = hmoe_nemotron_forward,
+    .rec_dims = hmoe_nemotron_rec_dims,
+    .moe = {.gating = HMOE_MOE_SIGMOID, .act = HMOE_MOE_RELU2, .shared_expert = true, .latent = true},
+    .chat_family = HMOE_CHAT_TEMPLATE_UNKNOWN, /* its files carry the Nemotron-3 template */
+    .tokenizer_pre = "pixtral",
+};

@@ -6,7 +6,7 @@
  * of the cpu.h thread team) and the state's shapes.
  */
 #include "hmoe/cpu.h"
-#include "model/arch/nemotron_h_impl.h"
+#include "model/arch/nemotron_h.h"
 #include "model/deltanet_impl.h"
 #include "model/mamba2_impl.h"
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/arch/nemotron_h_impl.h"
+#include "model/arch/nemotron_h.h"
 
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
 
@@ -86,8 +86,8 @@ static enum hmoe_status bind_moe(struct hmoe_model *md, int il, struct hmoe_laye
                           "valid %s conversion",
                           md->gguf->path, name, c->arch, c->arch);
     W->n_expert_used = c->n_expert_used;
-    W->gating = HMOE_MOE_SIGMOID;
-    W->act = HMOE_MOE_RELU2;
+    W->gating = c->arch_entry->moe.gating;
+    W->act = c->arch_entry->moe.act;
     W->no_renorm = !c->exp_w_norm;
     W->w_scale = c->exp_w_scale;
     W->n_group = c->exp_n_group;

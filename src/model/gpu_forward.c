@@ -1,8 +1,8 @@
-/* qwen3moe_gpu.c — the Qwen3-MoE forward pass on the GPU (qwen3moe.md §3-§4), the same steps
- * as qwen3moe.c with cuda.h launchers: embedding rows looked up on the CPU into page-locked
- * staging; per layer RMSNorm -> q|k|v -> per-head Q/K RMSNorm + NEOX RoPE + KV store -> attention
- * -> Wo + residual -> RMSNorm -> router + top-k on the device -> experts -> residual; final
- * RMSNorm and LM head. A single-token step is captured once into a CUDA graph (position, sequence
+/* gpu_forward.c — the forward pass on the GPU with cuda.h launchers: embedding rows looked up
+ * on the CPU into page-locked staging; each layer by the architecture entry's gpu->layer (the
+ * plain step here, hmoe_gpu_layer_attn_moe, is qwen3moe.md §3-§4: RMSNorm -> q|k|v -> per-head
+ * Q/K RMSNorm + NEOX RoPE + KV store -> attention -> Wo + residual -> RMSNorm -> router + top-k
+ * on the device -> experts -> residual); final RMSNorm and LM head. A single-token step is captured once into a CUDA graph (position, sequence
  * number and expert ids live in device memory) and replayed: one launch and one device->host
  * copy of the logits per token. Micro-batches run eagerly: dense products through cuBLAS or the
  * int8 tensor-core GEMM, experts grouped by expert (plan + grouped GEMM + combine). Layers whose
@@ -182,8 +182,7 @@ static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *e
 }
 
 /* One layer for n tokens whose residual rows are in g->x. decode: the single-token step (graph). */
-static enum hmoe_status layer(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err) {
-    if (c->gpu->q35) return hmoe_qwen35_gpu_layer(c, il, n, decode, err); /* qwen35moe_gpu.c */
+enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_layer *L = &g->L[il];
     const struct hmoe_model_config *cfg = &c->m->cfg;
@@ -316,7 +315,7 @@ static enum hmoe_status decode_step(struct hmoe_ctx *c, struct hmoe_err *err) {
     TRY(hmoe_cuda_memcpy_async(g->step, g->step_host, 3 * sizeof(int32_t), g->stream, err));
     g->x_normed = false;
     enum hmoe_status st = HMOE_OK;
-    for (int il = 0; il < cfg->n_layer && !st; il++) st = layer(c, il, 1, true, err);
+    for (int il = 0; il < cfg->n_layer && !st; il++) st = cfg->arch_entry->gpu->layer(c, il, 1, true, err);
     if (!st) st = head(c, 0, 1, err);
     hmoe_cuda_set_pdl(false); /* the copy below and any later launch: ordinary */
     g->x_normed = false;
@@ -380,7 +379,7 @@ static enum hmoe_status forward_decode(struct hmoe_ctx *c, int32_t id, int pos, 
     return HMOE_OK;
 }
 
-enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
+enum hmoe_status hmoe_gpu_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
                                            enum hmoe_logits which, float *logits, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     const struct hmoe_model_config *cfg = &c->m->cfg;
@@ -393,7 +392,7 @@ enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *id
     for (int t = 0; t < n; t++) g->step_host[2 + t] = pos0 + t;
     TRY(hmoe_cuda_memcpy_async(g->x, g->emb_host, (size_t)n * (size_t)d * 4, g->stream, err));
     TRY(hmoe_cuda_memcpy_async(g->step, g->step_host, (size_t)(2 + n) * sizeof(int32_t), g->stream, err));
-    for (int il = 0; il < cfg->n_layer; il++) TRY(layer(c, il, n, false, err));
+    for (int il = 0; il < cfg->n_layer; il++) TRY(cfg->arch_entry->gpu->layer(c, il, n, false, err));
 
     if (which == HMOE_LOGITS_NONE) {
         prof_collect(g, n);
@@ -411,7 +410,7 @@ enum hmoe_status hmoe_qwen3moe_forward_gpu(struct hmoe_ctx *c, const int32_t *id
     return HMOE_OK;
 }
 
-/* Shared with qwen35moe_gpu.c (gpu_impl.h). */
+/* For the architectures' layer steps (gpu_impl.h). */
 enum hmoe_status hmoe_gpu_dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, int64_t n, const struct hmoe_gpu_act *a,
                                 float *y, int64_t y_stride, const float *add, struct hmoe_err *err) {
     return dense(g, W, n, a, y, y_stride, add, err);

@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "hmoe/arch.h"
 #include "hmoe/gguf_write.h"
 #include "hmoe/synth.h"
 
@@ -40,7 +41,6 @@ enum synth_role {
 /* One architecture: its tensor list (names, shapes, roles, file order) and its hparam keys. */
 struct hmoe_synth_arch {
     const char *name; /* general.architecture */
-    const char *tokenizer_pre;  /* tokenizer.ggml.pre of the generated vocabulary */
     bool qwen3_template;        /* write the Qwen3 chat template (qwen35moe: none; the CLI picks Qwen3.5 by pre) */
     /* Fill out[] (capacity max) with the tensors of preset p, types left unset; returns the
      * count, or 0 if max is too small. */

@@ -136,7 +136,6 @@ static enum hmoe_status qwen3moe_add_hparams(struct hmoe_gguf_writer *w, const s
 
 const struct hmoe_synth_arch hmoe_synth_arch_qwen3moe = {
     .name = "qwen3moe",
-    .tokenizer_pre = "qwen2",
     .qwen3_template = true,
     .list_tensors = qwen3moe_list_tensors,
     .max_tensors = qwen3moe_max_tensors,

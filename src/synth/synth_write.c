@@ -268,7 +268,9 @@ static enum hmoe_status add_tokenizer(struct hmoe_gguf_writer *w, const struct h
     st = hmoe_synth_vocab_init(&v, plan->preset.n_vocab, err);
     if (st != HMOE_OK) return st;
     st = hmoe_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", err);
-    if (st == HMOE_OK) st = hmoe_gguf_writer_add_str(w, "tokenizer.ggml.pre", plan->preset.arch->tokenizer_pre, err);
+    /* the pre-tokenizer this architecture's files use (its table entry, arch.h) */
+    const char *pre = hmoe_arch_find(plan->preset.arch->name)->tokenizer_pre;
+    if (st == HMOE_OK) st = hmoe_gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, err);
     if (st == HMOE_OK) st = hmoe_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", v.tokens, v.n_tokens, err);
     if (st == HMOE_OK)
         st = hmoe_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", HMOE_GGUF_I32, v.token_type, v.n_tokens, err);

@@ -1,4 +1,4 @@
-/* qwen35moe.c — the Qwen3.5/3.6 MoE forward pass for one micro-batch (qwen35moe.md §1):
+/* qwen35moe_forward.c — the Qwen3.5/3.6 MoE forward pass for one micro-batch (qwen35moe.md §1):
  * embedding; per layer RMSNorm -> Gated DeltaNet (3 of every 4 layers, below) or gated full
  * attention (attention_gated.c) -> residual -> RMSNorm -> routed MoE (src/sched, routing as
  * qwen3moe) + sigmoid-gated shared expert (§7) -> residual; final RMSNorm and LM head.
@@ -11,7 +11,7 @@
 
 #include "hmoe/cpu.h"
 #include "model/deltanet_impl.h"
-#include "model/qwen35_impl.h"
+#include "model/arch/qwen35moe.h"
 
 /* Prefill of at least this many tokens per head uses the chunked form (§5.3). On CPUs the
  * token-by-token recurrence does the same arithmetic in one cache-resident pass per token
@@ -150,7 +150,7 @@ enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, 
     const int64_t d = cfg->n_embd;
 
     for (int t = 0; t < n; t++) rs->pos[t] = pos0 + t;
-    hmoe_qwen35_rope_table(c, n);
+    hmoe_model_mrope_text_table(c, n);
     hmoe_model_embed(c, ids, n);
 
     for (int il = 0; il < cfg->n_layer; il++) {
@@ -158,7 +158,7 @@ enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, 
         /* The previous layer's FFN output joins the residual here. */
         hmoe_model_add_rmsnorm(c, rs->x, il > 0 ? rs->out : NULL, rs->xn, L->attn_norm, n);
         if (L->recurrent) hmoe_qwen35_deltanet(c, il, n);
-        else hmoe_qwen35_attention(c, il, n);
+        else hmoe_model_gated_attention(c, il, n);
         /* post_attention_norm, the pre-FFN norm (trap 4). */
         hmoe_model_add_rmsnorm(c, rs->x, rs->out, rs->xn, L->ffn_norm, n);
         enum hmoe_status st = ffn(c, L, n, err);

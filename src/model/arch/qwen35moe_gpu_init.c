@@ -1,18 +1,21 @@
-/* gpu_init_qwen35.c — the qwen35moe part of the GPU backend's setup (gpu_qwen35_impl.h): checks
+/* qwen35moe_gpu_init.c — the qwen35moe part of the GPU backend's setup (qwen35moe_gpu.h): checks
  * of what the kernels support, the VRAM it needs (for placement under the budget), the upload of
  * each layer's DeltaNet and shared-expert weights (matrices that share an input back to back, so
  * equal types become one product), the recurrent state in VRAM (zeroed; recurrent.c moves it for
  * rewinds and checkpoints), and the mixer buffers for the largest micro-batch.
- * qwen35moe.md §2-§3, §5-§7; attention weights, KV cache and experts are gpu_init.c's.
+ * qwen35moe.md §2-§3, §5-§7; attention weights, KV cache and experts are gpu_init.c's; these
+ * are the entry's gpu hooks check / vram_bytes / init / free / report (arch.h).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gpu_qwen35_impl.h"
-#include "model/qwen35_impl.h"
+#include <stdio.h>
 
-#define SMALL_TOKENS 8 /* as qwen3moe_gpu.c: f16 copies only for larger micro-batches */
+#include "model/arch/qwen35moe.h"
+#include "model/arch/qwen35moe_gpu.h"
+
+#define SMALL_TOKENS 8 /* as gpu_forward.c: f16 copies only for larger micro-batches */
 
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 static size_t mat_bytes(const struct hmoe_mat *m) { return (size_t)m->n_out * m->row_bytes; }
@@ -92,7 +95,7 @@ static enum hmoe_status layer_weights(struct hmoe_ctx *c, int il, uint8_t *base,
     struct hmoe_gpu *g = c->gpu;
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const struct hmoe_layer_weights *W = &c->m->w.layers[il];
-    struct hmoe_gpu_q35_layer *L = base ? &g->q35->L[il] : NULL;
+    struct hmoe_gpu_q35_layer *L = base ? &((struct hmoe_gpu_q35 *)g->arch_state)->L[il] : NULL;
     size_t off = 0;
     enum hmoe_status st = HMOE_OK;
     struct hmoe_gpu_q35_proj tmp;
@@ -180,7 +183,7 @@ enum hmoe_status hmoe_gpu_q35_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     const int n_layer = c->m->cfg.n_layer;
     struct hmoe_gpu_q35 *Q = calloc(1, sizeof *Q);
     if (!Q) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    g->q35 = Q;
+    g->arch_state = Q;
     Q->rec = r;
     Q->L = calloc((size_t)n_layer, sizeof *Q->L);
     if (!Q->L) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
@@ -210,7 +213,7 @@ enum hmoe_status hmoe_gpu_q35_init(struct hmoe_ctx *c, struct hmoe_err *err) {
 }
 
 void hmoe_gpu_q35_free(struct hmoe_gpu *g, int n_layer) {
-    struct hmoe_gpu_q35 *Q = g->q35;
+    struct hmoe_gpu_q35 *Q = ((struct hmoe_gpu_q35 *)g->arch_state);
     if (!Q) return;
     hmoe_rec_attach_device(Q->rec, NULL, NULL, NULL); /* the CPU owns the state again */
     for (int i = 0; Q->L && i < n_layer; i++) hmoe_cuda_buf_free(g->cu, &Q->L[i].buf);
@@ -218,9 +221,13 @@ void hmoe_gpu_q35_free(struct hmoe_gpu *g, int n_layer) {
     hmoe_cuda_buf_free(g->cu, &Q->state);
     hmoe_cuda_buf_free(g->cu, &Q->act);
     free(Q);
-    g->q35 = NULL;
+    g->arch_state = NULL;
 }
 
-uint64_t hmoe_gpu_q35_weight_bytes(const struct hmoe_gpu *g) { return g->q35 ? g->q35->weight_bytes : 0; }
-uint64_t hmoe_gpu_q35_state_bytes(const struct hmoe_gpu *g) { return g->q35 ? g->q35->state.bytes : 0; }
-uint64_t hmoe_gpu_q35_act_bytes(const struct hmoe_gpu *g) { return g->q35 ? g->q35->act.bytes : 0; }
+/* The VRAM report's line for the mixers, shared experts and recurrent state. */
+void hmoe_gpu_q35_report(const struct hmoe_gpu *g, char *buf, size_t cap) {
+    const struct hmoe_gpu_q35 *Q = g->arch_state;
+    const double MiB = 1048576.0;
+    snprintf(buf, cap, "  DeltaNet + shared experts %9.1f MiB, recurrent state %.1f MiB, mixer buffers %.1f MiB\n",
+             (double)Q->weight_bytes / MiB, (double)Q->state.bytes / MiB, (double)Q->act.bytes / MiB);
+}

@@ -1,12 +1,13 @@
-/* gpu_qwen35_impl.h — private to src/model: what the GPU backend keeps for a qwen35moe model
- * beyond the qwen3moe pieces of gpu_impl.h (qwen35moe.md §3, §5, §7): per layer the Gated
+/* qwen35moe_gpu.h — private to the qwen35moe GPU files: what the GPU backend keeps for a
+ * qwen35moe model beyond the shared pieces of gpu_impl.h (qwen35moe.md §3, §5, §7): per layer the Gated
  * DeltaNet projections (uploaded back to back so matrices of one type form one product), conv
  * taps, gates and norm, the shared expert; the recurrent state of every DeltaNet layer in VRAM
  * (the same [layer][...] layout as recurrent.c, so checkpoints copy straight across); and the
- * micro-batch buffers of the mixers. Filled by gpu_init_qwen35.c, used by qwen35moe_gpu.c.
+ * micro-batch buffers of the mixers, behind hmoe_gpu.arch_state. Filled by qwen35moe_gpu_init.c,
+ * used by qwen35moe_gpu.c.
  */
-#ifndef HMOE_MODEL_GPU_QWEN35_IMPL_H
-#define HMOE_MODEL_GPU_QWEN35_IMPL_H
+#ifndef HMOE_MODEL_ARCH_QWEN35MOE_GPU_H
+#define HMOE_MODEL_ARCH_QWEN35MOE_GPU_H
 
 #include "model/gpu_impl.h"
 

@@ -1,4 +1,4 @@
-/* qwen3moe.c — the Qwen3-MoE forward pass for one micro-batch, top to bottom as
+/* qwen3moe_forward.c — the Qwen3-MoE forward pass for one micro-batch, top to bottom as
  * qwen3moe.md §3-§4 writes it: embedding; per layer RMSNorm -> Q/K/V -> per-head Q/K
  * RMSNorm -> NEOX RoPE -> causal GQA attention over the KV cache -> Wo -> residual ->
  * RMSNorm -> MoE (one call into src/sched) -> residual; final RMSNorm and LM head for the
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "hmoe/cpu.h"
-#include "model/model_impl.h"
+#include "model/arch/qwen3moe.h"
 
 struct row_call {
     struct hmoe_ctx *c;

@@ -123,7 +123,6 @@ static enum hmoe_status add_hparams(struct hmoe_gguf_writer *w, const struct hmo
 
 const struct hmoe_synth_arch hmoe_synth_arch_nemotron_h_moe = {
     .name = "nemotron_h_moe",
-    .tokenizer_pre = "pixtral",
     .qwen3_template = false,
     .list_tensors = list_tensors,
     .max_tensors = max_tensors,

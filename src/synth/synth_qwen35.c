@@ -124,7 +124,6 @@ static enum hmoe_status add_hparams(struct hmoe_gguf_writer *w, const struct hmo
 
 const struct hmoe_synth_arch hmoe_synth_arch_qwen35moe = {
     .name = "qwen35moe",
-    .tokenizer_pre = "qwen35",
     .qwen3_template = false,
     .list_tensors = list_tensors,
     .max_tensors = max_tensors,

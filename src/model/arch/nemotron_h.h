@@ -1,12 +1,12 @@
-/* nemotron_h_impl.h — private to the nemotron_h / nemotron_h_moe files of src/model/arch
+/* nemotron_h.h — private to the nemotron_h / nemotron_h_moe files of src/model/arch
  * (nemotron_h_moe.md): the layer kinds, the per-layer metadata they come from, the binding of
  * one layer's tensors and the forward pass of a micro-batch.
  */
-#ifndef HMOE_NEMOTRON_H_IMPL_H
-#define HMOE_NEMOTRON_H_IMPL_H
+#ifndef HMOE_MODEL_ARCH_NEMOTRON_H_H
+#define HMOE_MODEL_ARCH_NEMOTRON_H_H
 
 #include "model/model_impl.h"
-#include "model/qwen35_impl.h"
+#include "model/recurrent_impl.h"
 
 /* One block per layer, one mixer per block (§1): the kind follows from the layer's
  * head_count_kv and feed_forward_length entries. */
@@ -21,6 +21,10 @@ enum hmoe_nemotron_kind {
 enum hmoe_status hmoe_nemotron_layer_meta(const struct hmoe_gguf *g, const struct hmoe_model_config *c, int il,
                                           int *n_kv, int *n_ff, struct hmoe_err *err);
 enum hmoe_nemotron_kind hmoe_nemotron_kind_of(int n_kv, int n_ff);
+
+/* nemotron_h_config.c — the keys beyond the common set (nemotron_h_moe.md §2). */
+enum hmoe_status hmoe_nemotron_read_config(const struct hmoe_gguf *g, struct hmoe_model_config *c,
+                                           struct hmoe_err *err);
 
 /* nemotron_h_weights.c — bind the tensors of main layer il for its kind (§3). */
 enum hmoe_status hmoe_nemotron_bind_layer(struct hmoe_model *md, int il, struct hmoe_err *err);

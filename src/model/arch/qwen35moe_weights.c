@@ -1,4 +1,4 @@
-/* weights_qwen35.c — bind one qwen35moe main layer (qwen35moe.md §3): the gated full
+/* qwen35moe_weights.c — bind one qwen35moe main layer (qwen35moe.md §3): the gated full
  * attention set on every full_attention_interval-th layer, the Gated DeltaNet set on the
  * others, and on every layer the routed experts (split or fused gate/up, §4.6) plus the
  * gated shared expert. Shapes come from the config; a wrong one is named with what the
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/model_impl.h"
+#include "model/arch/qwen35moe.h"
 
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
 
@@ -49,6 +49,8 @@ static enum hmoe_status bind_experts(struct hmoe_model *md, int il, struct hmoe_
     if ((st = hmoe_model_bind_mat(md, NAME("ffn_down_exps.weight"), (int64_t[]){F, d, E}, 3, &L->moe.down, err)))
         return st;
     L->moe.n_expert_used = c->n_expert_used;
+    L->moe.gating = c->arch_entry->moe.gating;
+    L->moe.act = c->arch_entry->moe.act;
     return HMOE_OK;
 }
 

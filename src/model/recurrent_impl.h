@@ -1,12 +1,12 @@
-/* qwen35_impl.h — private to src/model: the recurrent state of a context (one sequence) for
- * the architectures with recurrent layers (qwen35moe, nemotron_h), its checkpoints and token
- * history, the micro-batch scratch those layers need beyond struct hmoe_run_state (sized per
- * architecture by struct hmoe_rec_dims; the field comments give qwen35moe's use), and the
- * qwen35moe per-layer entry points.
+/* recurrent_impl.h — private to src/model: the recurrent state of a context (one sequence)
+ * for the architectures with recurrent layers (Gated DeltaNet, Mamba-2), its checkpoints and
+ * token history, the micro-batch scratch those layers need beyond struct hmoe_run_state
+ * (sized per architecture by struct hmoe_rec_dims, which the entry's rec_dims fills; the field
+ * comments give the Gated DeltaNet use), and the gated full attention that runs beside it.
  * Layouts of the state are in deltanet_impl.h. Everything is allocated by hmoe_rec_init.
  */
-#ifndef HMOE_QWEN35_IMPL_H
-#define HMOE_QWEN35_IMPL_H
+#ifndef HMOE_RECURRENT_IMPL_H
+#define HMOE_RECURRENT_IMPL_H
 
 #include "model/model_impl.h"
 
@@ -65,9 +65,6 @@ struct hmoe_rec_dims {
     size_t chunk_floats;   /* per-thread scratch of the chunked prefill form */
 };
 
-/* qwen35moe.c — the Gated DeltaNet shapes (qwen35moe.md §5.2). */
-void hmoe_qwen35_rec_dims(const struct hmoe_model_config *c, struct hmoe_rec_dims *out);
-
 /* recurrent.c */
 enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, const struct hmoe_rec_dims *dm, struct hmoe_err *err);
 void hmoe_rec_free(struct hmoe_rec_state *r);
@@ -83,11 +80,8 @@ void hmoe_rec_attach_device(struct hmoe_rec_state *r, struct hmoe_cuda_ctx *cu, 
 
 /* attention_gated.c — cos/sin for partial interleaved M-RoPE of text tokens (qwen35moe.md §6):
  * the NEOX table of the first n_rot dims, pairs of the e section at position 0. */
-void hmoe_qwen35_rope_table(const struct hmoe_ctx *c, int n);
+void hmoe_model_mrope_text_table(const struct hmoe_ctx *c, int n);
 /* Gated full attention of layer il for the micro-batch: rs->xn in, rs->out out (§5.1). */
-void hmoe_qwen35_attention(struct hmoe_ctx *c, int il, int n);
-
-/* qwen35moe.c — Gated DeltaNet mixer of layer il: rs->xn in, rs->out out (§5.2-§5.3). */
-void hmoe_qwen35_deltanet(struct hmoe_ctx *c, int il, int n);
+void hmoe_model_gated_attention(struct hmoe_ctx *c, int il, int n);
 
 #endif

@@ -1,17 +1,18 @@
 /* qwen35moe_gpu.c — one qwen35moe layer on the GPU (qwen35moe.md §1), the same steps as
- * qwen35moe.c with cuda.h launchers: RMSNorm -> Gated DeltaNet (projections, gates, causal conv
+ * qwen35moe_forward.c with cuda.h launchers: RMSNorm -> Gated DeltaNet (projections, gates, causal conv
  * with its state, L2 norm, the delta-rule scan over the micro-batch with the state in VRAM,
  * gated RMSNorm, ssm_out) or gated full attention ([query | gate] per head, Q/K norm + partial
  * NEOX RoPE + KV store, attention, sigmoid gate, attn_output) -> residual -> the routed MoE of
- * qwen3moe_gpu.c (resident, cached or on CPU threads: the hybrid scheduler) -> the sigmoid-gated
+ * gpu_forward.c (resident, cached or on CPU threads: the hybrid scheduler) -> the sigmoid-gated
  * shared expert, always on the GPU -> residual. The embedding, LM head, micro-batching and the
- * captured decode graph are qwen3moe_gpu.c's, which calls this per layer.
+ * captured decode graph are gpu_forward.c's, which calls this per layer (the entry's gpu->layer).
  */
 #include <math.h>
 
-#include "model/gpu_qwen35_impl.h"
+#include "model/arch/qwen35moe.h"
+#include "model/arch/qwen35moe_gpu.h"
 
-#define SMALL_TOKENS 8 /* as qwen3moe_gpu.c: up to this many tokens the matvec kernels, no f16 copies */
+#define SMALL_TOKENS 8 /* as gpu_forward.c: up to this many tokens the matvec kernels, no f16 copies */
 
 #define TRY(call)                               \
     do {                                        \
@@ -41,7 +42,7 @@ static struct hmoe_gpu_act act_of(struct hmoe_gpu *g, const struct hmoe_gpu_mat 
 /* Gated DeltaNet mixer (§5.2-§5.3): normed g->hf/hq/h16 in, added into g->x. */
 static enum hmoe_status deltanet(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
-    struct hmoe_gpu_q35 *Q = g->q35;
+    struct hmoe_gpu_q35 *Q = ((struct hmoe_gpu_q35 *)g->arch_state);
     const struct hmoe_gpu_q35_layer *L = &Q->L[il];
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const int64_t d = cfg->n_embd, dim = cfg->ssm_head_dim, Hk = cfg->ssm_n_k_head, Hv = cfg->ssm_n_v_head;
@@ -70,7 +71,7 @@ static enum hmoe_status deltanet(struct hmoe_ctx *c, int il, int64_t n, struct h
 /* Gated full attention (§5.1, §6): normed g->hf/hq/h16 in, added into g->x. */
 static enum hmoe_status attention(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
-    struct hmoe_gpu_q35 *Q = g->q35;
+    struct hmoe_gpu_q35 *Q = ((struct hmoe_gpu_q35 *)g->arch_state);
     struct hmoe_gpu_layer *L = &g->L[il];
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const int64_t d = cfg->n_embd, H = cfg->n_head, Hkv = cfg->n_head_kv, D = cfg->head_dim;
@@ -91,7 +92,7 @@ static enum hmoe_status attention(struct hmoe_ctx *c, int il, int64_t n, struct 
         TRY(hmoe_gpu_dense(g, &L->wv, n, &ah, Q->qg + 2 * nq + nk, W, NULL, err));
     }
     TRY(hmoe_cuda_qg_split(Q->qg, W, n, (int)H, (int)D, g->qkv, nq, s, err));
-    /* Text tokens: M-RoPE = NEOX on the first n_rot dims (checked in gpu_init_qwen35.c). */
+    /* Text tokens: M-RoPE = NEOX on the first n_rot dims (checked in qwen35moe_gpu_init.c). */
     struct hmoe_cuda_qkv_args qa = {.q = g->qkv, .k = Q->qg + 2 * nq, .v = Q->qg + 2 * nq + nk, .q_stride = nq,
                                     .kv_stride = W, .ntok = n, .n_head = (int)H, .n_head_kv = (int)Hkv,
                                     .head_dim = (int)D, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = cfg->rms_eps,
@@ -117,7 +118,7 @@ static enum hmoe_status attention(struct hmoe_ctx *c, int il, int64_t n, struct 
 /* Shared expert (§7) of the FFN input still in g->hf/hq/h16: x += sigmoid(w_sg · h2) * down(silu(gate) * up). */
 static enum hmoe_status shared_expert(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
-    struct hmoe_gpu_q35 *Q = g->q35;
+    struct hmoe_gpu_q35 *Q = ((struct hmoe_gpu_q35 *)g->arch_state);
     const struct hmoe_gpu_q35_layer *L = &Q->L[il];
     const int64_t d = c->m->cfg.n_embd, Fs = c->m->cfg.n_ff_shexp;
     void *s = g->stream;

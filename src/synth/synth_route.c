@@ -1,8 +1,8 @@
 /* synth_route.c — routing skew for synthetic qwen3moe files (`--routing zipf:S`) with no
  * extra tensors: a plain qwen3moe file that any engine runs. Builds the routers, and says
  * which residual dimensions the embeddings, norms and output rows must keep private.
- * Relies on the token_embd type's reference dequantizer (types.h). Issue #6; the forward
- * pass it relies on is qwen3moe.md §3–§4.
+ * Relies on the token_embd type's reference dequantizer (types.h) and on the forward pass
+ * of qwen3moe.md §3–§4.
  *
  * Mechanism ("private routing channel"). A random router sees nothing common to all
  * tokens, so it routes uniformly. To make expert e of layer l popular with probability
