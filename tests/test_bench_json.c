@@ -98,7 +98,8 @@ int main(void) {
                               2.0 * (meta_u32(g, "qwen3moe.attention.key_length") + meta_u32(g, "qwen3moe.attention.value_length"));
     hmoe_gguf_free(g);
 
-    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -r 1 -t 1 -o json -q", model);
+    /* --gpu off: these checks describe the CPU path; a GPU host would pick the GPU by default. */
+    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -r 1 -t 1 --gpu off -o json -q", model);
     char *out = run(cmd, &rc);
     struct hmoe_json *j = hmoe_json_parse(out, strlen(out), &err);
     t_check(rc == 0 && j && j->kind == HMOE_JSON_ARRAY && j->n == 2, "bench -o json: an array of two results",
@@ -165,7 +166,7 @@ int main(void) {
     free(out);
 
     /* jsonl: one object per line. */
-    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -r 1 -t 1 -o jsonl -q", model);
+    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -r 1 -t 1 --gpu off -o jsonl -q", model);
     out = run(cmd, &rc);
     int lines = 0, parsed = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -179,7 +180,7 @@ int main(void) {
     free(out);
 
     /* csv: llama-bench's header names, one row per test, every value quoted. */
-    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -r 1 -t 1 -o csv -q", model);
+    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -r 1 -t 1 --gpu off -o csv -q", model);
     out = run(cmd, &rc);
     char *nl = strchr(out, '\n');
     int rows = 0;
@@ -193,7 +194,7 @@ int main(void) {
     free(out);
 
     /* md with depths: "pp8 @ d16", "t/s" as mean ± stddev, '-' for the GPU columns. */
-    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -d 0,16 -r 2 -t 1 -q", model);
+    snprintf(cmd, sizeof cmd, "./hmoe bench -m '%s' -p 8 -n 4 -d 0,16 -r 2 -t 1 --gpu off -q", model);
     out = run(cmd, &rc);
     t_check(rc == 0 && strstr(out, "| model ") && strstr(out, "t/s |") && strstr(out, "|             pp8 |") &&
                 strstr(out, "|             tg4 |") && strstr(out, "|       pp8 @ d16 |") &&

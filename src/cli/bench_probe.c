@@ -22,12 +22,12 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p,
         a2 = _mm512_add_epi64(a2, _mm512_load_si512((const void *)(p + i + 128)));
         a3 = _mm512_add_epi64(a3, _mm512_load_si512((const void *)(p + i + 192)));
     }
-    /* Lane sums added as unsigned: the compiler's reduce intrinsic adds signed 64-bit lanes,
-     * and random bytes overflow them (undefined behaviour that UBSan reports). */
-    uint64_t lanes[8], sum = 0;
-    _mm512_storeu_si512((void *)lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-    for (int i = 0; i < 8; i++) sum += lanes[i];
-    return sum;
+    /* Folded in registers with unsigned vector adds: the compiler's reduce intrinsic adds
+     * signed 64-bit lanes, and random bytes overflow them (undefined behaviour). */
+    const __m512i s = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
+    const __m256i h = _mm256_add_epi64(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    const __m128i q = _mm_add_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    return (uint64_t)_mm_cvtsi128_si64(q) + (uint64_t)_mm_extract_epi64(q, 1);
 }
 
 /* Portable: 16-byte loads, four lines in flight per step. */
