@@ -66,7 +66,7 @@ AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx51
 # that file builds a fallback that never selects AMX.
 AMX_FLAGS := $(shell $(CC) -mamx-tile -mamx-int8 -E -x c /dev/null >/dev/null 2>&1 && echo -mamx-tile -mamx-int8)
 
-C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c)
+C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c src/text/jinja/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 LIB_SRC := $(filter-out $(CLI_SRC),$(C_SRC))
 CU_SRC  := $(if $(filter 1,$(CUDA)),$(wildcard src/*/*.cu),)
