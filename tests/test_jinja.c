@@ -177,12 +177,151 @@ static void test_template(const char *name, const struct conv_set *cs) {
     free(exp_text);
 }
 
+/* ---- 3. agreement with the built-in renderers --------------------------------------- */
+static void test_builtin_agreement(const char *name, const struct conv_set *cs) {
+    char path[256], tname[200];
+    snprintf(path, sizeof path, "tests/jinja/templates/%s.jinja", name);
+    struct hmoe_err err = {0};
+    char *src;
+    size_t len;
+    if (hmoe_read_file(path, &src, &len, &err) != HMOE_OK) { t_check(0, name, "%s", err.msg); return; }
+    enum hmoe_chat_template fam = hmoe_chat_template_detect(src);
+    struct hmoe_jinja *t = NULL;
+    hmoe_jinja_compile(src, len, &t, &err);
+    bool has_preserve = strstr(src, "preserve_thinking") != NULL; /* a Qwen3.6 option the 3.5 template ignores */
+    free(src);
+    if (fam == HMOE_CHAT_TEMPLATE_UNKNOWN || !t) { hmoe_jinja_free(t); return; }
+    size_t n_same = 0, n_diff = 0, n_skip = 0;
+    char first[200] = "";
+    for (size_t i = 0; i < cs->n; i++) {
+        const struct hmoe_json *kw = hmoe_json_get(cs->conv[i], "kwargs");
+        /* the built-in renderers model enable_thinking and preserve_thinking only */
+        if (hmoe_json_get(kw, "truncate_history_thinking")) { n_skip++; continue; }
+        struct hmoe_chat_conv conv;
+        if (hmoe_chat_conv_from_json(cs->conv[i], &conv, &err) != HMOE_OK) { n_skip++; continue; }
+        struct hmoe_chat_opts o = {
+            .add_generation_prompt = hmoe_json_get_bool(cs->conv[i], "add_generation_prompt", true),
+            .enable_thinking = hmoe_json_get_bool(cs->conv[i], "enable_thinking", true),
+            .preserve_thinking = has_preserve && hmoe_json_get_bool(kw, "preserve_thinking", false),
+            .tools = (const char *const *)conv.tools, .n_tools = conv.n_tools};
+        char *builtin = NULL;
+        struct hmoe_err e2 = {0};
+        enum hmoe_status st = hmoe_chat_render(fam, conv.msgs, conv.n_msgs, &o, &builtin, &e2);
+        char *jinja = render_conv(t, cs->conv[i], &families[0], &e2);
+        if (st == HMOE_OK && jinja) {
+            if (strcmp(builtin, jinja) == 0) n_same++;
+            else {
+                if (!n_diff) snprintf(first, sizeof first, "conversation %zu", i);
+                n_diff++;
+            }
+        } else n_skip++;
+        free(builtin);
+        free(jinja);
+        hmoe_chat_conv_free(&conv);
+    }
+    snprintf(tname, sizeof tname, "jinja: %s = built-in %s on %zu conversations (%zu not renderable by both)", name,
+             hmoe_chat_template_name(fam), n_same + n_diff, n_skip);
+    t_check(n_diff == 0 && n_same >= cs->n / 2, tname, "%zu differ; first: %s", n_diff, first);
+    hmoe_jinja_free(t);
+}
+
+/* ---- 4. limits and malformed input --------------------------------------------------- */
+static bool fails_with(const char *src, const struct hmoe_jinja_limits *lim, const char *want) {
+    struct hmoe_jinja *t = NULL;
+    struct hmoe_err err = {0};
+    char *out = NULL;
+    if (hmoe_jinja_compile(src, strlen(src), &t, &err) == HMOE_OK) {
+        struct hmoe_jinja_render_opts o = {.now = NOW};
+        if (lim) o.limits = *lim;
+        hmoe_jinja_render(t, NULL, &o, &out, NULL, &err);
+    }
+    hmoe_jinja_free(t);
+    bool ok = !out && strstr(err.msg, want) && strstr(err.msg, "line ");
+    if (!ok) printf("  (got: %s)\n", out ? "a render" : err.msg);
+    free(out);
+    return ok;
+}
+
+static void test_limits(void) {
+    char *deep = malloc(4000);
+    size_t k = 0;
+    k += (size_t)sprintf(deep, "{{ ");
+    for (int i = 0; i < 1000; i++) deep[k++] = '(';
+    deep[k++] = '1';
+    for (int i = 0; i < 1000; i++) deep[k++] = ')';
+    strcpy(deep + k, " }}");
+    t_check(fails_with(deep, NULL, "nested too deeply"), "jinja limit: 1000 nested parentheses", "no depth error");
+    free(deep);
+    t_check(fails_with("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", NULL, "nested deeper"), "jinja limit: endless macro recursion",
+            "no depth error");
+    t_check(fails_with("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", NULL, "loop iterations"),
+            "jinja limit: 10^10 loop iterations", "no iteration error");
+    struct hmoe_jinja_limits small = {.max_output = 1 << 20};
+    t_check(fails_with("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", &small, "output is larger"),
+            "jinja limit: output size", "no output error");
+    t_check(fails_with("{{ 'x' * 10000000000 }}", NULL, "too large"), "jinja limit: huge string repetition", "no error");
+    t_check(fails_with("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+                       NULL, "memory"),
+            "jinja limit: memory of values never printed", "no error");
+    struct hmoe_jinja_limits quick = {.max_seconds = 0.05};
+    t_check(fails_with("{% for i in range(900000) %}{{ i|string|length }}{% endfor %}", &quick, "longer than"),
+            "jinja limit: render time", "no time error");
+
+    /* Every prefix of a real template, and byte mutations of another: a clean error or a
+     * render, never a crash (the sanitizer build checks the memory side). */
+    struct hmoe_err err = {0};
+    char *src;
+    size_t len;
+    size_t n_fail = 0, n_total = 0;
+    if (hmoe_read_file("tests/jinja/templates/qwen3.5.jinja", &src, &len, &err) == HMOE_OK) {
+        for (size_t cut = 0; cut <= len; cut += 7) {
+            struct hmoe_jinja *t = NULL;
+            if (hmoe_jinja_compile(src, cut, &t, &err) == HMOE_OK) {
+                char *out = NULL;
+                hmoe_jinja_render(t, NULL, NULL, &out, NULL, &err);
+                free(out);
+            } else n_fail += strstr(err.msg, "line ") != NULL;
+            n_total++;
+            hmoe_jinja_free(t);
+        }
+        free(src);
+    }
+    t_check(n_total > 1000 && n_fail > 0, "jinja: every prefix of the qwen3.5 template compiles or fails with line:col",
+            "%zu prefixes, %zu errors", n_total, n_fail);
+    n_total = 0;
+    if (hmoe_read_file("tests/jinja/templates/gpt-oss.jinja", &src, &len, &err) == HMOE_OK) {
+        uint32_t rng = 12345;
+        static const char bytes[] = "{}%#-+()[]|.,'\"\\ \nxa0=~*";
+        for (int i = 0; i < 1500; i++) {
+            char *m = malloc(len + 1);
+            memcpy(m, src, len);
+            for (int j = 0; j < 3; j++) {
+                rng = rng * 1103515245u + 12345u;
+                m[(rng >> 8) % len] = bytes[(rng >> 20) % (sizeof bytes - 1)];
+            }
+            struct hmoe_jinja *t = NULL;
+            if (hmoe_jinja_compile(m, len, &t, &err) == HMOE_OK) {
+                char *out = NULL;
+                hmoe_jinja_render(t, NULL, NULL, &out, NULL, &err);
+                free(out);
+            }
+            hmoe_jinja_free(t);
+            free(m);
+            n_total++;
+        }
+        free(src);
+    }
+    t_check(n_total == 1500, "jinja: 1500 mutated gpt-oss templates never crash", "%zu rendered", n_total);
+}
+
 int main(void) {
     setenv("TZ", "UTC", 1);
     tzset();
     test_language();
+    test_limits();
     struct conv_set cs = load_convs();
     for (size_t i = 0; i < HMOE_ARRAY_LEN(templates); i++) test_template(templates[i], &cs);
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(templates); i++) test_builtin_agreement(templates[i], &cs);
     for (size_t i = 0; i < cs.n; i++) hmoe_json_free(cs.conv[i]);
     free(cs.conv);
     return t_summary();

@@ -193,9 +193,23 @@ void hmoe_cli_sampler_seed(struct hmoe_sampler_params *sp, int64_t seed);
 
 /* Load the model's vocabulary and check it matches the logits; prints the error. */
 int hmoe_cli_vocab_open(const struct hmoe_model *model, struct hmoe_vocab **vocab);
-/* The chat format: --chat-template NAME when given (unknown: usage error), else detected
- * from the GGUF's template (unrecognised: warning, ChatML). */
-int hmoe_cli_chat_template(const struct hmoe_vocab *vocab, const char *name, enum hmoe_chat_template *out);
+/* The chat template flags of run, chat and template (llama.cpp's names). */
+struct hmoe_cli_chat_args {
+    const char *name;   /* --chat-template NAME|JINJA */
+    const char *file;   /* --chat-template-file FILE */
+    const char *kwargs; /* --chat-template-kwargs JSON */
+    bool jinja;         /* --jinja: accepted, the file's template is the default anyway */
+};
+#define HMOE_CLI_CHAT_TEMPLATE_OPTS(a)                                                                                \
+    {"--chat-template", NULL, "NAME", "built-in format chatml, qwen3, qwen35 or nemotron, or a Jinja template string "  \
+     "(default: the model's own template)", HMOE_OPT_STR, &(a).name},                                                 \
+    {"--chat-template-file", NULL, "FILE", "render with the Jinja template in FILE", HMOE_OPT_STR, &(a).file},         \
+    {"--chat-template-kwargs", NULL, "JSON", "template variables, e.g. '{\"enable_thinking\": false}'", HMOE_OPT_STR, \
+     &(a).kwargs},                                                                                                      \
+    {"--jinja", NULL, NULL, "render with the model's Jinja template (the default)", HMOE_OPT_FLAG, &(a).jinja}
+/* The chat format from those flags and the vocabulary's template; prints warnings and
+ * errors (usage error for a bad name or kwargs). Free with hmoe_chat_fmt_free. */
+int hmoe_cli_chat_format(const struct hmoe_vocab *vocab, const struct hmoe_cli_chat_args *a, struct hmoe_chat_fmt **out);
 
 /* llama.cpp-style timing block (llama_perf_context_print), printed to stderr by run. */
 struct hmoe_cli_timings {

@@ -305,7 +305,7 @@ static struct jv do_slice(struct jj_ctx *c, struct jv obj, struct jv a, struct j
 /* ---- operators ------------------------------------------------------------------------ */
 static bool num(struct jv v) { return v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL; }
 static double fnum(struct jv v) { return v.k == JV_FLOAT ? v.f : v.k == JV_INT ? (double)v.i : (double)v.b; }
-static int64_t inum(struct jv v) { return v.k == JV_INT ? v.i : (int64_t)v.b; }
+static int64_t inum(struct jv v) { return v.k == JV_INT ? v.i : v.k == JV_BOOL ? (int64_t)v.b : 0; }
 
 _Noreturn static void type_error(struct jj_ctx *c, const char *op, struct jv a, struct jv b) {
     jj_fail_here(c, HMOE_ERR_FORMAT, "unsupported operand types for %s: '%s' and '%s'", op, jv_kind_name(a), jv_kind_name(b));

@@ -355,7 +355,7 @@ struct jv jj_call_global(struct jj_ctx *c, int id, struct jv *a, size_t n, const
         if (v[2] == 0) jj_fail_here(c, HMOE_ERR_FORMAT, "range() step must not be zero");
         double count = v[2] > 0 ? ((double)v[1] - (double)v[0]) / (double)v[2] : ((double)v[0] - (double)v[1]) / (double)-v[2];
         if (count > (double)(c->lim.max_iterations - c->iterations))
-            jj_fail_here(c, HMOE_ERR_RANGE, "range() of more items than the loop limit allows");
+            jj_fail_here(c, HMOE_ERR_RANGE, "range() of more items than the limit of %llu loop iterations", (unsigned long long)c->lim.max_iterations);
         struct jv out = jv_new_list(c, count > 0 ? (size_t)count + 1 : 0);
         for (int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) out.l->v[out.l->n++] = jv_int(x);
         return out;
