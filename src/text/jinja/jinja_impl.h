@@ -129,12 +129,13 @@ struct jt *jj_lex(struct jj_arena *a, struct jj_fail *f, const char *src, size_t
 struct jn *jj_parse(struct jj_arena *a, struct jj_fail *f, const struct jt *toks, size_t n);
 
 /* ---- rendering ------------------------------------------------------------------------ */
+struct jj_var { const char *name; uint32_t len; struct jv val; };
 struct jj_frame {
     struct jj_frame *parent;
     size_t n, cap;
-    const char **names;
-    uint32_t *lens;
-    struct jv *vals;
+    struct jj_var *vars;
+    bool captured; /* a macro was defined here: the scope must outlive its loop iteration */
+    struct jj_var inline_vars[4]; /* most scopes hold a loop variable or two */
 };
 
 struct jj_saved_out { struct hmoe_strbuf buf; struct jj_saved_out *prev; };

@@ -15,27 +15,22 @@ struct jj_frame *jj_frame_new(struct jj_ctx *c, struct jj_frame *parent) {
     struct jj_frame *f = jj_alloc(c, sizeof *f);
     memset(f, 0, sizeof *f);
     f->parent = parent;
+    f->vars = f->inline_vars;
+    f->cap = HMOE_ARRAY_LEN(f->inline_vars);
     return f;
 }
 
 void jj_frame_set(struct jj_ctx *c, struct jj_frame *f, const char *name, size_t len, struct jv v) {
     for (size_t i = 0; i < f->n; i++)
-        if (f->lens[i] == len && memcmp(f->names[i], name, len) == 0) { f->vals[i] = v; return; }
+        if (f->vars[i].len == len && memcmp(f->vars[i].name, name, len) == 0) { f->vars[i].val = v; return; }
     if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 8;
-        const char **nn = jj_alloc(c, cap * sizeof *nn);
-        uint32_t *nl = jj_alloc(c, cap * sizeof *nl);
-        struct jv *nv = jj_alloc(c, cap * sizeof *nv);
-        if (f->n) {
-            memcpy(nn, f->names, f->n * sizeof *nn);
-            memcpy(nl, f->lens, f->n * sizeof *nl);
-            memcpy(nv, f->vals, f->n * sizeof *nv);
-        }
-        f->names = nn, f->lens = nl, f->vals = nv, f->cap = cap;
+        size_t cap = f->cap * 2;
+        struct jj_var *nv = jj_alloc(c, cap * sizeof *nv);
+        memcpy(nv, f->vars, f->n * sizeof *nv);
+        f->vars = nv;
+        f->cap = cap;
     }
-    f->names[f->n] = name;
-    f->lens[f->n] = (uint32_t)len;
-    f->vals[f->n++] = v;
+    f->vars[f->n++] = (struct jj_var){name, (uint32_t)len, v};
 }
 
 struct jj_frame *jj_cur_frame(struct jj_ctx *c) { return c->frame; }
@@ -43,7 +38,7 @@ struct jj_frame *jj_cur_frame(struct jj_ctx *c) { return c->frame; }
 static struct jv lookup(struct jj_ctx *c, struct jj_frame *f, const char *name, size_t len) {
     for (; f; f = f->parent)
         for (size_t i = f->n; i-- > 0;)
-            if (f->lens[i] == len && memcmp(f->names[i], name, len) == 0) return f->vals[i];
+            if (f->vars[i].len == len && memcmp(f->vars[i].name, name, len) == 0) return f->vars[i].val;
     int g = jj_global_id(name, len);
     if (g >= 0) return (struct jv){.k = JV_FUNC, .fn = g};
     (void)c;
@@ -590,10 +585,17 @@ static void exec_for(struct jj_ctx *c, const struct jn *s, struct jj_frame *f) {
     }
     struct jj_loop *L = jj_alloc(c, sizeof *L);
     L->items = items;
+    struct jj_frame *bf = NULL;
     for (size_t i = 0; i < items->n; i++) {
         jj_count_iteration(c);
         L->index0 = i;
-        struct jj_frame *bf = jj_frame_new(c, f);
+        /* A fresh scope per iteration; the last one is recycled unless a macro kept it. */
+        if (!bf || bf->captured) bf = jj_frame_new(c, f);
+        else {
+            bf->n = 0;
+            bf->vars = bf->inline_vars;
+            bf->cap = HMOE_ARRAY_LEN(bf->inline_vars);
+        }
         jj_frame_set(c, bf, "loop", 4, (struct jv){.k = JV_LOOP, .loop = L});
         at(c, s);
         bind_targets(c, s, bf, items->v[i]);
@@ -645,6 +647,7 @@ static enum flow exec(struct jj_ctx *c, const struct jn *s, struct jj_frame *f) 
         struct jj_macro *m = jj_alloc(c, sizeof *m);
         m->node = s;
         m->closure = f;
+        f->captured = true;
         jj_frame_set(c, f, s->name, s->name_len, (struct jv){.k = JV_MACRO, .macro = m});
         break;
     }
