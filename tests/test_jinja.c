@@ -314,11 +314,104 @@ static void test_limits(void) {
     t_check(n_total == 1500, "jinja: 1500 mutated gpt-oss templates never crash", "%zu rendered", n_total);
 }
 
+/* ---- 5. the chat format wiring (hmoe_chat_fmt, text.h) -------------------------------- */
+static char *read_text(const char *path) {
+    char *s = NULL;
+    size_t n;
+    struct hmoe_err err = {0};
+    hmoe_read_file(path, &s, &n, &err);
+    return s;
+}
+
+static void test_chat_fmt(void) {
+    struct hmoe_err err = {0};
+    char warn[640];
+    char *qwen3 = read_text("tests/jinja/templates/qwen3.jinja");
+    struct hmoe_chat_fmt *f = NULL;
+    struct hmoe_chat_fmt_src src = {.template_text = qwen3, .template_origin = "tokenizer.chat_template"};
+    t_check(qwen3 && hmoe_chat_fmt_open(&src, &f, warn, sizeof warn, &err) == HMOE_OK && !warn[0] &&
+                strcmp(hmoe_chat_fmt_name(f), "jinja") == 0 && hmoe_chat_fmt_family(f) == HMOE_CHAT_TEMPLATE_QWEN3,
+            "chat fmt: the file's qwen3 template renders through jinja (family qwen3)", "%s %s", err.msg, warn);
+    /* messages built in memory (the chat command's path), tool call arguments as JSON text */
+    struct hmoe_chat_tool_call call = {.name = "get_weather", .arguments = "{\"city\": \"Paris\"}"};
+    struct hmoe_chat_msg msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Weather?"},
+                                   {.role = "assistant", .content = "", .tool_calls = &call, .n_tool_calls = 1},
+                                   {.role = "tool", .content = "sunny"}};
+    const char *tool = "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}";
+    struct hmoe_chat_opts o = {.add_generation_prompt = true, .enable_thinking = false, .tools = &tool, .n_tools = 1};
+    char *a = NULL, *b = NULL;
+    if (f) hmoe_chat_fmt_render(f, msgs, 4, &o, &a, &err);
+    hmoe_chat_render(HMOE_CHAT_TEMPLATE_QWEN3, msgs, 4, &o, &b, &err);
+    t_check(a && b && strcmp(a, b) == 0, "chat fmt: in-memory messages with a tool call = built-in qwen3", "%s\n---\n%s",
+            a ? a : err.msg, b ? b : "");
+    free(a);
+    free(b);
+    hmoe_chat_fmt_free(f);
+
+    /* a template that does not compile: warning with line:col, the family it is recognised as */
+    size_t n = strlen(qwen3 ? qwen3 : "");
+    char *broken = malloc(n + 32);
+    snprintf(broken, n + 32, "%s{%% frob %%}", qwen3 ? qwen3 : "");
+    src.template_text = broken;
+    f = NULL;
+    t_check(hmoe_chat_fmt_open(&src, &f, warn, sizeof warn, &err) == HMOE_OK && strstr(warn, "line ") &&
+                strstr(warn, "unknown or unexpected tag 'frob'") && strcmp(hmoe_chat_fmt_name(f), "qwen3") == 0,
+            "chat fmt: a template that does not compile -> warning with line:col, built-in qwen3", "warning '%s'", warn);
+    hmoe_chat_fmt_free(f);
+    free(broken);
+    /* one that compiles but cannot render a plain exchange: ChatML with a warning */
+    src.template_text = "{% for m in messages %}{{ m.content.encode() }}{% endfor %}";
+    f = NULL;
+    t_check(hmoe_chat_fmt_open(&src, &f, warn, sizeof warn, &err) == HMOE_OK && strstr(warn, "line 1:") &&
+                strcmp(hmoe_chat_fmt_name(f), "chatml") == 0,
+            "chat fmt: a template the interpreter cannot render -> warning, chatml", "warning '%s'", warn);
+    hmoe_chat_fmt_free(f);
+    /* the template's own raise_exception is its verdict on a conversation, not a fallback */
+    src.template_text = "{{ raise_exception('only tools') }}";
+    f = NULL;
+    t_check(hmoe_chat_fmt_open(&src, &f, warn, sizeof warn, &err) == HMOE_OK && !warn[0] &&
+                strcmp(hmoe_chat_fmt_name(f), "jinja") == 0,
+            "chat fmt: a template that raises keeps rendering through jinja", "warning '%s'", warn);
+    hmoe_chat_fmt_free(f);
+    /* a required template file with an error is an error */
+    src.template_required = true;
+    src.template_text = "{% if %}";
+    src.template_origin = "t.jinja";
+    f = NULL;
+    t_check(hmoe_chat_fmt_open(&src, &f, warn, sizeof warn, &err) == HMOE_ERR_FORMAT && strstr(err.msg, "t.jinja: ") &&
+                strstr(err.msg, "line 1:7"),
+            "chat fmt: --chat-template-file with an error -> error naming file and line:col", "%s", err.msg);
+    /* names, kwargs */
+    struct hmoe_chat_fmt_src by_name = {.name = "qwen35"};
+    f = NULL;
+    t_check(hmoe_chat_fmt_open(&by_name, &f, warn, sizeof warn, &err) == HMOE_OK && strcmp(hmoe_chat_fmt_name(f), "qwen35") == 0,
+            "chat fmt: --chat-template qwen35 is the built-in", "%s", err.msg);
+    hmoe_chat_fmt_free(f);
+    by_name.name = "llama9";
+    t_check(hmoe_chat_fmt_open(&by_name, &f, warn, sizeof warn, &err) == HMOE_ERR_ARG && strstr(err.msg, "unknown chat template"),
+            "chat fmt: an unknown name is an argument error", "%s", err.msg);
+    struct hmoe_chat_fmt_src kw = {.name = "{{ bos_token }}|{{ enable_thinking }}|{{ extra }}", .bos_token = "<s>",
+                                   .kwargs_json = "{\"bos_token\": \"[B]\", \"enable_thinking\": false, \"extra\": [1]}"};
+    f = NULL;
+    char *out = NULL;
+    struct hmoe_chat_msg hi = {.role = "user", .content = "hi"};
+    if (hmoe_chat_fmt_open(&kw, &f, warn, sizeof warn, &err) == HMOE_OK) hmoe_chat_fmt_render(f, &hi, 1, NULL, &out, &err);
+    t_check(out && strcmp(out, "[B]|False|[1]") == 0, "chat fmt: kwargs override bos_token and enable_thinking",
+            "got '%s' (%s)", out ? out : "", err.msg);
+    free(out);
+    hmoe_chat_fmt_free(f);
+    kw.kwargs_json = "[1, 2]";
+    t_check(hmoe_chat_fmt_open(&kw, &f, warn, sizeof warn, &err) == HMOE_ERR_ARG && strstr(err.msg, "JSON object"),
+            "chat fmt: kwargs that are not a JSON object are refused", "%s", err.msg);
+    free(qwen3);
+}
+
 int main(void) {
     setenv("TZ", "UTC", 1);
     tzset();
     test_language();
     test_limits();
+    test_chat_fmt();
     struct conv_set cs = load_convs();
     for (size_t i = 0; i < HMOE_ARRAY_LEN(templates); i++) test_template(templates[i], &cs);
     for (size_t i = 0; i < HMOE_ARRAY_LEN(templates); i++) test_builtin_agreement(templates[i], &cs);

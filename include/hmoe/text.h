@@ -1,6 +1,7 @@
 /* text.h — the text layer: vocabulary from the GGUF tokenizer.* keys, byte-level BPE
  * tokenization (tokenizer.md §1–4), detokenization with UTF-8-safe streaming (§5), and
- * chat templates rendered without a Jinja engine (chat-templates.md §1, §4 option A).
+ * chat formats: the model's own Jinja template (jinja.h) or built-in renderers of the
+ * Qwen3, Qwen3.5/3.6, Nemotron-3 and ChatML families (chat-templates.md §1, §2).
  *
  * Serves src/cli and src/model; relies on gguf (reading the keys) and util (errors, JSON).
  * Behaviour follows llama.cpp, which produced the fixtures: same pre-tokenizer splits,
@@ -135,8 +136,8 @@ enum hmoe_chat_template {
     HMOE_CHAT_TEMPLATE_UNKNOWN = -1,
 };
 
-/* Recognise a GGUF tokenizer.chat_template. Returns HMOE_CHAT_TEMPLATE_UNKNOWN for a
- * template we do not render exactly (the caller then warns and falls back to ChatML). */
+/* Recognise a GGUF tokenizer.chat_template as one of the built-in families. Returns
+ * HMOE_CHAT_TEMPLATE_UNKNOWN for a template the built-in code does not render exactly. */
 enum hmoe_chat_template hmoe_chat_template_detect(const char *jinja_text);
 /* "chatml", "qwen3", "qwen35", "nemotron"; NULL for an invalid value. */
 const char *hmoe_chat_template_name(enum hmoe_chat_template t);
