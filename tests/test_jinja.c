@@ -399,6 +399,15 @@ static void test_chat_fmt(void) {
     t_check(out && strcmp(out, "[B]|False|[1]") == 0, "chat fmt: kwargs override bos_token and enable_thinking",
             "got '%s' (%s)", out ? out : "", err.msg);
     free(out);
+    out = NULL;
+    /* the server's per-request chat_template_kwargs override the format's own */
+    static const char req[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"kw\": {\"extra\": 2}}";
+    struct hmoe_json *rj = hmoe_json_parse(req, sizeof req - 1, &err);
+    if (f && rj) hmoe_chat_fmt_render_json(f, hmoe_json_get(rj, "messages"), NULL, NULL, hmoe_json_get(rj, "kw"), &out, &err);
+    t_check(out && strcmp(out, "[B]|False|2") == 0, "chat fmt: a request's kwargs override the format's", "got '%s' (%s)",
+            out ? out : "", err.msg);
+    free(out);
+    hmoe_json_free(rj);
     hmoe_chat_fmt_free(f);
     kw.kwargs_json = "[1, 2]";
     t_check(hmoe_chat_fmt_open(&kw, &f, warn, sizeof warn, &err) == HMOE_ERR_ARG && strstr(err.msg, "JSON object"),

@@ -220,12 +220,13 @@ enum hmoe_chat_template hmoe_chat_fmt_family(const struct hmoe_chat_fmt *f);
 /* Render messages (opts->tools: tool definitions as JSON text). */
 enum hmoe_status hmoe_chat_fmt_render(const struct hmoe_chat_fmt *f, const struct hmoe_chat_msg *msgs, size_t n,
                                       const struct hmoe_chat_opts *opts, char **out, struct hmoe_err *err);
-/* Render an OpenAI-style request as the server receives it: `messages` (JSON array) and
- * `tools` (array or NULL); opts->tools is ignored. The template's raise_exception is
- * HMOE_ERR_ARG with its message (an HTTP 400). */
+/* Render an OpenAI-style request as the server receives it: `messages` (JSON array),
+ * `tools` (array or NULL; opts->tools is ignored) and the request's chat_template_kwargs
+ * (an object or NULL), which override the format's own kwargs. The template's
+ * raise_exception is HMOE_ERR_ARG with its message (an HTTP 400). */
 enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const struct hmoe_json *messages,
                                            const struct hmoe_json *tools, const struct hmoe_chat_opts *opts,
-                                           char **out, struct hmoe_err *err);
+                                           const struct hmoe_json *kwargs, char **out, struct hmoe_err *err);
 
 /* HF-style tojson of a JSON value (", " and ": " separators, key order kept, non-ASCII kept),
  * appended to a malloc'd string. */

@@ -80,8 +80,8 @@ int hmoe_cmd_template(int argc, char **argv) {
     }
     char *out = NULL;
     struct hmoe_chat_opts o = {.add_generation_prompt = !no_gen, .enable_thinking = !no_think};
-    if (hmoe_chat_fmt_render_json(fmt, hmoe_json_get(conv_json, "messages"), hmoe_json_get(conv_json, "tools"), &o, &out,
-                                  &err) != HMOE_OK)
+    if (hmoe_chat_fmt_render_json(fmt, hmoe_json_get(conv_json, "messages"), hmoe_json_get(conv_json, "tools"), &o, NULL,
+                                  &out, &err) != HMOE_OK)
         rc = hmoe_cli_fail(&err);
     else {
         fwrite(out, 1, strlen(out), stdout);

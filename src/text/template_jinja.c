@@ -122,18 +122,36 @@ enum hmoe_chat_template hmoe_chat_fmt_family(const struct hmoe_chat_fmt *f) { re
 
 enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const struct hmoe_json *messages,
                                            const struct hmoe_json *tools, const struct hmoe_chat_opts *opts,
-                                           char **out, struct hmoe_err *err) {
+                                           const struct hmoe_json *kwargs, char **out, struct hmoe_err *err) {
     *out = NULL;
     static const struct hmoe_chat_opts dflt = {.add_generation_prompt = true, .enable_thinking = true};
     const struct hmoe_chat_opts *o = opts ? opts : &dflt;
     if (!messages || messages->kind != HMOE_JSON_ARRAY)
         return HMOE_RAISE(err, HMOE_ERR_ARG, "the conversation needs a \"messages\" array");
+    if (kwargs && kwargs->kind != HMOE_JSON_OBJECT)
+        return HMOE_RAISE(err, HMOE_ERR_ARG, "chat_template_kwargs must be a JSON object");
     if (f->jinja) {
+        /* The format's kwargs, then the request's: a later member wins (the renderer sets
+         * variables in order), so the two lists are joined without copying a value. */
+        size_t n1 = f->kwargs ? f->kwargs->n : 0, n2 = kwargs ? kwargs->n : 0;
+        struct hmoe_json joined = {.kind = HMOE_JSON_OBJECT, .n = n1 + n2};
+        joined.items = calloc(n1 + n2 + 1, sizeof *joined.items);
+        joined.keys = calloc(n1 + n2 + 1, sizeof *joined.keys);
+        if (!joined.items || !joined.keys) {
+            free(joined.items);
+            free(joined.keys);
+            return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < n1; i++) joined.items[i] = f->kwargs->items[i], joined.keys[i] = f->kwargs->keys[i];
+        for (size_t i = 0; i < n2; i++) joined.items[n1 + i] = kwargs->items[i], joined.keys[n1 + i] = kwargs->keys[i];
         struct hmoe_jinja_chat chat = {.messages = messages, .tools = tools && tools->n ? tools : NULL,
                                        .add_generation_prompt = o->add_generation_prompt,
                                        .enable_thinking = o->enable_thinking, .bos_token = f->bos_token,
-                                       .eos_token = f->eos_token, .kwargs = f->kwargs};
-        return hmoe_jinja_render_chat(f->jinja, &chat, NULL, out, err);
+                                       .eos_token = f->eos_token, .kwargs = &joined};
+        enum hmoe_status st = hmoe_jinja_render_chat(f->jinja, &chat, NULL, out, err);
+        free(joined.items);
+        free(joined.keys);
+        return st;
     }
     struct hmoe_json conv_obj = {.kind = HMOE_JSON_OBJECT};
     struct hmoe_json *items[2] = {(struct hmoe_json *)messages, (struct hmoe_json *)tools};
@@ -217,7 +235,7 @@ enum hmoe_status hmoe_chat_fmt_render(const struct hmoe_chat_fmt *f, const struc
     free(b.s);
     if (!conv) return err ? err->code : HMOE_ERR_INTERNAL;
     enum hmoe_status st =
-        hmoe_chat_fmt_render_json(f, hmoe_json_get(conv, "messages"), hmoe_json_get(conv, "tools"), opts, out, err);
+        hmoe_chat_fmt_render_json(f, hmoe_json_get(conv, "messages"), hmoe_json_get(conv, "tools"), opts, NULL, out, err);
     hmoe_json_free(conv);
     return st;
 }
