@@ -7,6 +7,8 @@ static const struct lang_case lang_cases[] = {
     {"print True/False/None", "{{ true }} {{ false }} {{ none }} {{ True }}", NULL, "True False None True", NULL},
     {"print ints and floats", "{{ 1 }} {{ -3 }} {{ 2.5 }} {{ 1.0 }} {{ 10 / 4 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }}", NULL,
      "1 -3 2.5 1.0 2.5 3 -4 2", NULL},
+    {"JSON numbers: integers stay ints, others are floats", "{{ a }} {{ b }} {{ c }} {{ d }}",
+     "{\"a\": 12, \"b\": 2.50, \"c\": 1e3, \"d\": -0}", "12 2.5 1000.0 0", NULL},
     {"float repr", "{{ 0.1 + 0.2 }} {{ 1e20 }} {{ 1e-5 }} {{ 123456789.0 * 10 }}", NULL,
      "0.30000000000000004 1e+20 1e-05 1234567890.0", NULL},
     {"list and dict print as repr", "{{ [1, 'a', none, true] }} {{ {'k': \"it's\", 'n': [2]} }}", NULL,

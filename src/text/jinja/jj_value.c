@@ -1,6 +1,7 @@
 /* jj_value.c — the arena, value constructors, Python truthiness / equality, str() and repr()
  * as CPython prints them, transformers' tojson, and the JSON DOM -> value conversion.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -463,8 +464,9 @@ struct jv jv_from_json(struct jj_ctx *c, const struct hmoe_json *j) {
         /* As json.loads: an integer literal stays an int (exactly), anything else is a float. */
         if (j->str && !strpbrk(j->str, ".eE")) {
             char *end;
+            errno = 0;
             long long v = strtoll(j->str, &end, 10);
-            if (*end == 0) return jv_int(v);
+            if (*end == 0 && errno == 0) return jv_int(v); /* beyond 64 bits: a float (no big integers) */
         }
         return jv_float(j->num);
     }
