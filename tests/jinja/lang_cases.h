@@ -130,7 +130,13 @@ static const struct lang_case lang_cases[] = {
      NULL},
     {"dict methods", "{{ d.get('a') }}{{ d.get('z', 9) }}{{ d.get('z') }}{{ d.keys()|list }}{{ d.values()|list }}", "{\"d\": {\"a\": 1}}",
      "19None['a'][1]", NULL},
-    {"list append is refused", "{% set l = [] %}{{ l.append(1) }}", NULL, NULL, "immutable"},
+    {"list append / extend / insert / pop", "{% set l = [1] %}{% set _ = l.append(2) %}{% set _ = l.extend([3, 4]) %}"
+                                            "{% set _ = l.insert(0, 0) %}{{ l.pop() }}{{ l.pop(0) }}{{ l }}",
+     NULL, "40[1, 2, 3]", NULL},
+    {"append inside a loop, seen after it", "{% set ns = namespace(ids=[]) %}{% for m in ['a', 'b'] %}{% set _ = ns.ids.append(m) %}{% endfor %}{{ ns.ids|join(',') }}",
+     NULL, "a,b", NULL},
+    {"filter block", "{% filter upper %}ab{{ 'c' }}{% endfilter %}|{%- filter trim -%}\n  x  \n{%- endfilter %}|{% filter replace('a', 'b') %}aa{% endfilter %}",
+     NULL, "ABC|x|bb", NULL},
     /* globals */
     {"range", "{{ range(3)|list }}{{ range(1, 7, 2)|list }}{{ range(3, 0, -1)|list }}", NULL, "[0, 1, 2][1, 3, 5][3, 2, 1]", NULL},
     {"dict() and namespace()", "{{ dict(a=1) }}{% set ns = namespace({'x': 2}, y=3) %}{{ ns.x }}{{ ns.y }}", NULL, "{'a': 1}23", NULL},

@@ -65,7 +65,7 @@ struct jj_bound { struct jv self; const char *name; uint32_t name_len; };
 /* ---- syntax tree ---------------------------------------------------------------------- */
 enum jn_kind {
     /* statements */
-    JN_BODY, JN_TEXT, JN_OUTPUT, JN_IF, JN_FOR, JN_SET, JN_SET_BLOCK, JN_MACRO, JN_BREAK, JN_CONTINUE,
+    JN_BODY, JN_TEXT, JN_OUTPUT, JN_IF, JN_FOR, JN_SET, JN_SET_BLOCK, JN_MACRO, JN_BREAK, JN_CONTINUE, JN_FILTER_BLOCK,
     /* expressions */
     JN_LIT, JN_NAME, JN_ATTR, JN_INDEX, JN_SLICE, JN_CALL, JN_FILTER, JN_TEST, JN_NEG, JN_POS, JN_NOT,
     JN_BIN, JN_AND, JN_OR, JN_COND, JN_LIST, JN_TUPLE, JN_DICT, JN_COMPARE,

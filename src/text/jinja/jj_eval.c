@@ -651,6 +651,17 @@ static enum flow exec(struct jj_ctx *c, const struct jn *s, struct jj_frame *f) 
         jj_frame_set(c, f, s->name, s->name_len, (struct jv){.k = JV_MACRO, .macro = m});
         break;
     }
+    case JN_FILTER_BLOCK: {
+        jj_push_output(c);
+        exec(c, s->c, f);
+        struct jv body = jj_pop_output(c);
+        const struct jn *fn = s->a;
+        struct jv args[MAX_ARGS], kw_vals[MAX_ARGS];
+        size_t na = eval_args(c, fn, args, kw_vals);
+        at(c, fn);
+        emit_value(c, jj_apply_filter(c, fn->id, body, args, na, fn->kw, kw_vals, fn->n_kw));
+        break;
+    }
     case JN_BREAK: fl = FLOW_BREAK; break;
     case JN_CONTINUE: fl = FLOW_CONTINUE; break;
     default: at(c, s); jj_fail_here(c, HMOE_ERR_INTERNAL, "expression node as a statement");

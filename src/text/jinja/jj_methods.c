@@ -4,7 +4,8 @@
  * CPython: strip() without arguments removes Unicode whitespace (str.isspace), split()
  * without a separator splits on whitespace runs, find/index count code points. Case
  * mapping (upper/lower/title/capitalize) covers ASCII letters only.
- * Lists are immutable as in transformers' ImmutableSandboxedEnvironment: append/pop fail.
+ * Lists can be changed with append/extend/insert/pop as llama.cpp's engine allows (templates
+ * such as Kimi-K2's rely on it; transformers' sandbox would refuse).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,7 +271,7 @@ bool jj_has_method(struct jv self, const char *name, size_t len) {
                                         "splitlines", "removeprefix", "removesuffix", "isdigit", "isalpha", "isspace",
                                         "isupper", "islower", "isalnum", NULL};
     static const char *const dict_m[] = {"items", "keys", "values", "get", NULL};
-    static const char *const list_m[] = {"index", "count", "append", "pop", "extend", "insert", "remove", NULL};
+    static const char *const list_m[] = {"index", "count", "append", "pop", "extend", "insert", NULL};
     const char *const *set = self.k == JV_STR ? str_m : self.k == JV_DICT || self.k == JV_NS ? dict_m
                            : self.k == JV_LIST ? list_m : NULL;
     for (; set && *set; set++)
@@ -320,9 +321,39 @@ bool jj_call_method(struct jj_ctx *c, struct jv self, const char *m, size_t ml, 
             *r = jv_int(k);
             return true;
         }
-        if (jj_has_method(self, m, ml))
-            jj_fail_here(c, HMOE_ERR_FORMAT, "list.%.*s(): lists are immutable in chat templates (transformers' sandbox)",
-                         (int)ml, m);
+        struct jj_list *l = self.l;
+        if (EQ(m, ml, "append")) {
+            if (n != 1) jj_fail_here(c, HMOE_ERR_FORMAT, "list.append() takes exactly one argument");
+            jv_list_push(c, l, a[0]);
+            *r = jv_none();
+            return true;
+        }
+        if (EQ(m, ml, "extend")) {
+            struct jj_list *src = jj_iter_list(c, arg_or(a, n, 0, kw, kv, nk, "", jv_undef()));
+            size_t cnt = src->n; /* a list extended by itself grows by its length once */
+            for (size_t i = 0; i < cnt; i++) jv_list_push(c, l, src->v[i]);
+            *r = jv_none();
+            return true;
+        }
+        if (EQ(m, ml, "pop") || EQ(m, ml, "insert")) {
+            struct jv at = arg_or(a, n, 0, kw, kv, nk, "", m[0] == 'p' ? jv_int(-1) : jv_undef());
+            if (at.k != JV_INT) jj_fail_here(c, HMOE_ERR_FORMAT, "list.%.*s(): the index must be an integer", (int)ml, m);
+            int64_t i = at.i < 0 ? at.i + (int64_t)l->n : at.i;
+            if (m[0] == 'p') {
+                if (i < 0 || (size_t)i >= l->n) jj_fail_here(c, HMOE_ERR_FORMAT, "pop from an empty list or index out of range");
+                *r = l->v[i];
+                memmove(l->v + i, l->v + i + 1, (l->n - (size_t)i - 1) * sizeof *l->v);
+                l->n--;
+                return true;
+            }
+            if (n != 2) jj_fail_here(c, HMOE_ERR_FORMAT, "list.insert() takes an index and a value");
+            i = i < 0 ? 0 : (size_t)i > l->n ? (int64_t)l->n : i;
+            jv_list_push(c, l, a[1]);
+            memmove(l->v + i + 1, l->v + i, (l->n - (size_t)i - 1) * sizeof *l->v);
+            l->v[i] = a[1];
+            *r = jv_none();
+            return true;
+        }
         return false;
     }
     if (self.k == JV_LOOP && EQ(m, ml, "cycle")) {

@@ -6,7 +6,7 @@
  * Children by node kind: IF a=cond b=body c=else (a BODY or the IF of an elif);
  * FOR kw=targets a=iterable b=`if` filter c=body d=else; SET name or a=attribute target,
  * kw=unpack targets, b=value; SET_BLOCK name c=body; MACRO name kw=params (val=default)
- * c=body; ATTR a.name; INDEX a[b]; SLICE a[b:c:d]; CALL a(kids, kw); FILTER a|name(kids, kw);
+ * c=body; FILTER_BLOCK a=the filter (a FILTER node whose value is the body) c=body; ATTR a.name; INDEX a[b]; SLICE a[b:c:d]; CALL a(kids, kw); FILTER a|name(kids, kw);
  * TEST a is name(kids), op=negated; COND a if b else c; DICT kids = key, value, ...
  */
 #include <stdio.h>
@@ -251,31 +251,36 @@ static bool starts_test_arg(const struct jt *t) {
     return is_op(t, "[") || is_op(t, "{");
 }
 
+/* A filter name and its optional (args), applied to n (NULL for a filter block's body). */
+static struct jn *parse_filter_call(struct parser *p, struct jn *n) {
+    const struct jt *nm = expect_ident(p, "a filter name");
+    struct jn *x = node(p, JN_FILTER, nm);
+    x->a = n;
+    x->name = nm->s;
+    x->name_len = nm->n;
+    x->id = (int16_t)jj_filter_id(nm->s, nm->n);
+    if (x->id < 0) {
+        char nb[64];
+        snprintf(nb, sizeof nb, "%.*s", (int)(nm->n < 60 ? nm->n : 60), nm->s);
+        perr(p, nm, "unknown filter '%s'", nb);
+    }
+    if (accept_op(p, "(")) {
+        struct kids k = {0};
+        struct kws kw = {0};
+        parse_args(p, &k, &kw);
+        x->kids = k.v;
+        x->n_kids = k.n;
+        x->kw = kw.v;
+        x->n_kw = kw.n;
+    }
+    return x;
+}
+
 static struct jn *parse_filters(struct parser *p, struct jn *n) {
     for (;;) {
         const struct jt *t = cur(p);
         if (accept_op(p, "|")) {
-            const struct jt *nm = expect_ident(p, "a filter name after '|'");
-            struct jn *x = node(p, JN_FILTER, nm);
-            x->a = n;
-            x->name = nm->s;
-            x->name_len = nm->n;
-            x->id = (int16_t)jj_filter_id(nm->s, nm->n);
-            if (x->id < 0) {
-                char nb[64];
-                snprintf(nb, sizeof nb, "%.*s", (int)(nm->n < 60 ? nm->n : 60), nm->s);
-                perr(p, nm, "unknown filter '%s'", nb);
-            }
-            if (accept_op(p, "(")) {
-                struct kids k = {0};
-                struct kws kw = {0};
-                parse_args(p, &k, &kw);
-                x->kids = k.v;
-                x->n_kids = k.n;
-                x->kw = kw.v;
-                x->n_kw = kw.n;
-            }
-            n = x;
+            n = parse_filter_call(p, n);
         } else if (accept_name(p, "is")) {
             bool neg = accept_name(p, "not");
             const struct jt *nm = expect_ident(p, "a test name after 'is'");
@@ -301,10 +306,9 @@ static struct jn *parse_filters(struct parser *p, struct jn *n) {
             x->kids = k.v;
             x->n_kids = k.n;
             n = x;
-        } else if (is_op(t, "(") ) {
+        } else if (is_op(t, "(")) {
             n = parse_postfix(p, n);
         } else return n;
-        (void)t;
     }
 }
 
@@ -603,6 +607,15 @@ static struct jn *parse_body(struct parser *p, const char *const *ends, const ch
             else if (is_name(w, "macro")) s = parse_macro(p, w);
             else if (is_name(w, "break") || is_name(w, "continue")) {
                 s = node(p, is_name(w, "break") ? JN_BREAK : JN_CONTINUE, w);
+                expect_stmt_end(p);
+            } else if (is_name(w, "filter")) { /* {% filter name(args) %}body{% endfilter %} */
+                static const char *const fe[] = {"endfilter", NULL};
+                struct jn *fnode = parse_filter_call(p, NULL);
+                expect_stmt_end(p);
+                s = node(p, JN_FILTER_BLOCK, w);
+                s->a = fnode;
+                s->c = parse_body(p, fe, "filter", w);
+                p->i += 2;
                 expect_stmt_end(p);
             } else if (is_name(w, "generation")) { /* transformers' assistant-mask marker: no output */
                 static const char *const ge[] = {"endgeneration", NULL};
