@@ -2,8 +2,9 @@
  *
  * 1. The language, case by case: each template and variables with the output Python's
  *    Jinja2 (as transformers configures it) gives, or the error it raises.
- * 2. Real chat templates (tests/jinja/templates: Qwen3, Qwen3.5 in two versions, Nemotron-3
- *    in two versions, gpt-oss, GLM-4.6, DeepSeek-V3 / V3.1) over the generated conversations
+ * 2. Real chat templates (tests/jinja/templates: Qwen3, Qwen3.5 in two versions, Qwen3-Coder,
+ *    Nemotron-3 in two versions, gpt-oss, GLM-4.6 / 4.7-Flash, DeepSeek-V3 / V3.1, Llama 3.3,
+ *    MiniMax-M2, Mistral-Small-3.2, Gemma 4) over the generated conversations
  *    of tests/jinja/conversations.jsonl: every render byte-identical to the one
  *    @huggingface/jinja made with Python's semantics (tests/jinja/gen.mjs), raising where it raises.
  * 3. Where hmoe also renders a template with built-in code (hmoe_chat_render), both agree.
@@ -66,8 +67,9 @@ static const struct family families[] = {
     {"deepseek", "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
      "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"},
 };
-static const char *const templates[] = {"qwen3", "qwen3.5", "qwen3.5-think-if-reasoning", "nemotron-3-nano",
-                                        "nemotron-3-nano-v1", "gpt-oss", "glm-4.6", "deepseek-v3", "deepseek-v3.1"};
+static const char *const templates[] = {"qwen3", "qwen3.5", "qwen3.5-think-if-reasoning", "qwen3-coder", "nemotron-3-nano",
+                                        "nemotron-3-nano-v1", "gpt-oss", "glm-4.6", "glm-4.7-flash", "deepseek-v3",
+                                        "deepseek-v3.1", "llama-3.3", "minimax-m2", "mistral-small-3.2", "gemma-4"};
 
 struct conv_set { struct hmoe_json **conv; size_t n; };
 

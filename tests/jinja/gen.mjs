@@ -16,7 +16,8 @@
 //   - True/False/None print as Python does ("True", not "true"; "None", not "null"), also in
 //     |string and ~;
 //   - a list or dict prints as Python's repr (['a', 1]), not as JSON, also in |string;
-//   - "\r\n" line endings in the template read as "\n" (Jinja normalises newlines).
+//   - "\r\n" line endings in the template read as "\n" (Jinja normalises newlines);
+//   - == and != compare by value as Python does (two equal dicts are equal; 1 != "1").
 // A render where the unpatched library gives a different result is marked "hf_differs": true.
 import { readFileSync, writeFileSync, mkdirSync, readdirSync } from "node:fs";
 import { createHash } from "node:crypto";
@@ -42,6 +43,20 @@ function pyStrip(s, args, left, right) {
   while (left && b < e && set.includes(cps[b])) b++;
   while (right && e > b && set.includes(cps[e - 1])) e--;
   return cps.slice(b, e).join("");
+}
+function pyEq(a, b) {
+  const num = (x) => x.type === "IntegerValue" || x.type === "FloatValue" || x.type === "BooleanValue";
+  if (num(a) && num(b)) return Number(a.value) === Number(b.value);
+  const seq = (x) => x.type === "ArrayValue" || x.type === "TupleValue";
+  if (seq(a) && seq(b)) return a.value.length === b.value.length && a.value.every((x, i) => pyEq(x, b.value[i]));
+  const map = (x) => x.type === "ObjectValue" || x.type === "KeywordArgumentsValue";
+  if (map(a) && map(b)) {
+    if (a.value.size !== b.value.size) return false;
+    for (const [k, x] of a.value) if (!b.value.has(k) || !pyEq(x, b.value.get(k))) return false;
+    return true;
+  }
+  if (a.type !== b.type) return false;
+  return a.type === "NullValue" || a.type === "UndefinedValue" || a.value === b.value;
 }
 function pyRepr(v) {
   switch (v.type) {
@@ -84,6 +99,9 @@ const PY_PATCHES = [
    'case "string":\n            return new StringValue(operand.value ? "True" : "False");'],
   ['case "string":\n            return new StringValue(toJSON(operand, {}, 0, false));',
    'case "string":\n            return new StringValue(pyRepr(operand));'],
+  // == and != compare values as Python does (dicts and lists by content, 1 != "1", None != undefined)
+  ['case "==":\n        return new BooleanValue(left.value == right.value);\n      case "!=":\n        return new BooleanValue(left.value != right.value);',
+   'case "==":\n        return new BooleanValue(pyEq(left, right));\n      case "!=":\n        return new BooleanValue(!pyEq(left, right));'],
   // Jinja reads the source by lines: "\r\n" and "\r" are "\n" before anything else
   ['function preprocess(template, options = {}) {\n', 'function preprocess(template, options = {}) {\n  template = template.replace(/\\r\\n?/g, "\\n");\n'],
   // ObjectValue, NamespaceValue, ArrayValue print through toJSON(this, {}, 0, false)
