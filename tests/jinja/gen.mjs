@@ -73,7 +73,8 @@ function pyRepr(v) {
       }
       return out + q;
     }
-    case "ArrayValue": case "TupleValue": return "[" + v.value.map(pyRepr).join(", ") + "]";
+    case "ArrayValue": return "[" + v.value.map(pyRepr).join(", ") + "]";
+    case "TupleValue": return "(" + v.value.map(pyRepr).join(", ") + (v.value.length === 1 ? ",)" : ")");
     case "ObjectValue": case "KeywordArgumentsValue":
       return "{" + Array.from(v.value.entries()).map(([k, x]) => pyRepr(new StringValue(k)) + ": " + pyRepr(x)).join(", ") + "}";
     case "BooleanValue": return v.value ? "True" : "False";

@@ -13,6 +13,8 @@ static const struct lang_case lang_cases[] = {
      "0.30000000000000004 1e+20 1e-05 1234567890.0", NULL},
     {"list and dict print as repr", "{{ [1, 'a', none, true] }} {{ {'k': \"it's\", 'n': [2]} }}", NULL,
      "[1, 'a', None, True] {'k': \"it's\", 'n': [2]}", NULL},
+    {"tuples print as Python's", "{{ (1, 'a') }} {{ (1,) }} {{ () }} {{ d.items()|list }} {{ (1, 2) == [1, 2] }} {{ 2 in (1, 2) }}",
+     "{\"d\": {\"a\": 1}}", "(1, 'a') (1,) () [('a', 1)] False True", NULL},
     {"undefined prints empty", "[{{ nothing }}][{{ nothing.__class__ is defined }}]", NULL, NULL, "undefined"},
     {"undefined variable prints empty", "[{{ nothing }}]", NULL, "[]", NULL},
     {"missing key is undefined", "{{ m.x is defined }}|{{ m['x'] is undefined }}|{{ m.a }}", "{\"m\": {\"a\": 1}}",

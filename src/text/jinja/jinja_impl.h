@@ -54,7 +54,7 @@ struct jv {
     };
 };
 
-struct jj_list { size_t n, cap; struct jv *v; };
+struct jj_list { size_t n, cap; struct jv *v; bool tuple; /* prints as (a, b); never equal to a list */ };
 struct jj_dict { size_t n, cap; struct jv *key, *val; };
 struct jj_loop {
     const struct jj_list *items; /* the (filtered) sequence being iterated */
@@ -168,6 +168,7 @@ static inline struct jv jv_float(double f) { return (struct jv){.k = JV_FLOAT, .
 static inline struct jv jv_str(const char *s, size_t n) { return (struct jv){.k = JV_STR, .n = (uint32_t)n, .s = s}; }
 struct jv jv_str_copy(struct jj_ctx *c, const char *s, size_t n);
 struct jv jv_new_list(struct jj_ctx *c, size_t cap);
+struct jv jv_new_tuple(struct jj_ctx *c, size_t cap);
 struct jv jv_new_dict(struct jj_ctx *c, uint8_t kind, size_t cap);
 void jv_list_push(struct jj_ctx *c, struct jj_list *l, struct jv v);
 void jv_dict_set(struct jj_ctx *c, struct jj_dict *d, struct jv key, struct jv val);

@@ -534,7 +534,7 @@ struct jv jj_eval(struct jj_ctx *c, const struct jn *n) {
         break;
     }
     case JN_LIST: case JN_TUPLE:
-        r = jv_new_list(c, n->n_kids);
+        r = n->k == JN_TUPLE ? jv_new_tuple(c, n->n_kids) : jv_new_list(c, n->n_kids);
         for (uint32_t i = 0; i < n->n_kids; i++) r.l->v[r.l->n++] = jj_eval(c, n->kids[i]);
         break;
     case JN_DICT:

@@ -290,7 +290,7 @@ bool jj_call_method(struct jj_ctx *c, struct jv self, const char *m, size_t ml, 
                 if (m[0] == 'k') out.l->v[i] = d->key[i];
                 else if (m[0] == 'v') out.l->v[i] = d->val[i];
                 else {
-                    struct jv pair = jv_new_list(c, 2);
+                    struct jv pair = jv_new_tuple(c, 2);
                     pair.l->v[0] = d->key[i];
                     pair.l->v[1] = d->val[i];
                     pair.l->n = 2;

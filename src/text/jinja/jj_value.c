@@ -90,7 +90,14 @@ struct jv jv_new_list(struct jj_ctx *c, size_t cap) {
     l->n = 0;
     l->cap = cap;
     l->v = cap ? jj_alloc(c, cap * sizeof *l->v) : NULL;
+    l->tuple = false;
     return (struct jv){.k = JV_LIST, .l = l};
+}
+
+struct jv jv_new_tuple(struct jj_ctx *c, size_t cap) {
+    struct jv t = jv_new_list(c, cap);
+    t.l->tuple = true;
+    return t;
 }
 
 struct jv jv_new_dict(struct jj_ctx *c, uint8_t kind, size_t cap) {
@@ -174,7 +181,7 @@ bool jv_equal(struct jv a, struct jv b) {
     case JV_UNDEF: case JV_NONE: return true;
     case JV_STR: return a.n == b.n && memcmp(a.s, b.s, a.n) == 0;
     case JV_LIST:
-        if (a.l->n != b.l->n) return false;
+        if (a.l->n != b.l->n || a.l->tuple != b.l->tuple) return false;
         for (size_t i = 0; i < a.l->n; i++)
             if (!jv_equal(a.l->v[i], b.l->v[i])) return false;
         return true;
@@ -310,12 +317,12 @@ void jv_repr(struct jj_ctx *c, struct hmoe_strbuf *b, struct jv v) {
     switch (v.k) {
     case JV_STR: str_repr(b, v.s, v.n); break;
     case JV_LIST:
-        hmoe_strbuf_add(b, "[");
+        hmoe_strbuf_add(b, v.l->tuple ? "(" : "[");
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) hmoe_strbuf_add(b, ", ");
             jv_repr(c, b, v.l->v[i]);
         }
-        hmoe_strbuf_add(b, "]");
+        hmoe_strbuf_add(b, v.l->tuple ? (v.l->n == 1 ? ",)" : ")") : "]");
         break;
     case JV_DICT: case JV_NS:
         hmoe_strbuf_add(b, v.k == JV_NS ? "<Namespace {" : "{");
