@@ -10,7 +10,8 @@
 #   make test-gpu     GPU tests (needs a GPU; CI only compiles them: make gpu-tests)
 #   make bench        build the benchmarks in bench/
 #   make demo         build, benchmark a synthetic model (hmoe bench) and generate a few tokens with it
-#   make fuzz         libFuzzer targets (clang, ASan/UBSan): the GGUF parser, model config + vocabulary
+#   make fuzz         libFuzzer targets (clang, ASan/UBSan): the GGUF parser, model config + vocabulary,
+#                     the chat template interpreter
 #
 # Sources are found by wildcard: every src/*/*.c is part of libhmoe; files named
 # *_avx2.c / *_avx512.c get their own -m flags (the CPU picks a path at run time, so the
@@ -66,7 +67,7 @@ AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx51
 # that file builds a fallback that never selects AMX.
 AMX_FLAGS := $(shell $(CC) -mamx-tile -mamx-int8 -E -x c /dev/null >/dev/null 2>&1 && echo -mamx-tile -mamx-int8)
 
-C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c)
+C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c src/text/jinja/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 LIB_SRC := $(filter-out $(CLI_SRC),$(C_SRC))
 CU_SRC  := $(if $(filter 1,$(CUDA)),$(wildcard src/*/*.cu),)
@@ -189,9 +190,9 @@ demo: hmoe
 	@echo "hmoe run on the same synthetic model (random weights: the text is noise, the timings are real):"
 	./hmoe run -m $(DEMO_MODEL) --chat --no-think -p "Hello! What can you do?" -n 32 --temp 0
 
-# Fuzzing: clang's libFuzzer with address and undefined-behaviour sanitizers. Two targets:
-# fuzz_gguf (the GGUF parser and every accessor) and fuzz_model (vocabulary load + tokenize
-# round, model config validation and tensor binding). `make fuzz-run` runs each for FUZZ_TIME
+# Fuzzing: clang's libFuzzer with address and undefined-behaviour sanitizers. Three targets:
+# fuzz_gguf (the GGUF parser and every accessor), fuzz_model (vocabulary load + tokenize
+# round, model config validation and tensor binding) and fuzz_jinja (chat template compile + render). `make fuzz-run` runs each for FUZZ_TIME
 # seconds; new inputs go to build/fuzz/corpus-*, never into the tracked corpus
 # (tests/data/fuzz-corpus is read as seeds), and the seeds are real-size: the fixture models'
 # 130 KB headers for the parser, the whole moe-tiny models for fuzz_model.
@@ -201,7 +202,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-
               -D_DEFAULT_SOURCE -Iinclude -Isrc -DHMOE_HAVE_CUDA=0
 FUZZ_DIR := $(BUILD)/fuzz
 .PHONY: fuzz-run fuzz-seeds
-fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model fuzz-seeds
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model $(FUZZ_DIR)/fuzz_jinja fuzz-seeds
 # types.c points at the reference kernels, so the whole (CPU-only, portable) kernels dir comes along.
 $(FUZZ_DIR)/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
 	@mkdir -p $(dir $@)
@@ -213,9 +214,13 @@ $(FUZZ_LIB): FORCE
 	$(MAKE) --no-print-directory CC=$(FUZZ_CC) CUDA=0 SAN=1 SAN_EXTRA=-fsanitize=fuzzer-no-link BUILD=$(FUZZ_DIR)/obj $@
 $(FUZZ_DIR)/fuzz_model: tests/fuzz_model.c $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp -o $@ $< $(FUZZ_LIB) -lm -lpthread
+# fuzz_jinja: the chat template interpreter alone (it needs only the JSON reader and errors).
+$(FUZZ_DIR)/fuzz_jinja: tests/fuzz_jinja.c $(wildcard src/text/jinja/*.c) src/util/json.c src/util/err.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ -lm
 FUZZ_SEED_MODELS := $(wildcard $(SHARED)/fixtures/models/*.gguf)
 fuzz-seeds:
-	@mkdir -p $(FUZZ_DIR)/seeds-gguf $(FUZZ_DIR)/seeds-model $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/corpus-model
+	@mkdir -p $(FUZZ_DIR)/seeds-gguf $(FUZZ_DIR)/seeds-model $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/corpus-jinja
 	@for f in $(FUZZ_SEED_MODELS); do head -c 131072 $$f > $(FUZZ_DIR)/seeds-gguf/$$(basename $$f .gguf).head; done
 	@cp $(SHARED)/fixtures/moe-tiny/*.gguf $(FUZZ_DIR)/seeds-model/
 fuzz-run: fuzz
@@ -223,6 +228,8 @@ fuzz-run: fuzz
 	    $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/seeds-gguf tests/data/fuzz-corpus tests/data/gguf-good tests/data/gguf-bad
 	$(FUZZ_DIR)/fuzz_model -max_total_time=$(FUZZ_TIME) -max_len=1400000 -rss_limit_mb=4096 \
 	    $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/seeds-model
+	$(FUZZ_DIR)/fuzz_jinja -max_total_time=$(FUZZ_TIME) -max_len=40000 -timeout=10 -dict=tests/data/fuzz_jinja.dict \
+	    $(FUZZ_DIR)/corpus-jinja tests/jinja/templates
 
 clean:
 	rm -rf $(BUILD) hmoe

@@ -21,7 +21,7 @@ use strict; use warnings;
 my %level = (cli => 0, synth => 1, model => 2, sched => 3, text => 3, kernels => 4, cpu => 4, gguf => 5,
              util => 6, base => 6);
 # include/hmoe headers by the layer that implements them.
-my %hdr = (synth => "synth", model => "model", arch => "model", sched => "sched", text => "text", cuda => "kernels",
+my %hdr = (synth => "synth", model => "model", arch => "model", sched => "sched", text => "text", jinja => "text", cuda => "kernels",
            cpu => "cpu", gguf => "gguf", gguf_write => "gguf", common => "base", types => "base", fp16 => "base",
            quant_blocks => "base", json => "base", progress => "base");
 my ($pass, $fail) = (0, 0);
@@ -33,7 +33,7 @@ sub slurp { open my $f, "<", $_[0] or die "$_[0]: $!"; local $/; my $s = <$f>; c
 sub strip_comments { my $s = shift; $s =~ s{/\*.*?\*/}{ my $c = $&; $c =~ tr/\n//cd; $c }gse;
                      $s =~ s{//[^\n]*}{}g; $s }
 
-my @files = grep { -f } (glob("src/*/*.{c,h,cu,cuh}"), glob("src/model/arch/*.{c,h}"), glob("include/hmoe/*.h"));
+my @files = grep { -f } (glob("src/*/*.{c,h,cu,cuh}"), glob("src/model/arch/*.{c,h}"), glob("src/text/jinja/*.{c,h}"), glob("include/hmoe/*.h"));
 # The folder (layer) of a file, and of what an include names.
 sub folder_of_file { my $p = shift;
     return $hdr{$1} // "?hmoe/$1" if $p =~ m{^include/hmoe/(\w+)\.h$};

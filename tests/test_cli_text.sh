@@ -68,12 +68,12 @@ render_case no_think --no-think
 render_case no_gen_prompt --no-generation-prompt
 render_case multi_turn
 
-# Unknown template: one warning line, ChatML output.
+# No template in the file: one warning line, ChatML output.
 printf '{"messages": [{"role": "user", "content": "Hi"}]}' > "$T/hi.json"
 got=$($H template -m "$S/fixtures/moe-tiny/gpt-oss-tiny.gguf" -i "$T/hi.json" 2>"$T/err"); rc=$?
 [ $rc -eq 0 ] && [ "$got" = "$(printf '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant')" ] &&
-    [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "warning: .*not recognised.*ChatML" "$T/err"
-check "cli template unknown template -> one-line warning + ChatML" $? "rc $rc stderr '$(cat "$T/err")'"
+    [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "warning: .*no chat template.*ChatML" "$T/err"
+check "cli template without a template in the file -> one-line warning + ChatML" $? "rc $rc stderr '$(cat "$T/err")'"
 
 expect_fail() { # expect_fail NAME RC PATTERN cmd...
     local name=$1 want=$2 pat=$3; shift 3
@@ -89,9 +89,28 @@ expect_fail "tokenize missing -f file" 1 "nope.txt" $H tokenize -m "$V" -f "$T/n
 printf '{"messages": [{"role": "user", "content": "x"},]}' > "$T/bad.json"
 expect_fail "template bad JSON names line and column" 1 "line 1 column" $H template -m "$V" -i "$T/bad.json"
 printf '{"messages": [{"role": "wizard", "content": "x"}]}' > "$T/role.json"
-expect_fail "template unknown role" 1 "unknown role 'wizard'" $H template -m "$V" -i "$T/role.json"
+expect_fail "template unknown role (built-in qwen3)" 1 "unknown role 'wizard'" $H template -m "$V" --chat-template qwen3 -i "$T/role.json"
 expect_fail "template unknown --chat-template" 2 "unknown chat template" $H template --chat-template llama9 -i "$T/hi.json"
 expect_fail "template missing conversation file" 1 "nope.json" $H template -m "$V" -i "$T/nope.json"
+
+# The Jinja path: a template file, template variables, --jinja, and errors in each.
+J=tests/jinja/templates
+got=$($H template --chat-template-file "$J/gpt-oss.jinja" -i "$T/hi.json" 2>"$T/err"); rc=$?
+[ $rc -eq 0 ] && [ ! -s "$T/err" ] && case "$got" in *"<|start|>user<|message|>Hi<|end|><|start|>assistant") true;; *) false;; esac
+check "cli template --chat-template-file gpt-oss.jinja renders harmony" $? "rc $rc got '$got' stderr '$(cat "$T/err")'"
+a=$($H template -m "$V" -i "$T/hi.json" --no-think 2>&1)
+b=$($H template -m "$V" -i "$T/hi.json" --jinja --chat-template-kwargs '{"enable_thinking": false}' 2>&1)
+[ -n "$a" ] && [ "$a" = "$b" ] && case "$a" in *"<think>"*) true;; *) false;; esac
+check "cli template --chat-template-kwargs enable_thinking=false = --no-think" $? "'$a' vs '$b'"
+got=$($H template -m "$V" -i "$T/hi.json" --chat-template-kwargs '{"bos_token": "[B]"}' --chat-template '{{ bos_token }}{{ messages[0].content }}' 2>&1)
+[ "$got" = "[B]Hi" ]
+check "cli template --chat-template JINJA with a kwargs override of bos_token" $? "got '$got'"
+printf '{%% for m in messages %%}{{ m.content }\n' > "$T/bad.jinja"
+expect_fail "template file with a syntax error names line:col" 1 "line 1:" $H template --chat-template-file "$T/bad.jinja" -i "$T/hi.json"
+expect_fail "template bad --chat-template-kwargs" 2 "chat-template-kwargs" $H template -m "$V" -i "$T/hi.json" --chat-template-kwargs '[1]'
+printf '{"messages": [{"role": "user", "content": "x"}, {"role": "system", "content": "late"}]}' > "$T/late.json"
+expect_fail "template raise_exception of the template is the message" 1 "System message must be at the beginning" \
+    $H template --chat-template-file "$J/qwen3.5.jinja" -i "$T/late.json"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 /* text.h — the text layer: vocabulary from the GGUF tokenizer.* keys, byte-level BPE
  * tokenization (tokenizer.md §1–4), detokenization with UTF-8-safe streaming (§5), and
- * chat templates rendered without a Jinja engine (chat-templates.md §1, §4 option A).
+ * chat formats: the model's own Jinja template (jinja.h) or built-in renderers of the
+ * Qwen3, Qwen3.5/3.6, Nemotron-3 and ChatML families (chat-templates.md §1, §2).
  *
  * Serves src/cli and src/model; relies on gguf (reading the keys) and util (errors, JSON).
  * Behaviour follows llama.cpp, which produced the fixtures: same pre-tokenizer splits,
@@ -135,8 +136,8 @@ enum hmoe_chat_template {
     HMOE_CHAT_TEMPLATE_UNKNOWN = -1,
 };
 
-/* Recognise a GGUF tokenizer.chat_template. Returns HMOE_CHAT_TEMPLATE_UNKNOWN for a
- * template we do not render exactly (the caller then warns and falls back to ChatML). */
+/* Recognise a GGUF tokenizer.chat_template as one of the built-in families. Returns
+ * HMOE_CHAT_TEMPLATE_UNKNOWN for a template the built-in code does not render exactly. */
 enum hmoe_chat_template hmoe_chat_template_detect(const char *jinja_text);
 /* "chatml", "qwen3", "qwen35", "nemotron"; NULL for an invalid value. */
 const char *hmoe_chat_template_name(enum hmoe_chat_template t);
@@ -187,6 +188,45 @@ struct hmoe_chat_conv {
 enum hmoe_status hmoe_chat_conv_from_json(const struct hmoe_json *conv_json, struct hmoe_chat_conv *conv,
                                           struct hmoe_err *err);
 void hmoe_chat_conv_free(struct hmoe_chat_conv *conv);
+
+/* ---------------------------------------------------------------------------------------
+ * The chat format of a model: its own Jinja template (jinja.h) or a built-in family
+ * ------------------------------------------------------------------------------------ */
+
+/* Where the format comes from. The file's template renders by default; a built-in family
+ * is used for a file without one (Qwen3.5 for a qwen35 vocabulary, else ChatML with a
+ * warning), for a template the interpreter rejects (warning with its line:col) and when
+ * `name` is a built-in family name. */
+struct hmoe_chat_fmt_src {
+    const char *template_text;   /* tokenizer.chat_template or the --chat-template-file contents; NULL: none */
+    const char *template_origin; /* for messages: "tokenizer.chat_template", the file's path */
+    bool template_required;      /* the user gave the template: an error in it is an error, not a fallback */
+    const char *name;            /* --chat-template: a built-in family name or a Jinja template string; NULL */
+    const char *kwargs_json;     /* --chat-template-kwargs: a JSON object of template variables; NULL */
+    const char *bos_token, *eos_token; /* the vocabulary's texts, NULL when it has none */
+    enum hmoe_chat_template default_family; /* without a template: the architecture's format (UNKNOWN: ChatML, warned) */
+};
+struct hmoe_chat_fmt;
+/* *warning gets a one-line warning for the user ("" when none). Errors: unknown name, bad
+ * kwargs JSON, a required template that does not compile. */
+enum hmoe_status hmoe_chat_fmt_open(const struct hmoe_chat_fmt_src *src, struct hmoe_chat_fmt **out, char *warning,
+                                    size_t warning_cap, struct hmoe_err *err);
+void hmoe_chat_fmt_free(struct hmoe_chat_fmt *f);
+/* "jinja" when the template renders, else the built-in family's name. */
+const char *hmoe_chat_fmt_name(const struct hmoe_chat_fmt *f);
+/* The built-in family in use, or the one the template is recognised as (UNKNOWN when
+ * neither): which tool-call format to parse back. */
+enum hmoe_chat_template hmoe_chat_fmt_family(const struct hmoe_chat_fmt *f);
+/* Render messages (opts->tools: tool definitions as JSON text). */
+enum hmoe_status hmoe_chat_fmt_render(const struct hmoe_chat_fmt *f, const struct hmoe_chat_msg *msgs, size_t n,
+                                      const struct hmoe_chat_opts *opts, char **out, struct hmoe_err *err);
+/* Render an OpenAI-style request as the server receives it: `messages` (JSON array),
+ * `tools` (array or NULL; opts->tools is ignored) and the request's chat_template_kwargs
+ * (an object or NULL), which override the format's own kwargs. The template's
+ * raise_exception is HMOE_ERR_ARG with its message (an HTTP 400). */
+enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const struct hmoe_json *messages,
+                                           const struct hmoe_json *tools, const struct hmoe_chat_opts *opts,
+                                           const struct hmoe_json *kwargs, char **out, struct hmoe_err *err);
 
 /* HF-style tojson of a JSON value (", " and ": " separators, key order kept, non-ASCII kept),
  * appended to a malloc'd string. */

@@ -1,6 +1,6 @@
 /* chat_conv.c — the conversation of `hmoe chat`: messages owned as plain strings, edited
  * by the chat commands (/clear, /system, /regen, --ctx-drop-oldest), rendered with
- * hmoe_chat_render (chat-templates.md §1), saved and loaded in the OpenAI shape
+ * the model's chat format (hmoe_chat_fmt_render), saved and loaded in the OpenAI shape
  * {"messages": [...]} that `hmoe template -i` also reads (json.h, text.h).
  */
 #include <stdlib.h>
@@ -81,7 +81,7 @@ bool hmoe_cli_conv_drop_oldest(struct hmoe_cli_conv *c) {
     return true;
 }
 
-enum hmoe_status hmoe_cli_conv_render(const struct hmoe_cli_conv *c, enum hmoe_chat_template tmpl,
+enum hmoe_status hmoe_cli_conv_render(const struct hmoe_cli_conv *c, const struct hmoe_chat_fmt *fmt,
                                       bool add_generation_prompt, bool enable_thinking, char **out,
                                       struct hmoe_err *err) {
     struct hmoe_chat_msg *m = calloc(c->n ? c->n : 1, sizeof *m);
@@ -91,7 +91,7 @@ enum hmoe_status hmoe_cli_conv_render(const struct hmoe_cli_conv *c, enum hmoe_c
         m[i].content = c->msgs[i].content;
     }
     struct hmoe_chat_opts o = {.add_generation_prompt = add_generation_prompt, .enable_thinking = enable_thinking};
-    enum hmoe_status st = hmoe_chat_render(tmpl, m, c->n, &o, out, err);
+    enum hmoe_status st = hmoe_chat_fmt_render(fmt, m, c->n, &o, out, err);
     free(m);
     return st;
 }

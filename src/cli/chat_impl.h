@@ -33,7 +33,7 @@ bool hmoe_cli_conv_set_system(struct hmoe_cli_conv *c, const char *text);
  * the next user message. False when only the last user turn would be left. */
 bool hmoe_cli_conv_drop_oldest(struct hmoe_cli_conv *c);
 /* Render with the chat template into a malloc'd string. */
-enum hmoe_status hmoe_cli_conv_render(const struct hmoe_cli_conv *c, enum hmoe_chat_template tmpl,
+enum hmoe_status hmoe_cli_conv_render(const struct hmoe_cli_conv *c, const struct hmoe_chat_fmt *fmt,
                                       bool add_generation_prompt, bool enable_thinking, char **out,
                                       struct hmoe_err *err);
 /* {"messages": [{"role": ..., "content": ...}, ...]}, the format `hmoe template -i` reads. */
@@ -54,7 +54,7 @@ struct hmoe_chat_session {
     struct hmoe_ctx *ctx;
     struct hmoe_vocab *vocab;
     struct hmoe_sampler *smp;
-    enum hmoe_chat_template tmpl;
+    struct hmoe_chat_fmt *fmt; /* the model's template or a built-in format */
     bool enable_thinking;
     enum hmoe_chat_think think;
     bool color;             /* stdout is a terminal: ANSI dim for reasoning */

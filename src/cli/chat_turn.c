@@ -28,7 +28,7 @@ static int render_tokens(const struct hmoe_chat_session *s, bool add_gen, int32_
     char *text = NULL;
     *ids = NULL;
     *n = 0;
-    if (hmoe_cli_conv_render(&s->conv, s->tmpl, add_gen, s->enable_thinking, &text, &err)) return hmoe_cli_fail(&err);
+    if (hmoe_cli_conv_render(&s->conv, s->fmt, add_gen, s->enable_thinking, &text, &err)) return hmoe_cli_fail(&err);
     enum hmoe_status st = hmoe_tokenize(s->vocab, text, strlen(text), true, true, ids, n, &err);
     free(text);
     return st ? hmoe_cli_fail(&err) : HMOE_EXIT_OK;

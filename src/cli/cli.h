@@ -82,9 +82,9 @@ struct hmoe_cli_compat {
     {"--gpu-layers", NULL, "N|auto|all", "the same as -ngl", HMOE_OPT_STR, &(c).n_gpu_layers},                    \
     {"--flash-attn", "-fa", "on|off|auto", "ignored: attention is always the fused kernel", HMOE_OPT_STR,          \
      &(c).flash_attn},                                                                                          \
-    {"--jinja", NULL, NULL, "ignored: the GGUF's chat template family is rendered built in (--chat-template)",    \
+    {"--jinja", NULL, NULL, "accepted: the model's own Jinja template is the default (--chat-template NAME: built in)", \
      HMOE_OPT_FLAG, &(c).jinja},                                                                                \
-    {"--no-jinja", NULL, NULL, "ignored, as --jinja", HMOE_OPT_FLAG, &(c).no_jinja},                             \
+    {"--no-jinja", NULL, NULL, "ignored: use --chat-template NAME for a built-in format", HMOE_OPT_FLAG, &(c).no_jinja},                             \
     {"--parallel", "-np", "N", "sequences at a time: one (serve queues further requests)", HMOE_OPT_STR,          \
      &(c).parallel},                                                                                            \
     {"--fit", "-fit", "on|off", "on is what hmoe does: placement fits --vram-budget; -c is never shrunk",         \
@@ -258,11 +258,23 @@ void hmoe_cli_sampler_seed(struct hmoe_sampler_params *sp, int64_t seed);
 
 /* Load the model's vocabulary and check it matches the logits; prints the error. */
 int hmoe_cli_vocab_open(const struct hmoe_model *model, struct hmoe_vocab **vocab);
-/* The chat format: --chat-template NAME when given (unknown: usage error), else detected
- * from the GGUF's template, else (no template) the architecture's default family (arch.h);
- * unrecognised: warning, ChatML. */
-int hmoe_cli_chat_template(const struct hmoe_model *model, const struct hmoe_vocab *vocab, const char *name,
-                           enum hmoe_chat_template *out);
+/* The chat template flags of run, chat and template (llama.cpp's names). */
+struct hmoe_cli_chat_args {
+    const char *name;   /* --chat-template NAME|JINJA */
+    const char *file;   /* --chat-template-file FILE */
+    const char *kwargs; /* --chat-template-kwargs JSON */
+};
+#define HMOE_CLI_CHAT_TEMPLATE_OPTS(a)                                                                                \
+    {"--chat-template", NULL, "NAME", "built-in format chatml, qwen3, qwen35 or nemotron, or a Jinja template string "  \
+     "(default: the model's own template)", HMOE_OPT_STR, &(a).name},                                                 \
+    {"--chat-template-file", NULL, "FILE", "render with the Jinja template in FILE", HMOE_OPT_STR, &(a).file},         \
+    {"--chat-template-kwargs", NULL, "JSON", "template variables, e.g. '{\"enable_thinking\": false}'", HMOE_OPT_STR, \
+     &(a).kwargs}
+/* The chat format from those flags and the vocabulary's template; a file without a template
+ * speaks `arch_family`, its architecture's format (arch.h; UNKNOWN: ChatML with a warning).
+ * Prints warnings and errors (usage error for a bad name or kwargs). Free with hmoe_chat_fmt_free. */
+int hmoe_cli_chat_format(const struct hmoe_vocab *vocab, enum hmoe_chat_template arch_family,
+                         const struct hmoe_cli_chat_args *a, struct hmoe_chat_fmt **out);
 
 /* llama.cpp-style timing block (llama_perf_context_print), printed to stderr by run. */
 struct hmoe_cli_timings {

@@ -179,9 +179,9 @@ static int server_flags(const char *cmd, struct hmoe_cli_model_opts *o) {
     }
     if (c->metrics && !is_serve(cmd)) note(o, "--metrics", NULL, "ignored: only serve has a /metrics endpoint");
     if (c->jinja || c->no_jinja)
-        note(o, c->jinja ? "--jinja" : "--no-jinja", NULL,
-             "ignored: hmoe renders the GGUF's chat template family built in (qwen3, qwen35, nemotron, chatml; "
-             "--chat-template picks one)");
+        note(o, c->jinja ? "--jinja" : "--no-jinja", NULL, "%s",
+             c->jinja ? "the default: the model's own Jinja template is rendered (--chat-template NAME: a built-in format)"
+                      : "ignored: the model's own Jinja template is rendered (--chat-template NAME: a built-in format)");
     return 0;
 }
 

@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "hmoe/json.h"
 
 void hmoe_cli_sampler_seed(struct hmoe_sampler_params *sp, int64_t seed) {
     sp->seed = seed < 0 ? (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) : (uint64_t)seed;
@@ -42,24 +44,30 @@ int hmoe_cli_vocab_open(const struct hmoe_model *model, struct hmoe_vocab **voca
     return HMOE_EXIT_OK;
 }
 
-int hmoe_cli_chat_template(const struct hmoe_model *model, const struct hmoe_vocab *vocab, const char *name,
-                           enum hmoe_chat_template *out) {
-    if (name) {
-        *out = hmoe_chat_template_from_name(name);
-        if (*out == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-            fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3, qwen35, nemotron)\n", name);
-            return HMOE_EXIT_USAGE;
-        }
-        return HMOE_EXIT_OK;
+int hmoe_cli_chat_format(const struct hmoe_vocab *vocab, enum hmoe_chat_template arch_family,
+                         const struct hmoe_cli_chat_args *a, struct hmoe_chat_fmt **out) {
+    struct hmoe_err err = {0};
+    char *file_text = NULL;
+    size_t len;
+    if (a->file && hmoe_read_file(a->file, &file_text, &len, &err) != HMOE_OK) return hmoe_cli_fail(&err);
+    struct hmoe_chat_fmt_src src = {
+        .template_text = a->file ? file_text : vocab->chat_template,
+        .template_origin = a->file ? a->file : "tokenizer.chat_template",
+        .template_required = a->file != NULL,
+        .name = a->name,
+        .kwargs_json = a->kwargs,
+        .bos_token = vocab->bos_id != HMOE_TOKEN_NONE ? vocab->text[vocab->bos_id] : NULL,
+        .eos_token = vocab->eos_id != HMOE_TOKEN_NONE ? vocab->text[vocab->eos_id] : NULL,
+        .default_family = arch_family,
+    };
+    char warning[640];
+    enum hmoe_status st = hmoe_chat_fmt_open(&src, out, warning, sizeof warning, &err);
+    free(file_text);
+    if (st != HMOE_OK) {
+        fprintf(stderr, "hmoe: %s\n", err.msg);
+        return st == HMOE_ERR_ARG ? HMOE_EXIT_USAGE : HMOE_EXIT_ERROR;
     }
-    *out = hmoe_chat_template_detect(vocab->chat_template);
-    /* A file without any template (e.g. a synthetic one) speaks its architecture's format. */
-    if (!vocab->chat_template) *out = hmoe_model_arch(model)->chat_family;
-    if (*out == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-        fprintf(stderr, "hmoe: warning: chat template not recognised (hmoe renders: qwen3, qwen35, nemotron); using plain "
-                        "ChatML (choose with --chat-template chatml|qwen3|qwen35|nemotron)\n");
-        *out = HMOE_CHAT_TEMPLATE_CHATML;
-    }
+    if (warning[0]) fprintf(stderr, "hmoe: warning: %s\n", warning);
     return HMOE_EXIT_OK;
 }
 

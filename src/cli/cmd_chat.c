@@ -171,7 +171,8 @@ int hmoe_cmd_chat(int argc, char **argv) {
     hmoe_sampler_params_default(&sp);
     int64_t seed = -1;
     int n_predict = -1;
-    const char *sys = NULL, *tmpl_name = NULL;
+    const char *sys = NULL;
+    struct hmoe_cli_chat_args ca = {0};
     bool think = false, no_think = false, show_think = false, hide_think = false, drop_oldest = false,
          verbose = false;
     const struct hmoe_opt opts[] = {
@@ -187,7 +188,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
          HMOE_OPT_FLAG, &show_think},
         {"--hide-think", NULL, NULL, "do not print the reasoning (default when stdout is not a terminal)",
          HMOE_OPT_FLAG, &hide_think},
-        {"--chat-template", NULL, "NAME", "chatml, qwen3, qwen35 or nemotron instead of the detected format", HMOE_OPT_STR, &tmpl_name},
+        HMOE_CLI_CHAT_TEMPLATE_OPTS(ca),
         {"--ctx-drop-oldest", NULL, NULL,
          "when the conversation plus room for the answer (-n, or a quarter of -c) does not fit, drop the oldest "
          "user/assistant exchanges (the system prompt stays) instead of refusing the turn",
@@ -229,7 +230,8 @@ int hmoe_cmd_chat(int argc, char **argv) {
     s.think = show_think ? HMOE_THINK_SHOW : hide_think ? HMOE_THINK_HIDE : tty_out ? HMOE_THINK_SHOW : HMOE_THINK_HIDE;
     s.progress = !mo.quiet && hmoe_progress_stderr_is_tty();
     if ((rc = hmoe_cli_model_open(&mo, &s.model, &s.ctx))) return rc;
-    if ((rc = hmoe_cli_vocab_open(s.model, &s.vocab)) || (rc = hmoe_cli_chat_template(s.model, s.vocab, tmpl_name, &s.tmpl)))
+    if ((rc = hmoe_cli_vocab_open(s.model, &s.vocab)) ||
+        (rc = hmoe_cli_chat_format(s.vocab, hmoe_model_arch(s.model)->chat_family, &ca, &s.fmt)))
         goto done;
     if (hmoe_sampler_init(&sp, s.model->cfg.n_vocab, &s.smp, &err)) {
         rc = hmoe_cli_fail(&err);
@@ -250,7 +252,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
               hmoe_ctx_n_ctx(s.ctx), hmoe_type_name(hmoe_ctx_get_params(s.ctx)->type_k),
               hmoe_type_name(hmoe_ctx_get_params(s.ctx)->type_v), hmoe_ctx_kv_bytes(s.ctx) / 1048576.0,
               hmoe_ctx_get_params(s.ctx)->n_threads, hmoe_cpu_path_name(hmoe_cpu_path()),
-              hmoe_chat_template_name(s.tmpl), s.enable_thinking ? "on" : "off", (unsigned long long)sp.seed);
+              hmoe_chat_fmt_name(s.fmt), s.enable_thinking ? "on" : "off", (unsigned long long)sp.seed);
 
     struct sigaction sa, old_sa;
     memset(&sa, 0, sizeof sa);
@@ -265,7 +267,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
         r.prompt_more = s.color ? "\033[1m. \033[0m" : ". ";
         fprintf(stderr, "hmoe chat: %s, context %d, template %s, thinking %s. /help lists commands; Ctrl+C stops an "
                         "answer; Ctrl+D exits.\n",
-                s.model->gguf->path, hmoe_ctx_n_ctx(s.ctx), hmoe_chat_template_name(s.tmpl),
+                s.model->gguf->path, hmoe_ctx_n_ctx(s.ctx), hmoe_chat_fmt_name(s.fmt),
                 s.enable_thinking ? "on" : "off");
     }
     bool failed = false;
@@ -316,6 +318,7 @@ done:
     free(s.kv_ids);
     free(s.logits);
     hmoe_sampler_free(s.smp);
+    hmoe_chat_fmt_free(s.fmt);
     hmoe_vocab_free(s.vocab);
     hmoe_cli_ctx_report(s.ctx);
     hmoe_ctx_free(s.ctx);

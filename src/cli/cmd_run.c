@@ -52,16 +52,18 @@ static size_t process_escapes(char *s) {
 }
 
 /* The prompt as one user turn of the model's chat template (or --chat-template). */
-static int wrap_chat(const struct hmoe_model *model, const struct hmoe_vocab *vocab, const char *tmpl_name,
-                     bool no_think, const char *prompt, char **out) {
-    enum hmoe_chat_template t;
-    int rc = hmoe_cli_chat_template(model, vocab, tmpl_name, &t);
+static int wrap_chat(const struct hmoe_model *model, const struct hmoe_vocab *vocab, const struct hmoe_cli_chat_args *ca,
+                     bool no_think,
+                     const char *prompt, char **out) {
+    struct hmoe_chat_fmt *fmt = NULL;
+    int rc = hmoe_cli_chat_format(vocab, hmoe_model_arch(model)->chat_family, ca, &fmt);
     if (rc) return rc;
     struct hmoe_chat_msg msg = {.role = "user", .content = prompt};
     struct hmoe_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !no_think};
     struct hmoe_err err = {0};
-    if (hmoe_chat_render(t, &msg, 1, &co, out, &err)) return hmoe_cli_fail(&err);
-    return HMOE_EXIT_OK;
+    if (hmoe_chat_fmt_render(fmt, &msg, 1, &co, out, &err)) rc = hmoe_cli_fail(&err);
+    hmoe_chat_fmt_free(fmt);
+    return rc;
 }
 
 static void print_ids(const char *what, const int32_t *ids, int n) {
@@ -75,7 +77,8 @@ int hmoe_cmd_run(int argc, char **argv) {
     hmoe_cli_model_opts_default(&mo);
     struct hmoe_sampler_params sp;
     hmoe_sampler_params_default(&sp);
-    const char *prompt_arg = NULL, *prompt_file = NULL, *tmpl_name = NULL;
+    const char *prompt_arg = NULL, *prompt_file = NULL;
+    struct hmoe_cli_chat_args ca = {0};
     int n_predict = 128;
     int64_t seed = -1;
     bool chat = false, no_think = false, no_display = false, no_escape = false, escape = false, ignore_eos = false,
@@ -89,8 +92,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         {"--chat", NULL, NULL, "wrap the prompt as one user turn of the model's chat template", HMOE_OPT_FLAG, &chat},
         {"--no-think", NULL, NULL, "with --chat: thinking off (Qwen3 enable_thinking=false)", HMOE_OPT_FLAG,
          &no_think},
-        {"--chat-template", NULL, "NAME", "with --chat: chatml, qwen3, qwen35 or nemotron instead of the detected format", HMOE_OPT_STR,
-         &tmpl_name},
+        HMOE_CLI_CHAT_TEMPLATE_OPTS(ca),
         {"--ignore-eos", NULL, NULL, "keep generating after end-of-generation tokens", HMOE_OPT_FLAG, &ignore_eos},
         {"--no-display-prompt", NULL, NULL, "do not echo the prompt before the completion", HMOE_OPT_FLAG,
          &no_display},
@@ -150,7 +152,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (chat) {
-        if ((rc = wrap_chat(model, vocab, tmpl_name, no_think, prompt, &wrapped))) goto done;
+        if ((rc = wrap_chat(model, vocab, &ca, no_think, prompt, &wrapped))) goto done;
         free(prompt);
         prompt = wrapped;
         wrapped = NULL;
