@@ -34,6 +34,7 @@ enum hmoe_vocab_pre {
     HMOE_VOCAB_PRE_LLAMA3, /* "pixtral" (Nemotron-3), "llama3", "llama-v3", "llama-bpe": numbers in runs of
                               up to 3 digits, a word that is itself a token is emitted whole (ignore_merges),
                               BOS added unless tokenizer.ggml.add_bos_token is false */
+    HMOE_VOCAB_PRE_GPT4O,  /* "gpt-4o": o200k (gpt-oss); case-split letter runs, numbers in runs of up to 3 */
 };
 
 #define HMOE_TOKEN_NONE (-1)

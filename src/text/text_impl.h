@@ -60,6 +60,10 @@ typedef bool (*hmoe_pretok_emit_fn)(void *ctx, size_t start, size_t end);
 bool hmoe_pretok_qwen_split(enum hmoe_vocab_pre pre, const uint32_t *cpts, const uint8_t *flags, size_t n,
                             hmoe_pretok_emit_fn emit, void *ctx);
 
+/* pretok_gpt4o.c: the same contract for the "gpt-4o" pre-tokenizer (o200k vocabularies). */
+bool hmoe_pretok_gpt4o_split(const uint32_t *cpts, const uint8_t *flags, size_t n, hmoe_pretok_emit_fn emit,
+                             void *ctx);
+
 /* Detect special ids by token text, fix attributes and build the EOG set and the
  * special-token list, as llama.cpp does after reading the keys (tokenizer.md §2). */
 enum hmoe_status hmoe_vocab_setup_specials(struct hmoe_vocab *v, struct hmoe_err *err);
