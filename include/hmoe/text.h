@@ -132,6 +132,7 @@ enum hmoe_chat_template {
     HMOE_CHAT_TEMPLATE_QWEN3,  /* Qwen3 hybrid thinking (chat-templates.md §1) */
     HMOE_CHAT_TEMPLATE_QWEN35, /* Qwen3.5 / Qwen3.6: thinking on by default, XML tool calls (§2) */
     HMOE_CHAT_TEMPLATE_NEMOTRON, /* NVIDIA Nemotron-3: system turn always, <think></think> history (nemotron_h_moe.md §10) */
+    HMOE_CHAT_TEMPLATE_HARMONY,  /* gpt-oss harmony: system/developer messages, analysis/final/commentary channels (§3) */
     HMOE_CHAT_TEMPLATE_COUNT,
     HMOE_CHAT_TEMPLATE_UNKNOWN = -1,
 };
@@ -139,7 +140,7 @@ enum hmoe_chat_template {
 /* Recognise a GGUF tokenizer.chat_template. Returns HMOE_CHAT_TEMPLATE_UNKNOWN for a
  * template we do not render exactly (the caller then warns and falls back to ChatML). */
 enum hmoe_chat_template hmoe_chat_template_detect(const char *jinja_text);
-/* "chatml", "qwen3", "qwen35", "nemotron"; NULL for an invalid value. */
+/* "chatml", "qwen3", "qwen35", "nemotron", "harmony"; NULL for an invalid value. */
 const char *hmoe_chat_template_name(enum hmoe_chat_template t);
 /* Parse a name as given to --chat-template; HMOE_CHAT_TEMPLATE_UNKNOWN when not known. */
 enum hmoe_chat_template hmoe_chat_template_from_name(const char *name);
@@ -151,7 +152,7 @@ struct hmoe_chat_tool_call {
 };
 
 struct hmoe_chat_msg {
-    const char *role;              /* "system", "user", "assistant", "tool" */
+    const char *role;              /* "system", "user", "assistant", "tool" ("developer": harmony only) */
     const char *content;           /* never NULL ("" for none) */
     const char *reasoning_content; /* assistant only; NULL when absent */
     const struct hmoe_chat_tool_call *tool_calls;
@@ -164,6 +165,8 @@ struct hmoe_chat_opts {
     bool preserve_thinking;      /* Qwen3.6 option: keep the reasoning of every assistant turn (Qwen3.5) */
     const char *const *tools;    /* tool definitions as JSON text (tojson form), or NULL */
     size_t n_tools;
+    const char *reasoning_effort; /* harmony: "low", "medium" (NULL: the template's default), "high" */
+    const char *current_date;     /* harmony: "YYYY-MM-DD" for the system message; NULL = today (local time) */
 };
 
 /* Render `n` messages into a malloc'd NUL-terminated prompt (*out). An unknown role, or

@@ -46,7 +46,7 @@ int hmoe_cli_chat_template(const struct hmoe_vocab *vocab, const char *name, enu
     if (name) {
         *out = hmoe_chat_template_from_name(name);
         if (*out == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-            fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3, qwen35, nemotron)\n", name);
+            fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3, qwen35, nemotron, harmony)\n", name);
             return HMOE_EXIT_USAGE;
         }
         return HMOE_EXIT_OK;
@@ -54,9 +54,11 @@ int hmoe_cli_chat_template(const struct hmoe_vocab *vocab, const char *name, enu
     *out = hmoe_chat_template_detect(vocab->chat_template);
     /* A Qwen3.5 vocabulary without any template (e.g. a synthetic file) speaks Qwen3.5. */
     if (!vocab->chat_template && vocab->pre == HMOE_VOCAB_PRE_QWEN35) *out = HMOE_CHAT_TEMPLATE_QWEN35;
+    /* Likewise an o200k ("gpt-4o") vocabulary without one: gpt-oss speaks only harmony. */
+    if (!vocab->chat_template && vocab->pre == HMOE_VOCAB_PRE_GPT4O) *out = HMOE_CHAT_TEMPLATE_HARMONY;
     if (*out == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-        fprintf(stderr, "hmoe: warning: chat template not recognised (hmoe renders: qwen3, qwen35, nemotron); using plain "
-                        "ChatML (choose with --chat-template chatml|qwen3|qwen35|nemotron)\n");
+        fprintf(stderr, "hmoe: warning: chat template not recognised (hmoe renders: qwen3, qwen35, nemotron, harmony); using plain "
+                        "ChatML (choose with --chat-template chatml|qwen3|qwen35|nemotron|harmony)\n");
         *out = HMOE_CHAT_TEMPLATE_CHATML;
     }
     return HMOE_EXIT_OK;

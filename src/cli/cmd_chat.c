@@ -187,7 +187,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
          HMOE_OPT_FLAG, &show_think},
         {"--hide-think", NULL, NULL, "do not print the reasoning (default when stdout is not a terminal)",
          HMOE_OPT_FLAG, &hide_think},
-        {"--chat-template", NULL, "NAME", "chatml, qwen3, qwen35 or nemotron instead of the detected format", HMOE_OPT_STR, &tmpl_name},
+        {"--chat-template", NULL, "NAME", "chatml, qwen3, qwen35, nemotron or harmony instead of the detected format", HMOE_OPT_STR, &tmpl_name},
         {"--ctx-drop-oldest", NULL, NULL,
          "when the conversation plus room for the answer (-n, or a quarter of -c) does not fit, drop the oldest "
          "user/assistant exchanges (the system prompt stays) instead of refusing the turn",

@@ -89,7 +89,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         {"--chat", NULL, NULL, "wrap the prompt as one user turn of the model's chat template", HMOE_OPT_FLAG, &chat},
         {"--no-think", NULL, NULL, "with --chat: thinking off (Qwen3 enable_thinking=false)", HMOE_OPT_FLAG,
          &no_think},
-        {"--chat-template", NULL, "NAME", "with --chat: chatml, qwen3, qwen35 or nemotron instead of the detected format", HMOE_OPT_STR,
+        {"--chat-template", NULL, "NAME", "with --chat: chatml, qwen3, qwen35, nemotron or harmony instead of the detected format", HMOE_OPT_STR,
          &tmpl_name},
         {"--ignore-eos", NULL, NULL, "keep generating after end-of-generation tokens", HMOE_OPT_FLAG, &ignore_eos},
         {"--no-display-prompt", NULL, NULL, "do not echo the prompt before the completion", HMOE_OPT_FLAG,

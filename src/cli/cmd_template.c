@@ -12,7 +12,7 @@
 #include "hmoe/text.h"
 
 static const char *usage =
-    "hmoe template -m FILE -i conversation.json [--no-generation-prompt] [--no-think] [--chat-template chatml|qwen3|qwen35|nemotron]";
+    "hmoe template -m FILE -i conversation.json [--no-generation-prompt] [--no-think] [--chat-template chatml|qwen3|qwen35|nemotron|harmony]";
 
 int hmoe_cmd_template(int argc, char **argv) {
     const char *model = NULL, *input = NULL, *tmpl_name = NULL;
@@ -25,7 +25,7 @@ int hmoe_cmd_template(int argc, char **argv) {
          HMOE_OPT_FLAG, &no_gen},
         {"--no-think", NULL, NULL, "thinking off: Qwen3 gets an empty <think></think> block (enable_thinking=false)",
          HMOE_OPT_FLAG, &no_think},
-        {"--chat-template", NULL, "NAME", "use this format instead of detecting it: chatml, qwen3, qwen35, nemotron", HMOE_OPT_STR,
+        {"--chat-template", NULL, "NAME", "use this format instead of detecting it: chatml, qwen3, qwen35, nemotron, harmony", HMOE_OPT_STR,
          &tmpl_name},
         {NULL, NULL, NULL, NULL, HMOE_OPT_FLAG, NULL},
     };
@@ -39,7 +39,7 @@ int hmoe_cmd_template(int argc, char **argv) {
     }
     enum hmoe_chat_template tmpl = HMOE_CHAT_TEMPLATE_UNKNOWN;
     if (tmpl_name && (tmpl = hmoe_chat_template_from_name(tmpl_name)) == HMOE_CHAT_TEMPLATE_UNKNOWN) {
-        fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3, qwen35, nemotron)\nusage: %s\n", tmpl_name,
+        fprintf(stderr, "hmoe: unknown chat template '%s' (supported: chatml, qwen3, qwen35, nemotron, harmony)\nusage: %s\n", tmpl_name,
                 usage);
         return HMOE_EXIT_USAGE;
     }
@@ -59,12 +59,15 @@ int hmoe_cmd_template(int argc, char **argv) {
         if (!jinja && hmoe_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL) == HMOE_OK && pre.len == 6 &&
             memcmp(pre.ptr, "qwen35", 6) == 0)
             tmpl = HMOE_CHAT_TEMPLATE_QWEN35;
+        if (!jinja && hmoe_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL) == HMOE_OK && pre.len == 6 &&
+            memcmp(pre.ptr, "gpt-4o", 6) == 0)
+            tmpl = HMOE_CHAT_TEMPLATE_HARMONY; /* an o200k vocabulary (gpt-oss) speaks harmony */
         free(jinja);
         hmoe_gguf_free(g);
         if (tmpl == HMOE_CHAT_TEMPLATE_UNKNOWN) {
             fprintf(stderr,
-                    "hmoe: warning: %s: chat template not recognised (hmoe renders: qwen3, qwen35, nemotron); using plain "
-                    "ChatML (choose with --chat-template chatml|qwen3|qwen35|nemotron)\n",
+                    "hmoe: warning: %s: chat template not recognised (hmoe renders: qwen3, qwen35, nemotron, harmony); using plain "
+                    "ChatML (choose with --chat-template chatml|qwen3|qwen35|nemotron|harmony)\n",
                     model);
             tmpl = HMOE_CHAT_TEMPLATE_CHATML;
         }

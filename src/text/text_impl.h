@@ -90,4 +90,10 @@ void hmoe_text_py_value(struct hmoe_strbuf *b, const struct hmoe_json *v);
 enum hmoe_status hmoe_text_render_nemotron(struct hmoe_strbuf *b, const struct hmoe_chat_msg *msgs, size_t n,
                                            const struct hmoe_chat_opts *o, struct hmoe_err *err);
 
+/* template_harmony.c — append the gpt-oss harmony rendering of msgs (chat-templates.md §3);
+ * HMOE_ERR_ARG for what that template refuses (channel tags in a field, content and
+ * reasoning on one tool-call turn, a tool result without a call, a malformed tool). */
+enum hmoe_status hmoe_text_render_harmony(struct hmoe_strbuf *b, const struct hmoe_chat_msg *msgs, size_t n,
+                                          const struct hmoe_chat_opts *o, struct hmoe_err *err);
+
 #endif
