@@ -140,7 +140,39 @@ static void run_today_and_tokens(void) {
     hmoe_json_free(c);
 }
 
+static bool span_is(struct hmoe_harmony_span s, const char *want) {
+    return want ? s.p && s.n == strlen(want) && memcmp(s.p, want, s.n) == 0 : s.p == NULL;
+}
+
+/* A generated turn split into analysis and final text (what chat keeps as history). */
+static void run_reply_split(void) {
+    static const struct {
+        const char *text, *analysis, *final;
+        bool has_final;
+    } cases[] = {
+        {"<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>answer", "think",
+         "answer", true},
+        {"<|channel|>final<|message|>answer<|return|>", NULL, "answer", true},
+        {"plain text", NULL, "plain text", true},
+        {"<|channel|>analysis<|message|>cut off", "cut off", NULL, false},
+        {"<|channel|>analysis<|message|>a1<|end|><|start|>assistant<|channel|>analysis<|message|>a2<|end|>", "a2",
+         NULL, false},
+        {"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>", NULL, NULL, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct hmoe_harmony_reply r;
+        hmoe_chat_harmony_reply(cases[i].text, &r);
+        char name[160];
+        snprintf(name, sizeof name, "harmony reply split %zu: analysis / final / has_final", i);
+        t_check(span_is(r.analysis, cases[i].analysis) && span_is(r.final, cases[i].final) &&
+                    r.has_final == cases[i].has_final,
+                name, "analysis '%.*s' final '%.*s' has_final %d", (int)r.analysis.n, r.analysis.p ? r.analysis.p : "",
+                (int)r.final.n, r.final.p ? r.final.p : "", r.has_final);
+    }
+}
+
 int main(void) {
+    run_reply_split();
     run_renders();
     run_detect();
     run_today_and_tokens();

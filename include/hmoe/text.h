@@ -174,6 +174,20 @@ struct hmoe_chat_opts {
 enum hmoe_status hmoe_chat_render(enum hmoe_chat_template tmpl, const struct hmoe_chat_msg *msgs, size_t n,
                                   const struct hmoe_chat_opts *opts, char **out, struct hmoe_err *err);
 
+/* The parts of one assistant turn as a gpt-oss model writes it after "<|start|>assistant"
+ * (harmony header tokens rendered): the text of the last analysis message and of the last final
+ * message, as views into the text. Text without any <|channel|> is all final. Used to keep a
+ * chat's history in the shape the harmony template expects (reasoning apart from content). */
+struct hmoe_harmony_span {
+    const char *p;
+    size_t n;
+};
+struct hmoe_harmony_reply {
+    struct hmoe_harmony_span analysis, final;
+    bool has_final; /* false: the turn ended before its final message (cut, or a tool call) */
+};
+void hmoe_chat_harmony_reply(const char *text, struct hmoe_harmony_reply *out);
+
 /* Build messages from an OpenAI-style conversation object {"messages": [...], "tools": [...]}
  * (hmoe/json.h DOM). *msgs, the tool-call arrays and *tools (JSON text) are malloc'd and
  * point into `conv` for strings; free them with hmoe_chat_conv_free. Errors name the

@@ -328,3 +328,31 @@ enum hmoe_status hmoe_text_render_harmony(struct hmoe_strbuf *b, const struct hm
     if (o->add_generation_prompt) hmoe_strbuf_add(b, "<|start|>assistant");
     return HMOE_OK;
 }
+
+/* Body of the message whose header starts at `hdr` (just after "<|channel|>"): from after
+ * "<|message|>" to the next <|end|>, <|return|>, <|call|> or <|start|> (or the end). */
+static struct hmoe_harmony_span message_body(const char *hdr, const char *end) {
+    static const char *const stops[] = {"<|end|>", "<|return|>", "<|call|>", "<|start|>"};
+    const char *m = strstr(hdr, "<|message|>");
+    if (!m || m >= end) return (struct hmoe_harmony_span){end, 0};
+    const char *b = m + strlen("<|message|>"), *e = end;
+    for (size_t k = 0; k < HMOE_ARRAY_LEN(stops); k++) {
+        const char *s = strstr(b, stops[k]);
+        if (s && s < e) e = s;
+    }
+    return (struct hmoe_harmony_span){b, (size_t)(e - b)};
+}
+
+void hmoe_chat_harmony_reply(const char *text, struct hmoe_harmony_reply *out) {
+    const char *end = text + strlen(text);
+    memset(out, 0, sizeof *out);
+    bool any = false;
+    for (const char *c = strstr(text, "<|channel|>"); c; c = strstr(c + 1, "<|channel|>")) {
+        const char *name = c + strlen("<|channel|>");
+        struct hmoe_harmony_span body = message_body(name, end);
+        any = true;
+        if (strncmp(name, "analysis", 8) == 0) out->analysis = body;
+        else if (strncmp(name, "final", 5) == 0) out->final = body, out->has_final = true;
+    }
+    if (!any) out->final = (struct hmoe_harmony_span){text, (size_t)(end - text)}, out->has_final = true;
+}
