@@ -27,6 +27,13 @@ esac
 check "template on a gpt-4o vocabulary without a template: harmony, no warning" $(( r || $(wc -c <"$T/err") )) \
     "got '$got' stderr '$(cat "$T/err")'"
 
+got=$($H template -m "$M" -i "$T/t1.json" --chat-template-kwargs '{"reasoning_effort": "high"}' 2>"$T/err")
+case "$got" in *"Reasoning: high"*) r=0;; *) r=1;; esac
+check "template --chat-template-kwargs reasoning_effort high" $(( r || $(wc -c <"$T/err") )) "got '$got' $(cat "$T/err")"
+$H template -m "$M" -i "$T/t1.json" --chat-template-kwargs '{"reasoning_effort": 1}' >/dev/null 2>"$T/err"
+rc=$?
+check "template --chat-template-kwargs with a non-string effort: usage error" $(( rc != 2 )) "rc $rc $(cat "$T/err")"
+
 printf 'Hello\nHow are you?\n/regen\n' | $H chat -m "$M" --temp 0 -t 1 -n 8 >"$T/out" 2>"$T/err"
 rc=$?
 n_tim=$(grep -c '^\[prompt ' "$T/err")

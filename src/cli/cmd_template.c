@@ -12,10 +12,41 @@
 #include "hmoe/text.h"
 
 static const char *usage =
-    "hmoe template -m FILE -i conversation.json [--no-generation-prompt] [--no-think] [--chat-template chatml|qwen3|qwen35|nemotron|harmony]";
+    "hmoe template -m FILE -i conversation.json [--no-generation-prompt] [--no-think] [--chat-template chatml|qwen3|qwen35|nemotron|harmony] "
+    "[--chat-template-kwargs JSON]";
+
+/* --chat-template-kwargs as llama.cpp takes it: a JSON object of template variables. The
+ * rendered families read enable_thinking (a bool) and reasoning_effort (a string: harmony's
+ * "Reasoning:" line); other keys have no effect here and are named in a warning. */
+static int apply_kwargs(const char *text, struct hmoe_json **keep, struct hmoe_chat_opts *o) {
+    struct hmoe_err err = {0};
+    struct hmoe_json *j = hmoe_json_parse(text, strlen(text), &err);
+    if (!j || j->kind != HMOE_JSON_OBJECT) {
+        fprintf(stderr, "hmoe: --chat-template-kwargs must be a JSON object, e.g. '{\"reasoning_effort\": \"high\"}'%s%s\n",
+                j ? "" : ": ", j ? "" : err.msg);
+        hmoe_json_free(j);
+        return HMOE_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < j->n; i++) {
+        const char *k = j->keys[i];
+        const struct hmoe_json *v = j->items[i];
+        if (strcmp(k, "reasoning_effort") == 0 && v->kind == HMOE_JSON_STRING) o->reasoning_effort = v->str;
+        else if (strcmp(k, "enable_thinking") == 0 && v->kind == HMOE_JSON_BOOL) o->enable_thinking = v->b;
+        else if (strcmp(k, "reasoning_effort") == 0 || strcmp(k, "enable_thinking") == 0) {
+            fprintf(stderr, "hmoe: --chat-template-kwargs: \"%s\" must be a %s\n", k,
+                    strcmp(k, "enable_thinking") == 0 ? "boolean" : "string (low, medium, high)");
+            hmoe_json_free(j);
+            return HMOE_EXIT_USAGE;
+        } else {
+            fprintf(stderr, "hmoe: warning: --chat-template-kwargs: \"%s\" is not used by the built-in templates; ignored\n", k);
+        }
+    }
+    *keep = j; /* the options point into it */
+    return HMOE_EXIT_OK;
+}
 
 int hmoe_cmd_template(int argc, char **argv) {
-    const char *model = NULL, *input = NULL, *tmpl_name = NULL;
+    const char *model = NULL, *input = NULL, *tmpl_name = NULL, *kwargs = NULL;
     bool no_gen = false, no_think = false;
     const struct hmoe_opt opts[] = {
         {"--model", "-m", "FILE", "GGUF file whose tokenizer.chat_template picks the format", HMOE_OPT_STR, &model},
@@ -27,6 +58,8 @@ int hmoe_cmd_template(int argc, char **argv) {
          HMOE_OPT_FLAG, &no_think},
         {"--chat-template", NULL, "NAME", "use this format instead of detecting it: chatml, qwen3, qwen35, nemotron, harmony", HMOE_OPT_STR,
          &tmpl_name},
+        {"--chat-template-kwargs", NULL, "JSON", "template variables, e.g. '{\"reasoning_effort\": \"high\"}' (harmony) or "
+         "'{\"enable_thinking\": false}'", HMOE_OPT_STR, &kwargs},
         {NULL, NULL, NULL, NULL, HMOE_OPT_FLAG, NULL},
     };
     const char *pos[1];
@@ -83,12 +116,19 @@ int hmoe_cmd_template(int argc, char **argv) {
     }
     struct hmoe_chat_opts o = {.add_generation_prompt = !no_gen, .enable_thinking = !no_think,
                                .tools = (const char *const *)conv.tools, .n_tools = conv.n_tools};
+    struct hmoe_json *kw = NULL;
+    if (kwargs && (rc = apply_kwargs(kwargs, &kw, &o)) != HMOE_EXIT_OK) {
+        hmoe_chat_conv_free(&conv);
+        hmoe_json_free(conv_json);
+        return rc;
+    }
     if (hmoe_chat_render(tmpl, conv.msgs, conv.n_msgs, &o, &out, &err) != HMOE_OK) rc = hmoe_cli_fail(&err);
     else {
         fwrite(out, 1, strlen(out), stdout);
         rc = fflush(stdout) == 0 ? HMOE_EXIT_OK : HMOE_EXIT_ERROR;
     }
     free(out);
+    hmoe_json_free(kw);
     hmoe_chat_conv_free(&conv);
     hmoe_json_free(conv_json);
     return rc;
