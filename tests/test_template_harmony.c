@@ -171,7 +171,56 @@ static void run_reply_split(void) {
     }
 }
 
+/* Streaming classification of generated tokens (the chat display): the text of each part. */
+static void run_stream(void) {
+    struct hmoe_err err = {0};
+    struct hmoe_gguf *g = NULL;
+    struct hmoe_vocab *v = NULL;
+    if (hmoe_gguf_open(t_shared("fixtures/tokenizer/gptoss-vocab.gguf"), &g, &err) || hmoe_vocab_load(g, &v, &err)) {
+        t_check(0, "load gptoss-vocab.gguf", "%s", err.msg);
+        hmoe_gguf_free(g);
+        return;
+    }
+    static const struct {
+        const char *text, *analysis, *final, *other;
+    } cases[] = {
+        {"<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant<|channel|>final<|message|>Hi there"
+         "<|return|>", "Let me think.", "Hi there", ""},
+        {"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>", "",
+         "", "{\"city\": \"Paris\"}"},
+        {"<|channel|>analysis<|message|>a<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>"
+         "{}<|call|>", "a", "", "{}"},
+        {"plain answer, no header", "", "plain answer, no header", ""},
+        {"<|channel|>final<|message|>analysis is a word here<|end|>", "", "analysis is a word here", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        hmoe_tokenize(v, cases[i].text, strlen(cases[i].text), false, true, &ids, &n, &err);
+        struct hmoe_harmony_stream h;
+        hmoe_harmony_stream_init(&h, v);
+        char part[3][256] = {{0}};
+        size_t len[3] = {0};
+        for (size_t k = 0; k < n; k++) {
+            enum hmoe_harmony_part p = hmoe_harmony_stream_push(&h, v, ids[k]);
+            int slot = p == HMOE_HARMONY_ANALYSIS ? 0 : p == HMOE_HARMONY_FINAL ? 1 : p == HMOE_HARMONY_OTHER ? 2 : -1;
+            size_t pl;
+            const char *pc = hmoe_token_to_piece(v, ids[k], true, &pl);
+            if (slot >= 0 && len[slot] + pl < sizeof part[0]) memcpy(part[slot] + len[slot], pc, pl), len[slot] += pl;
+        }
+        char name[96];
+        snprintf(name, sizeof name, "harmony stream case %zu: analysis / final / commentary text", i);
+        t_check(strcmp(part[0], cases[i].analysis) == 0 && strcmp(part[1], cases[i].final) == 0 &&
+                    strcmp(part[2], cases[i].other) == 0,
+                name, "analysis '%s' final '%s' other '%s'", part[0], part[1], part[2]);
+        free(ids);
+    }
+    hmoe_vocab_free(v);
+    hmoe_gguf_free(g);
+}
+
 int main(void) {
+    run_stream();
     run_reply_split();
     run_renders();
     run_detect();

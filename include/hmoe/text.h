@@ -188,6 +188,20 @@ struct hmoe_harmony_reply {
 };
 void hmoe_chat_harmony_reply(const char *text, struct hmoe_harmony_reply *out);
 
+/* Streaming classification of a gpt-oss answer's tokens (harmony_stream.c): push each
+ * generated id; the result says whether it is header structure (not shown), analysis text
+ * (the reasoning), final text, or text of another channel (commentary). */
+enum hmoe_harmony_part { HMOE_HARMONY_HEADER, HMOE_HARMONY_ANALYSIS, HMOE_HARMONY_FINAL, HMOE_HARMONY_OTHER };
+struct hmoe_harmony_stream {
+    int32_t start, channel, message, constrain, end, ret, call; /* ids, HMOE_TOKEN_NONE when absent */
+    bool in_header, naming;
+    char name[16];
+    size_t name_len;
+    enum hmoe_harmony_part part; /* channel of the current message body */
+};
+void hmoe_harmony_stream_init(struct hmoe_harmony_stream *h, const struct hmoe_vocab *v);
+enum hmoe_harmony_part hmoe_harmony_stream_push(struct hmoe_harmony_stream *h, const struct hmoe_vocab *v, int32_t id);
+
 /* Build messages from an OpenAI-style conversation object {"messages": [...], "tools": [...]}
  * (hmoe/json.h DOM). *msgs, the tool-call arrays and *tools (JSON text) are malloc'd and
  * point into `conv` for strings; free them with hmoe_chat_conv_free. Errors name the
