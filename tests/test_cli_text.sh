@@ -70,10 +70,14 @@ render_case multi_turn
 
 # No template in the file: one warning line, ChatML output.
 printf '{"messages": [{"role": "user", "content": "Hi"}]}' > "$T/hi.json"
-got=$($H template -m "$S/fixtures/moe-tiny/gpt-oss-tiny.gguf" -i "$T/hi.json" 2>"$T/err"); rc=$?
+got=$($H template -m "$S/fixtures/moe-tiny/deepseek2-tiny.gguf" -i "$T/hi.json" 2>"$T/err"); rc=$?
 [ $rc -eq 0 ] && [ "$got" = "$(printf '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant')" ] &&
     [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "warning: .*no chat template.*ChatML" "$T/err"
 check "cli template without a template in the file -> one-line warning + ChatML" $? "rc $rc stderr '$(cat "$T/err")'"
+# No template but an o200k ("gpt-4o") vocabulary: gpt-oss's harmony format, no warning.
+got=$($H template -m "$S/fixtures/moe-tiny/gpt-oss-tiny.gguf" -i "$T/hi.json" 2>"$T/err"); rc=$?
+[ $rc -eq 0 ] && [ ! -s "$T/err" ] && case "$got" in "<|start|>system<|message|>"*"<|start|>user<|message|>Hi<|end|><|start|>assistant") true;; *) false;; esac
+check "cli template gpt-4o vocabulary without a template -> harmony" $? "rc $rc out '$got' stderr '$(cat "$T/err")'"
 
 expect_fail() { # expect_fail NAME RC PATTERN cmd...
     local name=$1 want=$2 pat=$3; shift 3

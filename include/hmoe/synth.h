@@ -22,7 +22,7 @@ struct hmoe_synth_arch; /* private: tensor list and hparam keys of one architect
 
 struct hmoe_synth_preset {
     const char *name;                       /* "qwen3-30b-a3b" */
-    const struct hmoe_synth_arch *arch;     /* qwen3moe (qwen3moe.md §2) or qwen35moe (qwen35moe.md §3) */
+    const struct hmoe_synth_arch *arch;     /* qwen3moe (qwen3moe.md §2), qwen35moe (qwen35moe.md §3), ... */
     uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim;   /* n_layer: main layers (--layers) */
     uint32_t n_expert, n_expert_used, n_ff_exp;
     uint32_t n_ff;                          /* {arch}.feed_forward_length (unused by the graph; 0 = not written) */
@@ -37,6 +37,9 @@ struct hmoe_synth_preset {
      * '*' attention, E MoE (repeated past its end); the Mamba-2 inner size. NULL / 0 elsewhere. */
     const char *layer_pattern;
     uint32_t ssm_inner_size;
+    /* gpt-oss only (gpt-oss.md): attention.sliding_window of the even layers. */
+    uint32_t swa_window;
+    const char *default_mix;                /* the mix without --mix; NULL = q4_k_m */
 };
 
 /* The preset called `name`, or NULL. */

@@ -35,6 +35,7 @@ enum hmoe_vocab_pre {
     HMOE_VOCAB_PRE_LLAMA3, /* "pixtral" (Nemotron-3), "llama3", "llama-v3", "llama-bpe": numbers in runs of
                               up to 3 digits, a word that is itself a token is emitted whole (ignore_merges),
                               BOS added unless tokenizer.ggml.add_bos_token is false */
+    HMOE_VOCAB_PRE_GPT4O,  /* "gpt-4o": o200k (gpt-oss); case-split letter runs, numbers in runs of up to 3 */
 };
 
 #define HMOE_TOKEN_NONE (-1)
@@ -132,6 +133,7 @@ enum hmoe_chat_template {
     HMOE_CHAT_TEMPLATE_QWEN3,  /* Qwen3 hybrid thinking (chat-templates.md §1) */
     HMOE_CHAT_TEMPLATE_QWEN35, /* Qwen3.5 / Qwen3.6: thinking on by default, XML tool calls (§2) */
     HMOE_CHAT_TEMPLATE_NEMOTRON, /* NVIDIA Nemotron-3: system turn always, <think></think> history (nemotron_h_moe.md §10) */
+    HMOE_CHAT_TEMPLATE_HARMONY,  /* gpt-oss harmony: system/developer messages, analysis/final/commentary channels (§3) */
     HMOE_CHAT_TEMPLATE_COUNT,
     HMOE_CHAT_TEMPLATE_UNKNOWN = -1,
 };
@@ -139,7 +141,7 @@ enum hmoe_chat_template {
 /* Recognise a GGUF tokenizer.chat_template as one of the built-in families. Returns
  * HMOE_CHAT_TEMPLATE_UNKNOWN for a template the built-in code does not render exactly. */
 enum hmoe_chat_template hmoe_chat_template_detect(const char *jinja_text);
-/* "chatml", "qwen3", "qwen35", "nemotron"; NULL for an invalid value. */
+/* "chatml", "qwen3", "qwen35", "nemotron", "harmony"; NULL for an invalid value. */
 const char *hmoe_chat_template_name(enum hmoe_chat_template t);
 /* Parse a name as given to --chat-template; HMOE_CHAT_TEMPLATE_UNKNOWN when not known. */
 enum hmoe_chat_template hmoe_chat_template_from_name(const char *name);
@@ -151,7 +153,7 @@ struct hmoe_chat_tool_call {
 };
 
 struct hmoe_chat_msg {
-    const char *role;              /* "system", "user", "assistant", "tool" */
+    const char *role;              /* "system", "user", "assistant", "tool" ("developer": harmony only) */
     const char *content;           /* never NULL ("" for none) */
     const char *reasoning_content; /* assistant only; NULL when absent */
     const struct hmoe_chat_tool_call *tool_calls;
@@ -164,12 +166,42 @@ struct hmoe_chat_opts {
     bool preserve_thinking;      /* Qwen3.6 option: keep the reasoning of every assistant turn (Qwen3.5) */
     const char *const *tools;    /* tool definitions as JSON text (tojson form), or NULL */
     size_t n_tools;
+    const char *reasoning_effort; /* harmony: "low", "medium" (NULL: the template's default), "high" */
+    const char *current_date;     /* harmony: "YYYY-MM-DD" for the system message; NULL = today (local time) */
 };
 
 /* Render `n` messages into a malloc'd NUL-terminated prompt (*out). An unknown role, or
  * tools/tool messages for a template that has no tool format, is HMOE_ERR_ARG. */
 enum hmoe_status hmoe_chat_render(enum hmoe_chat_template tmpl, const struct hmoe_chat_msg *msgs, size_t n,
                                   const struct hmoe_chat_opts *opts, char **out, struct hmoe_err *err);
+
+/* The parts of one assistant turn as a gpt-oss model writes it after "<|start|>assistant"
+ * (harmony header tokens rendered): the text of the last analysis message and of the last final
+ * message, as views into the text. Text without any <|channel|> is all final. Used to keep a
+ * chat's history in the shape the harmony template expects (reasoning apart from content). */
+struct hmoe_harmony_span {
+    const char *p;
+    size_t n;
+};
+struct hmoe_harmony_reply {
+    struct hmoe_harmony_span analysis, final;
+    bool has_final; /* false: the turn ended before its final message (cut, or a tool call) */
+};
+void hmoe_chat_harmony_reply(const char *text, struct hmoe_harmony_reply *out);
+
+/* Streaming classification of a gpt-oss answer's tokens (harmony_stream.c): push each
+ * generated id; the result says whether it is header structure (not shown), analysis text
+ * (the reasoning), final text, or text of another channel (commentary). */
+enum hmoe_harmony_part { HMOE_HARMONY_HEADER, HMOE_HARMONY_ANALYSIS, HMOE_HARMONY_FINAL, HMOE_HARMONY_OTHER };
+struct hmoe_harmony_stream {
+    int32_t start, channel, message, constrain, end, ret, call; /* ids, HMOE_TOKEN_NONE when absent */
+    bool in_header, naming;
+    char name[16];
+    size_t name_len;
+    enum hmoe_harmony_part part; /* channel of the current message body */
+};
+void hmoe_harmony_stream_init(struct hmoe_harmony_stream *h, const struct hmoe_vocab *v);
+enum hmoe_harmony_part hmoe_harmony_stream_push(struct hmoe_harmony_stream *h, const struct hmoe_vocab *v, int32_t id);
 
 /* Build messages from an OpenAI-style conversation object {"messages": [...], "tools": [...]}
  * (hmoe/json.h DOM). *msgs, the tool-call arrays and *tools (JSON text) are malloc'd and

@@ -85,13 +85,28 @@ enum hmoe_status hmoe_cli_conv_render(const struct hmoe_cli_conv *c, const struc
                                       bool add_generation_prompt, bool enable_thinking, char **out,
                                       struct hmoe_err *err) {
     struct hmoe_chat_msg *m = calloc(c->n ? c->n : 1, sizeof *m);
-    if (!m) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < c->n; i++) {
+    char **owned = calloc(2 * (c->n ? c->n : 1), sizeof *owned);
+    enum hmoe_status st = HMOE_OK;
+    if (!m || !owned) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < c->n; i++) {
         m[i].role = c->msgs[i].role;
         m[i].content = c->msgs[i].content;
+        /* A gpt-oss answer is kept as generated (channel headers included); the harmony
+         * template takes its final text as content and its analysis as the reasoning. */
+        if (hmoe_chat_fmt_family(fmt) == HMOE_CHAT_TEMPLATE_HARMONY && strcmp(m[i].role, "assistant") == 0) {
+            struct hmoe_harmony_reply r;
+            hmoe_chat_harmony_reply(c->msgs[i].content, &r);
+            owned[2 * i] = dup_n(r.final.p ? r.final.p : "", r.final.n);
+            owned[2 * i + 1] = r.analysis.p ? dup_n(r.analysis.p, r.analysis.n) : NULL;
+            if (!owned[2 * i] || (r.analysis.p && !owned[2 * i + 1])) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+            m[i].content = owned[2 * i];
+            m[i].reasoning_content = owned[2 * i + 1];
+        }
     }
     struct hmoe_chat_opts o = {.add_generation_prompt = add_generation_prompt, .enable_thinking = enable_thinking};
-    enum hmoe_status st = hmoe_chat_fmt_render(fmt, m, c->n, &o, out, err);
+    if (!st) st = hmoe_chat_fmt_render(fmt, m, c->n, &o, out, err);
+    for (size_t i = 0; owned && i < 2 * c->n; i++) free(owned[i]);
+    free(owned);
     free(m);
     return st;
 }

@@ -120,11 +120,13 @@ static int prefill(struct hmoe_chat_session *s, const int32_t *ids, int n, bool 
     return HMOE_EXIT_OK;
 }
 
-/* Streams the answer: reasoning between <think> and </think> dimmed, shown or hidden. */
+/* Streams the answer: reasoning between <think> and </think> (gpt-oss: the analysis channel)
+ * dimmed, shown or hidden. */
 struct display {
     const struct hmoe_chat_session *s;
     struct hmoe_detok_stream ds;
     bool in_think, strip_newlines, dim_on, indicator;
+    struct hmoe_harmony_stream hs; /* harmony template: the channel of each token */
 };
 
 static void display_text(struct display *d, const char *p, size_t n) {
@@ -143,10 +145,39 @@ static void display_flush(struct display *d) {
     if (p) display_text(d, p, n);
 }
 
+/* gpt-oss: headers are not shown; analysis text is the reasoning, shown dimmed (a line break
+ * before the answer) or replaced by the indicator; every other channel is shown. */
+static void display_harmony(struct display *d, int32_t id) {
+    const struct hmoe_chat_session *s = d->s;
+    const bool show = s->think == HMOE_THINK_SHOW;
+    const enum hmoe_harmony_part part = hmoe_harmony_stream_push(&d->hs, s->vocab, id);
+    if (part == HMOE_HARMONY_HEADER) {
+        display_flush(d);
+        return;
+    }
+    const bool think = part == HMOE_HARMONY_ANALYSIS;
+    if (think != d->in_think) {
+        display_flush(d);
+        if (think && show && s->color) outs(ANSI_DIM), d->dim_on = true;
+        else if (think && !show && s->color) outs(ANSI_DIM "(thinking...)" ANSI_RESET), d->indicator = true;
+        if (!think && show) {
+            if (d->dim_on) outs(ANSI_RESET), d->dim_on = false;
+            outs("\n");
+        }
+        if (!think && d->indicator) outs("\r\033[K"), d->indicator = false;
+        d->in_think = think;
+    }
+    size_t n = 0;
+    const char *p = hmoe_detok_stream_push(&d->ds, id, &n);
+    if (p) display_text(d, p, n);
+}
+
 static void display_token(struct display *d, int32_t id) {
     const struct hmoe_chat_session *s = d->s;
     const bool show = s->think == HMOE_THINK_SHOW;
-    if (id == s->think_open && s->think_open != HMOE_TOKEN_NONE) {
+    if (hmoe_chat_fmt_family(s->fmt) == HMOE_CHAT_TEMPLATE_HARMONY) {
+        display_harmony(d, id);
+    } else if (id == s->think_open && s->think_open != HMOE_TOKEN_NONE) {
         display_flush(d);
         d->in_think = true;
         if (show) {
@@ -279,6 +310,7 @@ int hmoe_chat_turn_answer(struct hmoe_chat_session *s, struct hmoe_chat_turn_sta
 
     struct display d = {.s = s};
     hmoe_detok_stream_init(&d.ds, s->vocab, false);
+    hmoe_harmony_stream_init(&d.hs, s->vocab);
     if (opens_think) display_token(&d, s->think_open); /* the answer starts inside the reasoning */
     char *answer = NULL;
     size_t a_len = 0, a_cap = 0;

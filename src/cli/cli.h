@@ -265,7 +265,7 @@ struct hmoe_cli_chat_args {
     const char *kwargs; /* --chat-template-kwargs JSON */
 };
 #define HMOE_CLI_CHAT_TEMPLATE_OPTS(a)                                                                                \
-    {"--chat-template", NULL, "NAME", "built-in format chatml, qwen3, qwen35 or nemotron, or a Jinja template string "  \
+    {"--chat-template", NULL, "NAME", "built-in format chatml, qwen3, qwen35, nemotron or harmony, or a Jinja template string "  \
      "(default: the model's own template)", HMOE_OPT_STR, &(a).name},                                                 \
     {"--chat-template-file", NULL, "FILE", "render with the Jinja template in FILE", HMOE_OPT_STR, &(a).file},         \
     {"--chat-template-kwargs", NULL, "JSON", "template variables, e.g. '{\"enable_thinking\": false}'", HMOE_OPT_STR, \

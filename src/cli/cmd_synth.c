@@ -56,9 +56,9 @@ int hmoe_cmd_synth(int argc, char **argv) {
     int layers = 0;
     int64_t seed = 1;
     bool quiet = false;
-    char preset_help[160], mix_help[200];
+    char preset_help[256], mix_help[256];
     snprintf(preset_help, sizeof preset_help, "model shape: %s (required)", hmoe_synth_preset_names());
-    snprintf(mix_help, sizeof mix_help, "type mix as llama-quantize makes it: %s (default q4_k_m)", hmoe_synth_mix_names());
+    snprintf(mix_help, sizeof mix_help, "type mix as llama-quantize makes it: %s (default: the preset's own, q4_k_m or mxfp4_moe)", hmoe_synth_mix_names());
     const struct hmoe_opt opts[] = {
         {"--preset", NULL, "NAME", preset_help, HMOE_OPT_STR, &preset},
         {"--layers", NULL, "N", "number of layers (same shapes, smaller file; default: the preset's)", HMOE_OPT_INT, &layers},

@@ -15,6 +15,7 @@
  *   fp16 d      at d_off, uniform in [d_lo, 2 d_lo)
  *   fp16 second at m_off (dmin / m), = m_ratio * d, so that the mean weight is about 0
  *   int8 i8_n sub-scales at i8_off, uniform in [i8_lo, i8_hi)   (Q6_K)
+ *   an E8M0 shared exponent in byte 0                           (MXFP4)
  * or, for plain float types, N(0, 0.02) elements. The d_lo values follow from each type's
  * formula with uniformly random quants and sub-scales (rms values in the comments). */
 struct recipe {
@@ -26,6 +27,7 @@ struct recipe {
     uint8_t i8_n;
     int8_t i8_lo, i8_hi;
     uint8_t float_bytes; /* 4 = F32, 2 = F16 elements */
+    uint8_t e8m0_lo;     /* MXFP4: byte 0 is an E8M0 exponent, e8m0_lo or e8m0_lo + 1 (0 = none) */
 };
 
 #define NO_M .m_off = -1
@@ -63,10 +65,12 @@ static const struct recipe recipes[HMOE_TYPE_COUNT] = {
     [HMOE_TYPE_IQ4_NL] = {.d_off = 0, .d_lo = 2e-4f, NO_M, NO_I8},
     /* d (ls - 32) * kvalues_iq4nl: rms ~1250 d */
     [HMOE_TYPE_IQ4_XS] = {.d_off = 0, .d_lo = 1.1e-5f, NO_M, NO_I8},
+    /* random e2m1 codes have rms 5.85 (quants.md, gpt-oss.md "MXFP4"): 2^(e-128) of 2^-9 .. 2^-8 */
+    [HMOE_TYPE_MXFP4] = {NO_M, NO_I8, .e8m0_lo = 119},
 };
 
 bool hmoe_synth_can_fill(enum hmoe_type t) {
-    return (unsigned)t < HMOE_TYPE_COUNT && (recipes[t].d_lo > 0 || recipes[t].float_bytes > 0);
+    return (unsigned)t < HMOE_TYPE_COUNT && (recipes[t].d_lo > 0 || recipes[t].float_bytes > 0 || recipes[t].e8m0_lo > 0);
 }
 
 static void put_fp16(uint8_t *p, float v) {
@@ -93,6 +97,10 @@ enum hmoe_status hmoe_synth_fill_blocks(enum hmoe_type t, uint64_t seed, void *d
         for (size_t k = 0; k < bytes; k += 8) {
             uint64_t r = synth_rng_u64(&rng);
             memcpy(p + k, &r, bytes - k < 8 ? bytes - k : 8);
+        }
+        if (rc->e8m0_lo) {
+            p[0] = (uint8_t)(rc->e8m0_lo + synth_rng_below(&rng, 2));
+            continue;
         }
         float d = rc->d_lo * (float)(1.0 + synth_rng_uniform(&rng));
         put_fp16(p + rc->d_off, d);

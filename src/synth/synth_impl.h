@@ -36,6 +36,9 @@ enum synth_role {
     SYNTH_SSM_OUT,         /* ssm_out: writes the residual stream like attn_output */
     SYNTH_SHEXP_GATE_INP,  /* ffn_gate_inp_shexp {d}: a router-like vector */
     SYNTH_FFN_DOWN_SHEXP,  /* writes the residual stream like ffn_down_exps */
+    /* gpt-oss (gpt-oss.md "Tensors") */
+    SYNTH_BIAS,            /* a bias or sink logit: N(0, 0.02), F32 */
+    SYNTH_RESID_BIAS,      /* a bias added to the residual stream (attn_output, ffn_down_exps) */
 };
 
 /* One architecture: its tensor list (names, shapes, roles, file order) and its hparam keys. */
@@ -52,6 +55,9 @@ struct hmoe_synth_arch {
 extern const struct hmoe_synth_arch hmoe_synth_arch_qwen3moe;
 extern const struct hmoe_synth_arch hmoe_synth_arch_qwen35moe; /* synth_qwen35.c */
 extern const struct hmoe_synth_arch hmoe_synth_arch_nemotron_h_moe; /* synth_nemotron.c */
+extern const struct hmoe_synth_arch hmoe_synth_arch_gptoss;         /* synth_gptoss.c */
+#define HMOE_SYNTH_GPTOSS_N_PRESETS 3
+extern const struct hmoe_synth_preset hmoe_synth_gptoss_presets[HMOE_SYNTH_GPTOSS_N_PRESETS];
 
 /* Fill a tensor descriptor (synth_preset.c): blk.N.name when layer >= 0. */
 void hmoe_synth_put_tensor(struct hmoe_synth_tensor *t, const char *name, int layer, int role, uint32_t n_dims,

@@ -32,6 +32,7 @@ struct hmoe_synth_mix {
     bool eight_expert_rules;       /* the expert_count == 8 modifiers of §9.2 apply */
     bool iq12;                     /* IQ1/IQ2 preset: Q4_K (not Q8_0) for attn_v/attn_k with 8 experts */
     enum hmoe_type attn_output_8x; /* attn_output with 8 experts, NONE = unchanged */
+    bool mxfp4_moe;                /* MXFP4_MOE (gpt-oss.md "MXFP4"): 3-D expert stacks MXFP4, other matrices Q8_0 */
 };
 
 #define T(x) HMOE_TYPE_##x
@@ -77,6 +78,12 @@ static const struct hmoe_synth_mix mixes[] = {
      .attn_q = T(Q4_K), .attn_k = T(Q4_K), .attn_output = T(Q4_K), .ffn_gate_up = T(IQ2_XXS), .attn_v = T(Q4_K),
      .attn_v_bumped = T(Q6_K), .attn_v_when = BUMP_MORE_BITS, .attn_v_gqa = NONE, .ffn_down = T(IQ2_XXS),
      .ffn_down_bumped = T(IQ3_XXS), .ffn_down_when = BUMP_MORE_BITS, .attn_output_8x = NONE},
+    /* llama-quantize MXFP4_MOE, the mix of the published gpt-oss GGUFs (the experts keep the
+     * checkpoint's MXFP4 blocks); token_embd and output are Q8_0 too. */
+    {.name = "mxfp4_moe", .file_type = 38, .base = T(Q8_0), .token_embd = T(Q8_0), .output = T(Q8_0),
+     .attn_q = T(Q8_0), .attn_k = T(Q8_0), .attn_output = T(Q8_0), .ffn_gate_up = T(Q8_0), .attn_v = T(Q8_0),
+     .attn_v_bumped = T(Q8_0), .attn_v_gqa = NONE, .ffn_down = T(Q8_0), .ffn_down_bumped = T(Q8_0),
+     .attn_output_8x = NONE, .mxfp4_moe = true},
 };
 #undef T
 
@@ -86,7 +93,9 @@ const struct hmoe_synth_mix *hmoe_synth_find_mix(const char *name) {
     return NULL;
 }
 
-const char *hmoe_synth_mix_names(void) { return "q4_k_m, q6_k, q8_0, f16, iq2_xxs, iq2_xs, iq2_s, iq2_m, synth-iq2_xxs"; }
+const char *hmoe_synth_mix_names(void) {
+    return "q4_k_m, q6_k, q8_0, f16, iq2_xxs, iq2_xs, iq2_s, iq2_m, synth-iq2_xxs, mxfp4_moe";
+}
 const char *hmoe_synth_mix_name(const struct hmoe_synth_mix *mix) { return mix->name; }
 uint32_t hmoe_synth_mix_file_type(const struct hmoe_synth_mix *mix) { return mix->file_type; }
 
@@ -128,6 +137,7 @@ enum hmoe_type hmoe_synth_type_for_tensor(const struct hmoe_synth_preset *p, con
     if (n_dims < 2 || len < 6 || strcmp(name + len - 6, "weight") != 0 || has(name, "_norm.weight") ||
         has(name, "ffn_gate_inp") || has(name, "ssm_conv1d"))
         return HMOE_TYPE_F32;
+    if (mix->mxfp4_moe) return fallback(n_dims == 3 ? HMOE_TYPE_MXFP4 : HMOE_TYPE_Q8_0, ne0);
     int n = (int)(p->n_layer + p->n_nextn); /* block_count: MTP blocks count too */
     bool gqa4 = p->n_head_kv > 0 && p->n_head / p->n_head_kv >= 4;
     bool eight = mix->eight_expert_rules && p->n_expert == 8;

@@ -56,11 +56,14 @@ static const struct hmoe_synth_preset presets[] = {
 const struct hmoe_synth_preset *hmoe_synth_find_preset(const char *name) {
     for (size_t i = 0; name && i < HMOE_ARRAY_LEN(presets); i++)
         if (strcmp(presets[i].name, name) == 0) return &presets[i];
+    for (size_t i = 0; name && i < HMOE_SYNTH_GPTOSS_N_PRESETS; i++) /* synth_gptoss.c */
+        if (strcmp(hmoe_synth_gptoss_presets[i].name, name) == 0) return &hmoe_synth_gptoss_presets[i];
     return NULL;
 }
 
 const char *hmoe_synth_preset_names(void) {
-    return "qwen3-30b-a3b, qwen3-235b-a22b, tiny, qwen3.6-35b-a3b, qwen35-tiny, nemotron-3-nano-30b-a3b, nemotron-tiny";
+    return "qwen3-30b-a3b, qwen3-235b-a22b, tiny, qwen3.6-35b-a3b, qwen35-tiny, nemotron-3-nano-30b-a3b, nemotron-tiny, "
+           "gpt-oss-20b, gpt-oss-120b, gpt-oss-tiny";
 }
 
 /* ---- qwen3moe ------------------------------------------------------------------------ */

@@ -21,7 +21,7 @@ enum hmoe_status hmoe_synth_plan_init(struct hmoe_synth_plan *plan, const struct
     if (!p)
         return HMOE_RAISE(err, HMOE_ERR_ARG, "unknown preset '%s' (valid: %s)", o->preset ? o->preset : "",
                           hmoe_synth_preset_names());
-    const char *mix_name = o->mix ? o->mix : "q4_k_m";
+    const char *mix_name = o->mix ? o->mix : p->default_mix ? p->default_mix : "q4_k_m";
     plan->mix = hmoe_synth_find_mix(mix_name);
     if (!plan->mix)
         return HMOE_RAISE(err, HMOE_ERR_ARG, "unknown mix '%s' (valid: %s)", mix_name, hmoe_synth_mix_names());
@@ -156,6 +156,8 @@ static float f32_value(int role, double z) {
     case SYNTH_SSM_A: return (float)-exp(0.5 * z);
     case SYNTH_SSM_DT: return (float)(0.1 * z);
     case SYNTH_SSM_CONV: return (float)(0.3 * z);
+    case SYNTH_BIAS:
+    case SYNTH_RESID_BIAS: return (float)(0.02 * z);
     default: return (float)(1.0 + 0.02 * z);
     }
 }
@@ -182,6 +184,7 @@ static enum hmoe_status emit_f32(struct wctx *c, const struct hmoe_synth_tensor 
                 /* attention and the output head never read the routing channel; the router does */
                 if (t->role == SYNTH_ATTN_NORM || t->role == SYNTH_OUTPUT_NORM) v = 0.0f;
                 if (t->role == SYNTH_FFN_NORM) v = 1.0f;
+                if (t->role == SYNTH_RESID_BIAS) v = 0.0f; /* no block writes the channel */
             }
             f[j] = v;
         }
@@ -238,7 +241,8 @@ static enum hmoe_status emit_tensor(struct wctx *c, size_t index) {
     const struct hmoe_synth_tensor *t = &c->plan->tensors[index];
     bool is_f32_param =
         t->type == HMOE_TYPE_F32 && (t->n_dims == 1 || t->role == SYNTH_FFN_ROUTER || t->role == SYNTH_SSM_CONV ||
-                                     t->role == SYNTH_SSM_A || t->role == SYNTH_NORM); /* {1, H} and {n, G} vectors */
+                                     t->role == SYNTH_SSM_A || t->role == SYNTH_NORM || t->role == SYNTH_BIAS ||
+                                     t->role == SYNTH_RESID_BIAS); /* {1, H}, {n, G} vectors, {n, E} biases */
     if (is_f32_param) return emit_f32(c, t, index);
     struct synth_pool *pool;
     enum hmoe_status st = get_pool(c, t->type, &pool);

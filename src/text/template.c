@@ -58,12 +58,14 @@ static bool ends_with(const char *s, const char *suf) {
 
 static bool role_is(const struct hmoe_chat_msg *m, const char *r) { return strcmp(m->role, r) == 0; }
 
-static enum hmoe_status check_roles(const struct hmoe_chat_msg *msgs, size_t n, struct hmoe_err *err) {
+/* developer_ok: the template has a developer role (harmony). */
+static enum hmoe_status check_roles(const struct hmoe_chat_msg *msgs, size_t n, bool developer_ok,
+                                    struct hmoe_err *err) {
     static const char *const known[] = {"system", "user", "assistant", "tool"};
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content)
             return HMOE_RAISE(err, HMOE_ERR_ARG, "message %zu: missing role or content", i);
-        bool ok = false;
+        bool ok = developer_ok && strcmp(msgs[i].role, "developer") == 0;
         for (size_t k = 0; k < HMOE_ARRAY_LEN(known); k++) ok |= strcmp(msgs[i].role, known[k]) == 0;
         if (!ok)
             return HMOE_RAISE(err, HMOE_ERR_ARG, "message %zu: unknown role '%s' (expected system, user, assistant "
@@ -182,7 +184,7 @@ enum hmoe_status hmoe_chat_render(enum hmoe_chat_template tmpl, const struct hmo
     *out = NULL;
     static const struct hmoe_chat_opts dflt = {.add_generation_prompt = true, .enable_thinking = true};
     const struct hmoe_chat_opts *o = opts ? opts : &dflt;
-    enum hmoe_status st = check_roles(msgs, n, err);
+    enum hmoe_status st = check_roles(msgs, n, tmpl == HMOE_CHAT_TEMPLATE_HARMONY, err);
     if (st != HMOE_OK) return st;
     if (n == 0) return HMOE_RAISE(err, HMOE_ERR_ARG, "the conversation has no messages");
     struct hmoe_strbuf b = {0};
@@ -199,6 +201,13 @@ enum hmoe_status hmoe_chat_render(enum hmoe_chat_template tmpl, const struct hmo
         break;
     case HMOE_CHAT_TEMPLATE_NEMOTRON:
         st = hmoe_text_render_nemotron(&b, msgs, n, o, err); /* template_nemotron.c */
+        if (st != HMOE_OK) {
+            free(b.s);
+            return st;
+        }
+        break;
+    case HMOE_CHAT_TEMPLATE_HARMONY:
+        st = hmoe_text_render_harmony(&b, msgs, n, o, err); /* template_harmony.c */
         if (st != HMOE_OK) {
             free(b.s);
             return st;

@@ -73,6 +73,21 @@ static const char *const nemotron_marks[] = {
     "<tool_response>",
     NULL,
 };
+/* gpt-oss harmony (chat-templates.md §3), quoted from the model's template: the system
+ * message builder, the developer message, the TypeScript tool namespace, calls addressed
+ * to functions.NAME on the commentary channel, and the bare generation prompt. */
+static const char *const harmony_marks[] = {
+    "{{- \"<|start|>system<|message|>\" }}",
+    "{%- macro build_system_message() -%}",
+    "{{- \"Knowledge cutoff: 2024-06\\n\" }}",
+    "strftime_now(\"%Y-%m-%d\")",
+    "{{- \"<|start|>developer<|message|>\" }}",
+    "{{- render_tool_namespace(\"functions\", tools) }}",
+    "{{- \"<|start|>assistant to=\" }}",
+    "<|channel|>commentary<|message|>\" + message.content|tojson",
+    "<|start|>assistant\n{%- endif -%}",
+    NULL,
+};
 /* The classic ChatML template (one turn per message, nothing else). */
 static const char *const chatml_marks[] = {
     "'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'",
@@ -85,6 +100,7 @@ enum hmoe_chat_template hmoe_chat_template_detect(const char *t) {
     if (has_all(t, qwen3_marks) && !has_any(t, qwen3_not)) return HMOE_CHAT_TEMPLATE_QWEN3;
     if (has_all(t, qwen35_marks) && has_any(t, qwen35_history)) return HMOE_CHAT_TEMPLATE_QWEN35;
     if (has_all(t, nemotron_marks)) return HMOE_CHAT_TEMPLATE_NEMOTRON;
+    if (has_all(t, harmony_marks)) return HMOE_CHAT_TEMPLATE_HARMONY;
     if (has_all(t, chatml_marks) && !has_any(t, chatml_not)) return HMOE_CHAT_TEMPLATE_CHATML;
     return HMOE_CHAT_TEMPLATE_UNKNOWN;
 }
@@ -94,6 +110,7 @@ static const char *const names[HMOE_CHAT_TEMPLATE_COUNT] = {
     [HMOE_CHAT_TEMPLATE_QWEN3] = "qwen3",
     [HMOE_CHAT_TEMPLATE_QWEN35] = "qwen35",
     [HMOE_CHAT_TEMPLATE_NEMOTRON] = "nemotron",
+    [HMOE_CHAT_TEMPLATE_HARMONY] = "harmony",
 };
 
 const char *hmoe_chat_template_name(enum hmoe_chat_template t) {

@@ -121,6 +121,17 @@ const char *hmoe_chat_fmt_name(const struct hmoe_chat_fmt *f) {
 
 enum hmoe_chat_template hmoe_chat_fmt_family(const struct hmoe_chat_fmt *f) { return f->family; }
 
+/* The built-in families read two template variables of --chat-template-kwargs (and of a
+ * request's chat_template_kwargs, which come later and win): enable_thinking and harmony's
+ * reasoning_effort. The strings point into the JSON, which outlives the render. */
+static void builtin_kwargs(const struct hmoe_json *kw, struct hmoe_chat_opts *o) {
+    for (size_t i = 0; kw && kw->kind == HMOE_JSON_OBJECT && i < kw->n; i++) {
+        const struct hmoe_json *v = kw->items[i];
+        if (strcmp(kw->keys[i], "enable_thinking") == 0 && v->kind == HMOE_JSON_BOOL) o->enable_thinking = v->b;
+        else if (strcmp(kw->keys[i], "reasoning_effort") == 0 && v->kind == HMOE_JSON_STRING) o->reasoning_effort = v->str;
+    }
+}
+
 enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const struct hmoe_json *messages,
                                            const struct hmoe_json *tools, const struct hmoe_chat_opts *opts,
                                            const struct hmoe_json *kwargs, char **out, struct hmoe_err *err) {
@@ -164,6 +175,8 @@ enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const 
     enum hmoe_status st = hmoe_chat_conv_from_json(&conv_obj, &conv, err);
     if (st != HMOE_OK) return st;
     struct hmoe_chat_opts co = *o;
+    builtin_kwargs(f->kwargs, &co);
+    builtin_kwargs(kwargs, &co);
     co.tools = (const char *const *)conv.tools;
     co.n_tools = conv.n_tools;
     st = hmoe_chat_render(f->family, conv.msgs, conv.n_msgs, &co, out, err);
@@ -187,7 +200,11 @@ static void add_json_str(struct hmoe_strbuf *b, const char *s) {
 enum hmoe_status hmoe_chat_fmt_render(const struct hmoe_chat_fmt *f, const struct hmoe_chat_msg *msgs, size_t n,
                                       const struct hmoe_chat_opts *opts, char **out, struct hmoe_err *err) {
     *out = NULL;
-    if (!f->jinja) return hmoe_chat_render(f->family, msgs, n, opts, out, err);
+    if (!f->jinja) {
+        struct hmoe_chat_opts co = *opts;
+        builtin_kwargs(f->kwargs, &co);
+        return hmoe_chat_render(f->family, msgs, n, &co, out, err);
+    }
     /* The messages as JSON, the shape templates read (OpenAI's); arguments that are JSON text
      * of an object become that object, as an API client sends them. */
     struct hmoe_strbuf b = {0};

@@ -60,6 +60,10 @@ typedef bool (*hmoe_pretok_emit_fn)(void *ctx, size_t start, size_t end);
 bool hmoe_pretok_qwen_split(enum hmoe_vocab_pre pre, const uint32_t *cpts, const uint8_t *flags, size_t n,
                             hmoe_pretok_emit_fn emit, void *ctx);
 
+/* pretok_gpt4o.c: the same contract for the "gpt-4o" pre-tokenizer (o200k vocabularies). */
+bool hmoe_pretok_gpt4o_split(const uint32_t *cpts, const uint8_t *flags, size_t n, hmoe_pretok_emit_fn emit,
+                             void *ctx);
+
 /* Detect special ids by token text, fix attributes and build the EOG set and the
  * special-token list, as llama.cpp does after reading the keys (tokenizer.md §2). */
 enum hmoe_status hmoe_vocab_setup_specials(struct hmoe_vocab *v, struct hmoe_err *err);
@@ -85,5 +89,11 @@ void hmoe_text_py_value(struct hmoe_strbuf *b, const struct hmoe_json *v);
  * §10); HMOE_ERR_ARG for tool definitions or calls that are not JSON objects. */
 enum hmoe_status hmoe_text_render_nemotron(struct hmoe_strbuf *b, const struct hmoe_chat_msg *msgs, size_t n,
                                            const struct hmoe_chat_opts *o, struct hmoe_err *err);
+
+/* template_harmony.c — append the gpt-oss harmony rendering of msgs (chat-templates.md §3);
+ * HMOE_ERR_ARG for what that template refuses (channel tags in a field, content and
+ * reasoning on one tool-call turn, a tool result without a call, a malformed tool). */
+enum hmoe_status hmoe_text_render_harmony(struct hmoe_strbuf *b, const struct hmoe_chat_msg *msgs, size_t n,
+                                          const struct hmoe_chat_opts *o, struct hmoe_err *err);
 
 #endif

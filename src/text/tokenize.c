@@ -102,7 +102,8 @@ static bool encode_fragment(const struct hmoe_vocab *v, struct hmoe_bpe_scratch 
     }
     if (ok) {
         struct word_ctx w = {v, bpe, cpts, buf, out};
-        ok = hmoe_pretok_qwen_split(v->pre, cpts, flags, n, on_word, &w);
+        ok = v->pre == HMOE_VOCAB_PRE_GPT4O ? hmoe_pretok_gpt4o_split(cpts, flags, n, on_word, &w)
+                                            : hmoe_pretok_qwen_split(v->pre, cpts, flags, n, on_word, &w);
     }
     free(cpts);
     free(flags);

@@ -31,6 +31,19 @@ uint8_t hmoe_ucd_flags(uint32_t cpt) {
     return ucd_search(cpt);
 }
 
+uint8_t hmoe_ucd_case(uint32_t cpt) {
+    if (cpt < 0x41) return 0;
+    if (cpt < 0x80) return cpt <= 'Z' ? HMOE_UCD_CASE_UPPER : cpt >= 'a' && cpt <= 'z' ? HMOE_UCD_CASE_LOWER : 0;
+    if (cpt > 0x10FFFF) return 0;
+    uint32_t lo = 0, hi = hmoe_ucd_case_n_ranges; /* the last range with start <= cpt */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (hmoe_ucd_case_start[mid] <= cpt) lo = mid;
+        else hi = mid;
+    }
+    return hmoe_ucd_case_class[lo];
+}
+
 uint32_t hmoe_utf8_decode(const unsigned char *s, size_t len, size_t *pos) {
     size_t i = *pos;
     unsigned c = s[i];

@@ -22,6 +22,14 @@ extern const uint8_t hmoe_ucd_range_flags[];
 /* HMOE_UCD_* flags of a code point (0 for anything above U+10FFFF). */
 uint8_t hmoe_ucd_flags(uint32_t cpt);
 
+/* Letter case for the gpt-4o pre-tokenizer (unicode_case_tables.c): Lu or Lt, Ll, or
+ * neither (0: every other letter, and everything that is not a letter). */
+enum { HMOE_UCD_CASE_UPPER = 1, HMOE_UCD_CASE_LOWER = 2 };
+extern const uint32_t hmoe_ucd_case_n_ranges;
+extern const uint32_t hmoe_ucd_case_start[];
+extern const uint8_t hmoe_ucd_case_class[];
+uint8_t hmoe_ucd_case(uint32_t cpt);
+
 /* Decode one code point at s[*pos] (pos < len) the way llama.cpp's tokenizer does: a lead
  * byte must be followed by enough continuation bytes, but overlong forms and surrogates
  * are accepted. A byte that does not start such a sequence, or a sequence above U+10FFFF,

@@ -133,7 +133,10 @@ void hmoe_vocab_free(struct hmoe_vocab *v) {
 }
 
 const char *hmoe_vocab_pre_name(enum hmoe_vocab_pre pre) {
-    return pre == HMOE_VOCAB_PRE_QWEN35 ? "qwen35" : pre == HMOE_VOCAB_PRE_LLAMA3 ? "llama3" : "qwen2";
+    return pre == HMOE_VOCAB_PRE_QWEN35 ? "qwen35"
+           : pre == HMOE_VOCAB_PRE_LLAMA3 ? "llama3"
+           : pre == HMOE_VOCAB_PRE_GPT4O  ? "gpt-4o"
+                                          : "qwen2";
 }
 
 int32_t hmoe_vocab_find(const struct hmoe_vocab *v, const char *text, size_t len) {
@@ -162,6 +165,7 @@ static const struct {
     {"qwen35", HMOE_VOCAB_PRE_QWEN35},
     {"pixtral", HMOE_VOCAB_PRE_LLAMA3}, {"llama3", HMOE_VOCAB_PRE_LLAMA3},
     {"llama-v3", HMOE_VOCAB_PRE_LLAMA3}, {"llama-bpe", HMOE_VOCAB_PRE_LLAMA3},
+    {"gpt-4o", HMOE_VOCAB_PRE_GPT4O},
 };
 
 static bool str_is(struct hmoe_gguf_str s, const char *lit) {
@@ -366,7 +370,7 @@ enum hmoe_status hmoe_vocab_load(const struct hmoe_gguf *g, struct hmoe_vocab **
     st = hmoe_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
     if (st == HMOE_ERR_NOT_FOUND)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: vocabulary key 'tokenizer.ggml.pre' is missing; supported "
-                          "pre-tokenizers are qwen2, qwen35 and pixtral (llama3)", g->path);
+                          "pre-tokenizers are qwen2, qwen35, pixtral (llama3) and gpt-4o", g->path);
     if (st != HMOE_OK) return st;
     int pre_idx = -1;
     for (size_t i = 0; i < HMOE_ARRAY_LEN(pre_names); i++)
@@ -374,7 +378,7 @@ enum hmoe_status hmoe_vocab_load(const struct hmoe_gguf *g, struct hmoe_vocab **
     if (pre_idx < 0)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not supported; "
                           "supported: qwen2 (Qwen2/2.5/3, Qwen3-MoE), qwen35 (Qwen3.5/3.6), pixtral / llama3 "
-                          "(Nemotron-3)", g->path,
+                          "(Nemotron-3), gpt-4o (o200k_harmony)", g->path,
                           (int)HMOE_MIN(pre.len, 64), pre.ptr);
     const struct hmoe_gguf_kv *toks, *merges;
     if ((st = get_str_array(g, "tokenizer.ggml.tokens", &toks, err)) != HMOE_OK) return st;

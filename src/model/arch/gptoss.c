@@ -137,6 +137,6 @@ const struct hmoe_arch hmoe_arch_gptoss = {
     .bind_layer = hmoe_gptoss_bind_layer,
     .forward_cpu = hmoe_gptoss_forward,
     .moe = {.gating = HMOE_MOE_TOPK_SOFTMAX, .act = HMOE_MOE_SWIGLU_OAI, .expert_bias = true},
-    .chat_family = HMOE_CHAT_TEMPLATE_UNKNOWN, /* harmony: not a family hmoe renders */
+    .chat_family = HMOE_CHAT_TEMPLATE_HARMONY,
     .tokenizer_pre = "gpt-4o",
 };
