@@ -21,7 +21,33 @@
 #include "hmoe/json.h"
 #include "hmoe/quant_blocks.h"
 
-enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hook, src/cpu/cpu_impl.h */
+enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hooks, src/cpu/cpu_impl.h */
+bool hmoe_cpu_force_vnni(bool want);
+
+/* The kernel sets one machine can run: each path, and the AVX2 path with and without AVX-VNNI. */
+static const struct {
+    const char *name;
+    enum hmoe_cpu_path path;
+    bool vnni;
+} kernel_sets[] = {{"scalar", HMOE_CPU_SCALAR, false},
+                   {"avx2-novnni", HMOE_CPU_AVX2, false},
+                   {"avx2+vnni", HMOE_CPU_AVX2, true},
+                   {"avx512", HMOE_CPU_AVX512, true}};
+
+/* Select kernel set k; 0 (with the reason printed) when this CPU cannot run it. */
+static int select_kernel_set(size_t k, const char *what) {
+    const enum hmoe_cpu_path got = hmoe_cpu_force_path(kernel_sets[k].path);
+    if (got != kernel_sets[k].path) {
+        printf("[%s] %s ... skipped: this CPU only supports %s\n", kernel_sets[k].name, what, hmoe_cpu_path_name(got));
+        return 0;
+    }
+    const bool vnni = hmoe_cpu_force_vnni(kernel_sets[k].vnni);
+    if (kernel_sets[k].vnni && !vnni && got == HMOE_CPU_AVX2) {
+        printf("[%s] %s ... skipped: this CPU (or compiler) has no AVX-VNNI\n", kernel_sets[k].name, what);
+        return 0;
+    }
+    return 1;
+}
 
 
 /* A finite fp16 scale: magnitudes from fp16 subnormals (K-quant files have many) to 0.1. */
@@ -89,7 +115,11 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
 }
 
 
-static const char *path_tag(enum hmoe_cpu_path p) { return hmoe_cpu_path_name(p); }
+/* The kernel set in use in words (avx2 / avx2+vnni tell the AVX2 path's two sets apart). */
+static const char *path_tag(enum hmoe_cpu_path p) {
+    (void)p;
+    return hmoe_cpu_isa_name();
+}
 
 /* ---------------- fixture checks ---------------- */
 
@@ -351,7 +381,11 @@ static void check_env_override(void) {
     static const struct {
         const char *value;
         enum hmoe_cpu_path want;
-    } cases[] = {{"scalar", HMOE_CPU_SCALAR}, {"AVX2", HMOE_CPU_AVX2}, {"avx512", HMOE_CPU_AVX512}, {"sse9", 99}};
+    } cases[] = {{"scalar", HMOE_CPU_SCALAR},
+                 {"AVX2", HMOE_CPU_AVX2},
+                 {"avx2-novnni", HMOE_CPU_AVX2},
+                 {"avx512", HMOE_CPU_AVX512},
+                 {"sse9", 99}};
     int bad = -1;
     enum hmoe_log_level saved = hmoe_log_level;
     hmoe_log_level = HMOE_LOG_ERROR; /* the bad value's warning is expected */
@@ -363,6 +397,18 @@ static void check_env_override(void) {
         if (hmoe_cpu_path() != want && bad < 0) bad = (int)i;
     }
     hmoe_log_level = saved;
+    /* avx2-novnni keeps the AVX-VNNI kernels out; avx2 uses them where the CPU has them */
+    setenv("HMOE_CPU", "avx2-novnni", 1);
+    hmoe_cpu_init();
+    const bool novnni = !hmoe_cpu_vnni();
+    setenv("HMOE_CPU", "avx2", 1);
+    hmoe_cpu_init();
+    const bool vnni_avx2 = hmoe_cpu_vnni();
+    const char *isa = hmoe_cpu_isa_name();
+    const bool isa_ok = best < HMOE_CPU_AVX2 || !strcmp(isa, vnni_avx2 ? "avx2+vnni" : "avx2");
+    t_check(novnni && isa_ok, "HMOE_CPU=avx2-novnni turns AVX-VNNI off; avx2 names it when in use",
+            "avx2-novnni vnni %d, avx2 isa '%s'", !novnni, isa);
+    printf("(this CPU: best %s, AVX-VNNI %s)\n", hmoe_cpu_path_name(best), vnni_avx2 ? "yes" : "no");
     unsetenv("HMOE_CPU");
     hmoe_cpu_init();
     t_check(bad < 0 && hmoe_cpu_path() == best, "HMOE_CPU selects a path, capped at the CPU's best",
@@ -377,14 +423,9 @@ static void check_env_override(void) {
 
 int main(void) {
     check_env_override();
-    const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX2, HMOE_CPU_AVX512};
-    for (size_t p = 0; p < HMOE_ARRAY_LEN(paths); p++) {
-        enum hmoe_cpu_path got = hmoe_cpu_force_path(paths[p]);
-        if (got != paths[p]) {
-            printf("[%s] all kernels ... skipped: this CPU only supports %s\n", hmoe_cpu_path_name(paths[p]),
-                   hmoe_cpu_path_name(got));
-            continue;
-        }
+    for (size_t p = 0; p < HMOE_ARRAY_LEN(kernel_sets); p++) {
+        if (!select_kernel_set(p, "all kernels")) continue;
+        const enum hmoe_cpu_path got = kernel_sets[p].path;
         for (size_t k = 0; k < HMOE_ARRAY_LEN(fixture_types); k++) check_fixture(fixture_types[k], got);
         const enum hmoe_type act_types[] = {HMOE_TYPE_Q8_K, HMOE_TYPE_Q8_0, HMOE_TYPE_F16, HMOE_TYPE_BF16};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(act_types); k++) check_quantize(act_types[k], got);

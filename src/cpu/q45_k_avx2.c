@@ -3,6 +3,8 @@
  * activations, vpmaddwd with the sub-block's 6-bit scale broadcast to 16 words (vpshufb
  * from the unpacked scales), int32 adds; the mins use the Q8_K bsums. Exact integer sums
  * per block, scaled and accumulated in double like the AVX-512 version (q45_k_avx512.c).
+ * Decode (one token) has its own 4-row kernel on a prepared activation row
+ * (q45_k_dec_avx2_impl.h; its AVX-VNNI twin is q45_k_avxvnni.c).
  * Compiled with -mavx2 -mfma -mf16c (Makefile); only called after the run-time check.
  */
 #include <immintrin.h>
@@ -11,6 +13,8 @@
 #include "cpu_impl.h"
 #include "hmoe/quant_blocks.h"
 #include "tile_impl.h"
+#define HMOE_K45D_VNNI 0
+#include "q45_k_dec_avx2_impl.h"
 
 /* Bytes [SC0..SC7, MN0..MN7] of §4.3 from the block's first 16 bytes (see
  * k45_scales_mins in q45_k_avx512.c for the word form). */
@@ -97,7 +101,21 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
     k45_tile(w, rb, nb, x, xs, out, R, T, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,     \
              offsetof(struct hmoe_block_q5_k, qh))
 
+/* The tiles' gemv (hmoe_cpu_gemv_q4_k_avx2_tiles, ..): the decode kernels' remainder rows
+ * and rows too long for their prepared buffer, here and in q45_k_avxvnni.c. */
 HMOE_TILE_INSTANCES(q4k256, Q4K_TILE)
-HMOE_DEFINE_GEMV_GEMM(q4_k_avx2, q4k256, 256)
+HMOE_DEFINE_GEMV(q4_k_avx2_tiles, q4k256, 256)
+HMOE_DEFINE_GEMM(q4_k_avx2, q4k256, 256)
 HMOE_TILE_INSTANCES(q5k256, Q5K_TILE)
-HMOE_DEFINE_GEMV_GEMM(q5_k_avx2, q5k256, 256)
+HMOE_DEFINE_GEMV(q5_k_avx2_tiles, q5k256, 256)
+HMOE_DEFINE_GEMM(q5_k_avx2, q5k256, 256)
+
+/* Decode: the 4-row kernel on a prepared activation row (q45_k_dec_avx2_impl.h). */
+void hmoe_cpu_gemv_q4_k_avx2(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                             float *y) {
+    K45D_GEMV_Q4(ncols, w, row_bytes, nrows, xq, y, hmoe_cpu_gemv_q4_k_avx2_tiles);
+}
+void hmoe_cpu_gemv_q5_k_avx2(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                             float *y) {
+    K45D_GEMV_Q5(ncols, w, row_bytes, nrows, xq, y, hmoe_cpu_gemv_q5_k_avx2_tiles);
+}
