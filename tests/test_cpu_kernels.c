@@ -106,6 +106,11 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
                 memcpy(w + b * (size_t)ti->type_size + fp16_fields[k].off[f], &h, 2);
             }
     }
+    if (t == HMOE_TYPE_MXFP4) /* E8M0 scales 2^-128 .. 2^7: the binary32 subnormals of e = 0, 1 included */
+        for (size_t b = 0; b < bytes / (size_t)ti->type_size; b++) {
+            const uint64_t u = rng_u64();
+            w[b * (size_t)ti->type_size] = (uint8_t)(u % 8 == 0 ? (u >> 8) % 2 : 100 + (u >> 8) % 36);
+        }
     if (t == HMOE_TYPE_IQ1_M) /* d is scattered over the top nibbles of the four scale words (§5.7) */
         for (size_t b = 0; b < bytes / (size_t)ti->type_size; b++) {
             uint8_t *sc = w + b * (size_t)ti->type_size + offsetof(struct hmoe_block_iq1_m, scales);
@@ -238,7 +243,8 @@ done:
 static const enum hmoe_type random_types[] = {
     HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
     HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
-    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M,  HMOE_TYPE_Q5_0};
+    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M,  HMOE_TYPE_Q5_0,
+    HMOE_TYPE_MXFP4};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {

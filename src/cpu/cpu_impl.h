@@ -103,6 +103,7 @@ HMOE_CPU_DECLARE_WEIGHT(iq3_xxs_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq3_s_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq4_xs_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq4_nl_avx512)
+HMOE_CPU_DECLARE_WEIGHT(mxfp4_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq2_xxs_avx2)
 HMOE_CPU_DECLARE_WEIGHT(iq2_xs_avx2)
 HMOE_CPU_DECLARE_WEIGHT(iq2_s_avx2)
@@ -122,12 +123,16 @@ HMOE_CPU_DECLARE_WEIGHT(q5_0_avx2)
 HMOE_CPU_DECLARE_WEIGHT(f32_avx2)
 HMOE_CPU_DECLARE_WEIGHT(f16_avx2)
 HMOE_CPU_DECLARE_WEIGHT(bf16_avx2)
+HMOE_CPU_DECLARE_WEIGHT(mxfp4_avx2)
 /* the AVX2 tiles' own gemv, which the decode kernels hand remainder rows to */
 HMOE_CPU_DECLARE_GEMV(q4_k_avx2_tiles)
 HMOE_CPU_DECLARE_GEMV(q5_k_avx2_tiles)
 /* AVX2 + AVX-VNNI (the *_avxvnni.c files; HMOE_HAVE_AVXVNNI) */
 HMOE_CPU_DECLARE_GEMV(q4_k_avxvnni)
 HMOE_CPU_DECLARE_GEMV(q5_k_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(q8_0_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(q5_0_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(mxfp4_avxvnni)
 
 /* The attention's weighted sum over transposed V (attn_wsum_avx512.c; cpu.h hmoe_cpu_attn_wsum). */
 void hmoe_cpu_attn_wsum_avx512(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,

@@ -139,10 +139,13 @@ static inline __attribute__((always_inline)) void k45d_gemv4(const char *w, size
         const __m256i hm = _mm256_hadd_epi32(m01, m23);        /* lane0 [r0 r0 r2 r2], lane1 [r1 r1 r3 r3] */
         const __m256i hm2 = _mm256_hadd_epi32(hm, hm);         /* lane0 [r0 r2 ..], lane1 [r1 r3 ..] */
         const __m128i vms = _mm_unpacklo_epi32(_mm256_castsi256_si128(hm2), _mm256_extracti128_si256(hm2, 1));
-        /* fp16 d, dmin of the 4 rows (both block types start with d, dmin) */
-        uint32_t dd[4];
-        for (int r = 0; r < 4; r++) memcpy(&dd[r], b0 + (size_t)r * rb, 4);
-        const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd)); /* d0 dmin0 d1 dmin1 .. */
+        /* fp16 d, dmin of the 4 rows (both block types start with d, dmin), inserted as dwords
+         * (a store + vector load of them would stall on store forwarding) */
+        __m128i dd = _mm_cvtsi32_si128(*(const int *)b0);
+        dd = _mm_insert_epi32(dd, *(const int *)(b0 + rb), 1);
+        dd = _mm_insert_epi32(dd, *(const int *)(b0 + 2 * rb), 2);
+        dd = _mm_insert_epi32(dd, *(const int *)(b0 + 3 * rb), 3);
+        const __m256 f = _mm256_cvtph_ps(dd); /* d0 dmin0 d1 dmin1 .. */
         const __m256 fd = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
         const __m256d da = _mm256_set1_pd((double)a->d);
         const __m256d d4 = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(fd)), da);
