@@ -127,9 +127,11 @@ HMOE_CPU_DECLARE_WEIGHT(mxfp4_avx2)
 /* the AVX2 tiles' own gemv, which the decode kernels hand remainder rows to */
 HMOE_CPU_DECLARE_GEMV(q4_k_avx2_tiles)
 HMOE_CPU_DECLARE_GEMV(q5_k_avx2_tiles)
+HMOE_CPU_DECLARE_GEMV(q6_k_avx2_tiles)
 /* AVX2 + AVX-VNNI (the *_avxvnni.c files; HMOE_HAVE_AVXVNNI) */
 HMOE_CPU_DECLARE_GEMV(q4_k_avxvnni)
 HMOE_CPU_DECLARE_GEMV(q5_k_avxvnni)
+HMOE_CPU_DECLARE_GEMV(q6_k_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q8_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q5_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(mxfp4_avxvnni)

@@ -3,12 +3,16 @@
  * from a ql nibble and a qh bit pair (unsigned 0..63), vpmaddubsw with the activations,
  * vpmaddwd with the two int8 scales (lane 0: sub-block 2g, lane 1: 2g+1); the "-32"
  * offset is applied once per block as 32·Σ scale[b]·bsums[b]. Double accumulation.
+ * Decode (one token) has its own 4-row streaming kernel (q6_k_dec_avx2_impl.h; its AVX-VNNI
+ * twin is q6_k_avxvnni.c); these tiles serve prefill and the remainder rows.
  */
 #include <immintrin.h>
 
 #include "cpu_impl.h"
 #include "hmoe/quant_blocks.h"
 #include "tile_impl.h"
+#define HMOE_Q6KD_VNNI 0
+#include "q6_k_dec_avx2_impl.h"
 
 /* out[r*T + t] = dot(weight row r at w + r*rb, activation row t); see tile_impl.h. */
 static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t rb, int64_t nb, const char *x,
@@ -71,4 +75,11 @@ static inline __attribute__((always_inline)) void q6k_tile(const char *w, size_t
 }
 
 HMOE_TILE_INSTANCES(q6k256, q6k_tile)
-HMOE_DEFINE_GEMV_GEMM(q6_k_avx2, q6k256, 256)
+HMOE_DEFINE_GEMV(q6_k_avx2_tiles, q6k256, 256)
+HMOE_DEFINE_GEMM(q6_k_avx2, q6k256, 256)
+
+/* Decode: the 4-row streaming kernel of q6_k_dec_avx2_impl.h. */
+void hmoe_cpu_gemv_q6_k_avx2(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                             float *y) {
+    q6kd_gemv(ncols, w, row_bytes, nrows, xq, y, hmoe_cpu_gemv_q6_k_avx2_tiles);
+}
