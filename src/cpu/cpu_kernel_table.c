@@ -48,8 +48,8 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_MXFP4, HMOE_CPU_AVX2, mxfp4_avx2),
 #if HMOE_HAVE_AVXVNNI
     /* AVX2 + AVX-VNNI */
-    GEMV_VNNI(HMOE_TYPE_Q4_K, q4_k_avxvnni),
-    GEMV_VNNI(HMOE_TYPE_Q5_K, q5_k_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_Q4_K, q4_k_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_Q5_K, q5_k_avxvnni),
     GEMV_VNNI(HMOE_TYPE_Q6_K, q6_k_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_Q8_0, q8_0_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_Q5_0, q5_0_avxvnni),
