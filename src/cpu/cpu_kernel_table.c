@@ -10,10 +10,8 @@
     { .type = type_, .path = path_, .k = {.quantize = hmoe_cpu_quantize_##name} }
 #define WEIGHT(type_, path_, name)                                                                                     \
     { .type = type_, .path = path_, .k = {.gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name} }
-/* AVX2 decode kernels that also need AVX-VNNI: applied on the AVX2 and AVX-512 paths when
- * the CPU has it (the AVX-512 rows below still override them) */
-#define GEMV_VNNI(type_, name)                                                                                         \
-    { .type = type_, .path = HMOE_CPU_AVX2, .vnni = true, .k = {.gemv = hmoe_cpu_gemv_##name} }
+/* AVX2 kernels that also need AVX-VNNI: applied on the AVX2 and AVX-512 paths when the CPU
+ * has it (the AVX-512 rows below still override them) */
 #define WEIGHT_VNNI(type_, name)                                                                                       \
     {                                                                                                                  \
         .type = type_, .path = HMOE_CPU_AVX2, .vnni = true,                                                            \
@@ -50,7 +48,7 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     /* AVX2 + AVX-VNNI */
     WEIGHT_VNNI(HMOE_TYPE_Q4_K, q4_k_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_Q5_K, q5_k_avxvnni),
-    GEMV_VNNI(HMOE_TYPE_Q6_K, q6_k_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_Q6_K, q6_k_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_Q8_0, q8_0_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_Q5_0, q5_0_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_MXFP4, mxfp4_avxvnni),
