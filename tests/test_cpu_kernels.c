@@ -320,9 +320,11 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     }
     const int64_t b = ti->blck == 1 ? 16 : ti->blck;
     /* (ncols, nrows): one block; many blocks; rows off every tile multiple (4 in gemv, 16 and
-     * 64 in gemm chunks); rows too long for gemm's prepared-activation buffer (gemv fallback) */
+     * 64 in gemm chunks); rows too long for the prepared-activation buffers of gemm and of the
+     * decode kernels (their fallbacks, with fewer and with more rows than one decode tile) */
     const int64_t shapes[][2] = {
-        {b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}, {2 * b, 67}, {232 * 256 / b * b, 3}};
+        {b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}, {2 * b, 67}, {232 * 256 / b * b, 3},
+        {232 * 256 / b * b, 5}};
     const int64_t float_shapes[][2] = {{1, 3}, {17, 5}, {100, 9}, {1001, 4}}; /* tails: ncols % 16 != 0 */
     int bad = 0;
     char detail[200] = "";

@@ -143,9 +143,9 @@ static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
         for (int r = 0; r < 4; r++) out[r] = (float)lanes[r];                                                          \
     }
 
-/* All of one type: tiles, the decode kernel, and hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX
+/* All of one type: tiles, the decode kernel, and hmoe_cpu_gemv_GEMV_SFX / hmoe_cpu_gemm_GEMM_SFX
  * (the streaming decode loop and the tiled gemm of tile_impl.h). */
-#define LEG32_DEFINE(SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)                                                        \
+#define LEG32_DEFINE2(GEMV_SFX, GEMM_SFX, NAME, BB, UNPACK, SCALE, SCALES4)                                          \
     LEG32_TILE_BODY(NAME##_body, BB, UNPACK, SCALE)                                                                    \
     LEG32_GEMV4_BODY(NAME##_gemv4, BB, UNPACK, SCALES4)                                                               \
     static inline __attribute__((always_inline)) void NAME##_tile(const char *w, size_t rb, int64_t nb,               \
@@ -154,7 +154,9 @@ static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
         NAME##_body(w, rb, nb, x, xs, out, R, T, hmoe_prefetch_distance(rb, R));                                       \
     }                                                                                                                  \
     HMOE_TILE_INSTANCES(NAME, NAME##_tile)                                                                             \
-    HMOE_DEFINE_GEMV_STREAM(SUFFIX, NAME, NAME##_gemv4, 32)                                                            \
-    HMOE_DEFINE_GEMM(SUFFIX, NAME, 32)
+    HMOE_DEFINE_GEMV_STREAM(GEMV_SFX, NAME, NAME##_gemv4, 32)                                                          \
+    HMOE_DEFINE_GEMM(GEMM_SFX, NAME, 32)
+#define LEG32_DEFINE(SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)                                                        \
+    LEG32_DEFINE2(SUFFIX, SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)
 
 #endif

@@ -7,8 +7,14 @@
 #define LEG32_VNNI 1
 #include "leg32_avx2_impl.h"
 
-LEG32_DEFINE(mxfp4_avxvnni, mxfp4vnni, sizeof(struct hmoe_block_mxfp4), leg32_unpack_mxfp4, leg32_scale_e8m0,
-             leg32_scales4_e8m0)
+/* the tiles (prefill) and their 4-row gemv, which takes the decode kernel's remainder rows */
+LEG32_DEFINE2(mxfp4_avxvnni_tiles, mxfp4_avxvnni, mxfp4vnni, sizeof(struct hmoe_block_mxfp4), leg32_unpack_mxfp4,
+              leg32_scale_e8m0, leg32_scales4_e8m0)
+
+/* decode: two blocks per step on a prepared activation row */
+#define MXFP4D_VNNI 1
+#include "mxfp4_dec_avx2_impl.h"
+MXFP4D_DEFINE(avxvnni)
 #else
 typedef int hmoe_mxfp4_avxvnni_unused; /* ISO C: a translation unit is not empty */
 #endif
