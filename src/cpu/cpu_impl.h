@@ -134,6 +134,7 @@ HMOE_CPU_DECLARE_GEMV(q6_k_avxvnni_tiles)
 HMOE_CPU_DECLARE_GEMV(mxfp4_avx2_tiles)
 HMOE_CPU_DECLARE_GEMV(mxfp4_avxvnni_tiles)
 HMOE_CPU_DECLARE_GEMV(mxfp4_avx512_tiles)
+HMOE_CPU_DECLARE_GEMV(iq4_xs_avx2_tiles)
 /* AVX2 + AVX-VNNI (the *_avxvnni.c files; HMOE_HAVE_AVXVNNI) */
 HMOE_CPU_DECLARE_WEIGHT(q4_k_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q5_k_avxvnni)
@@ -141,6 +142,7 @@ HMOE_CPU_DECLARE_WEIGHT(q6_k_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q8_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q5_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(mxfp4_avxvnni)
+HMOE_CPU_DECLARE_GEMV(iq4_xs_avxvnni)
 
 /* The attention's weighted sum over transposed V (attn_wsum_avx512.c; cpu.h hmoe_cpu_attn_wsum). */
 void hmoe_cpu_attn_wsum_avx512(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,

@@ -12,6 +12,8 @@
     { .type = type_, .path = path_, .k = {.gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name} }
 /* AVX2 kernels that also need AVX-VNNI: applied on the AVX2 and AVX-512 paths when the CPU
  * has it (the AVX-512 rows below still override them) */
+#define GEMV_VNNI(type_, name)                                                                                         \
+    { .type = type_, .path = HMOE_CPU_AVX2, .vnni = true, .k = {.gemv = hmoe_cpu_gemv_##name} }
 #define WEIGHT_VNNI(type_, name)                                                                                       \
     {                                                                                                                  \
         .type = type_, .path = HMOE_CPU_AVX2, .vnni = true,                                                            \
@@ -52,6 +54,7 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT_VNNI(HMOE_TYPE_Q8_0, q8_0_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_Q5_0, q5_0_avxvnni),
     WEIGHT_VNNI(HMOE_TYPE_MXFP4, mxfp4_avxvnni),
+    GEMV_VNNI(HMOE_TYPE_IQ4_XS, iq4_xs_avxvnni),
 #endif
     /* AVX-512 F/BW/VL/DQ + VNNI */
     ACT(HMOE_TYPE_Q8_K, HMOE_CPU_AVX512, q8_k_avx512),
