@@ -31,7 +31,7 @@ void hmoe_cpu_init(void);
 enum hmoe_cpu_path hmoe_cpu_path(void);
 const char *hmoe_cpu_path_name(enum hmoe_cpu_path p);
 /* True when the AVX-VNNI (VEX vpdpbusd) kernels are in use: the CPU has them (Alder Lake and
- * later, Zen 4 and later) and HMOE_CPU is not scalar or avx2-novnni. */
+ * later, Zen 5) and HMOE_CPU is not scalar or avx2-novnni. */
 bool hmoe_cpu_vnni(void);
 /* The path in use in words, with AVX-VNNI named on the AVX2 path: "scalar", "avx2",
  * "avx2+vnni" or "avx512". */

@@ -71,8 +71,8 @@ static enum hmoe_cpu_path detect_path(void) {
     return HMOE_CPU_AVX2;
 }
 
-/* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (Alder Lake and later, Zen 5; Zen 4 and
- * Sapphire Rapids too). Only asked on a CPU that passed the AVX2 check: its kernels are
+/* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (Alder Lake and later, Sapphire Rapids,
+ * Zen 5). Only asked on a CPU that passed the AVX2 check: its kernels are
  * AVX2 kernels with vpmaddubsw + vpmaddwd pairs replaced by vpdpbusd. The compiler must
  * know -mavxvnni for them to exist at all (HMOE_HAVE_AVXVNNI, Makefile). */
 static bool detect_avxvnni(enum hmoe_cpu_path best) {

@@ -4,7 +4,7 @@
  * the activations carrying w's sign (vpsignb; they are -127..127, so negating them cannot
  * overflow), and the compiler has 32 vector registers for the 8-token gemm tiles. A block
  * is exactly one YMM of activations; the 4-row streaming decode of leg32_avx2_impl.h reads
- * 16.6 -> 30 GB/s in cache on one core of the dev VM (bench/cpu_avx2.md).
+ * 30 GB/s in cache on one core of the dev VM, a 1-row body 16.6 (bench/cpu_avx2.md).
  * Compiled with the AVX-512 flags (Makefile); only called after cpu_dispatch.c checked the CPU.
  */
 #define LEG32_VNNI 1
