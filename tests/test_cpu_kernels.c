@@ -1,14 +1,16 @@
 /* test_cpu_kernels.c — the SIMD CPU kernels (cpu.h) against llama.cpp and the references.
  *
- * For every path this CPU has (scalar, avx2, avx512; forced through the test hook) and
- * every accelerated type:
+ * For every kernel set this CPU has (scalar, avx2-novnni, avx2+vnni, avx512; forced through
+ * the test hooks; a set the CPU lacks prints "skipped" with the reason) and every
+ * accelerated type:
  *   - fixtures/kernels/<TYPE>.json: activations quantize to x_quant_hex byte for byte and
  *     the fixture rows × fixture activations reproduce `vec_dot` (1e-5 rel or 1e-6 abs,
  *     fixtures README §5.4) through gemv, gemm and matmul;
  *   - random blocks (random bytes, finite fp16 scales incl. subnormals) × random
  *     activations with outliers: quantized activations byte-identical to quantize_ref,
  *     gemv / gemm (ntok 1..9, row counts that are not multiples of the tiles) / matmul
- *     within tolerance of vec_dot_ref.
+ *     within tolerance of vec_dot_ref;
+ *   - decode gemv of the 32-block types, IQ4_XS and Q6_K at the bounds of their integer sums.
  * A type or path that cannot be checked prints "... skipped: why" and counts as neither.
  */
 #include <stddef.h>
@@ -382,6 +384,54 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     t_check(!bad, name, "%s", detail);
 }
 
+/* Decode gemv at the bounds of the integer sums: every weight at the type's largest
+ * magnitude (Q8_0 -128, Q5_0 -16, MXFP4 code -12, IQ4_XS value -127 with scale -32, Q6_K 0 with
+ * scale -128), activations all +127 or all -127, 9 rows (two 4-row tiles and a remainder) of
+ * 2048 columns: the kernels' exact-sum bounds (no saturating vpmaddubsw pair, exact packs,
+ * unsigned offsets) hold or the result moves far from vec_dot_ref. */
+static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
+    const struct hmoe_type_info *ti = &hmoe_type_info[wt];
+    char name[160], detail[200] = "";
+    snprintf(name, sizeof name, "[%s] %s decode gemv: largest weights x activations +127 / -127 exact", path_tag(path),
+             ti->name);
+    const int64_t ncols = 2048, nrows = 9;
+    const size_t rb = hmoe_row_bytes(wt, ncols), bs = (size_t)ti->type_size, nblk = rb * (size_t)nrows / bs;
+    uint8_t *w = malloc(rb * (size_t)nrows), *xq = malloc(hmoe_cpu_act_bytes(wt, ncols));
+    float *x = malloc(sizeof(float) * (size_t)ncols), y[9];
+    const uint16_t one = hmoe_f32_to_fp16(1.0f);
+    for (size_t b = 0; b < nblk; b++) {
+        uint8_t *blk = w + b * bs;
+        switch (wt) {
+        case HMOE_TYPE_Q8_0: memcpy(blk, &one, 2), memset(blk + 2, 0x80, bs - 2); break;
+        case HMOE_TYPE_Q5_0: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
+        case HMOE_TYPE_MXFP4: blk[0] = 128, memset(blk + 1, 0xff, bs - 1); break;
+        case HMOE_TYPE_IQ4_XS: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
+        case HMOE_TYPE_Q6_K:
+            memset(blk, 0x00, bs);
+            memset(blk + offsetof(struct hmoe_block_q6_k, scales), 0x80, 16);
+            memcpy(blk + offsetof(struct hmoe_block_q6_k, d), &one, 2);
+            break;
+        default: break;
+        }
+    }
+    int ok = 1;
+    for (int sgn = 0; sgn < 2 && ok; sgn++) {
+        for (int64_t i = 0; i < ncols; i++) x[i] = sgn ? -1.0f : 1.0f;
+        hmoe_cpu_quantize_act(wt, x, xq, ncols);
+        hmoe_cpu_gemv(wt, ncols, w, rb, 0, nrows, xq, y);
+        for (int64_t r = 0; r < nrows && ok; r++) {
+            const float want = ti->vec_dot_ref(ncols, w + (size_t)r * rb, xq);
+            if (!close_enough(y[r], want)) {
+                snprintf(detail, sizeof detail, "activations %s1, row %lld: %.9g vs ref %.9g", sgn ? "-" : "+",
+                         (long long)r, y[r], want);
+                ok = 0;
+            }
+        }
+    }
+    t_check(ok, name, "%s", detail);
+    free(w), free(xq), free(x);
+}
+
 /* hmoe_cpu_init() reads HMOE_CPU: a valid name picks that path (capped at the CPU's best),
  * anything else keeps the best path. */
 static void check_env_override(void) {
@@ -438,6 +488,9 @@ int main(void) {
         const enum hmoe_type act_types[] = {HMOE_TYPE_Q8_K, HMOE_TYPE_Q8_0, HMOE_TYPE_F16, HMOE_TYPE_BF16};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(act_types); k++) check_quantize(act_types[k], got);
         for (size_t k = 0; k < HMOE_ARRAY_LEN(random_types); k++) check_dots(random_types[k], got);
+        const enum hmoe_type extreme_types[] = {HMOE_TYPE_Q8_0, HMOE_TYPE_Q5_0, HMOE_TYPE_MXFP4, HMOE_TYPE_IQ4_XS,
+                                                HMOE_TYPE_Q6_K};
+        for (size_t k = 0; k < HMOE_ARRAY_LEN(extreme_types); k++) check_extreme_dec(extreme_types[k], got);
     }
     hmoe_cpu_init();
     return t_summary();
