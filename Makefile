@@ -14,7 +14,7 @@
 #                     the chat template interpreter
 #
 # Sources are found by wildcard: every src/*/*.c is part of libhmoe; files named
-# *_avx2.c / *_avx512.c get their own -m flags (the CPU picks a path at run time, so the
+# *_avx2.c / *_avxvnni.c / *_avx512.c get their own -m flags (the CPU picks a path at run time, so the
 # rest of the binary must stay runnable on any x86-64); *.cu files are compiled by nvcc
 # only when CUDA=1.
 
@@ -66,6 +66,10 @@ AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx51
 # AMX for *_amx_avx512.c only when the compiler knows it (gcc >= 11, clang >= 12); without it
 # that file builds a fallback that never selects AMX.
 AMX_FLAGS := $(shell $(CC) -mamx-tile -mamx-int8 -E -x c /dev/null >/dev/null 2>&1 && echo -mamx-tile -mamx-int8)
+# AVX-VNNI (VEX vpdpbusd) for *_avxvnni.c only when the compiler knows it (gcc >= 11, clang >= 12);
+# without it those files build empty and the run-time check never selects them.
+AVXVNNI_FLAGS := $(shell $(CC) -mavxvnni -E -x c /dev/null >/dev/null 2>&1 && echo -mavxvnni)
+CFLAGS  += -DHMOE_HAVE_AVXVNNI=$(if $(AVXVNNI_FLAGS),1,0)
 
 C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c src/text/jinja/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
@@ -138,6 +142,10 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c -o $@ $<
+
+$(BUILD)/%_avxvnni.o: %_avxvnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) $(AVXVNNI_FLAGS) -c -o $@ $<
 
 $(BUILD)/%_amx_avx512.o: %_amx_avx512.c
 	@mkdir -p $(dir $@)

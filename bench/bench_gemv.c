@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     hmoe_cpu_init();
-    const char *path = hmoe_cpu_path_name(hmoe_cpu_path());
+    const char *path = hmoe_cpu_isa_name(); /* avx2 or avx2+vnni tell the AVX2 kernel sets apart */
 
     if (json)
         printf("{\"path\": \"%s\", \"types\": [", path);

@@ -1,10 +1,11 @@
-/* test_cpu_gemv_dec.c — the decode gemv (one token) of the K-quants whose AVX-512 path has its
- * own 4-row streaming kernel (Q4_K, Q5_K: prepared activation row, packed 16-bit sums; Q6_K:
- * per-line look-ahead), on every path this CPU has, against the type table's vec_dot_ref
- * (1e-5 rel or 1e-6 abs, as test_cpu_kernels.c):
- *   - every block count 1..12, 16, 170 (the largest row whose prepared activations fit the
- *     kernel's buffer) and 171 (the fallback kernel), rows not a multiple of 4, row ranges
- *     starting off the tile grid (r0 = 1, 2, 3);
+/* test_cpu_gemv_dec.c — the decode gemv (one token) of the K-quants whose AVX-512 and AVX2
+ * paths have their own 4-row streaming kernels (Q4_K, Q5_K: prepared activation row, packed
+ * 16-bit sums; Q6_K: per-line look-ahead), on every kernel set this CPU has (scalar,
+ * avx2-novnni, avx2+vnni, avx512), against the type table's vec_dot_ref (1e-5 rel or 1e-6
+ * abs, as test_cpu_kernels.c):
+ *   - every block count 1..12, 16, 170 / 204 (the largest rows whose prepared activations fit
+ *     the AVX-512 / AVX2 kernel's buffer) and 171 / 205 (their fallback kernels), rows not a
+ *     multiple of 4, row ranges starting off the tile grid (r0 = 1, 2, 3);
  *   - extreme blocks: every quant at its maximum, scales and mins 63, activations all +127
  *     or all -128, so the 4-product lane sums sit at the 16-bit packing bound (bench/cpu_results.md, dec7).
  */
@@ -17,7 +18,33 @@
 #include "hmoe/fp16.h"
 #include "hmoe/quant_blocks.h"
 
-enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hook, src/cpu/cpu_impl.h */
+enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hooks, src/cpu/cpu_impl.h */
+bool hmoe_cpu_force_vnni(bool want);
+
+/* The kernel sets one machine can run: each path, and the AVX2 path with and without AVX-VNNI. */
+static const struct {
+    const char *name;
+    enum hmoe_cpu_path path;
+    bool vnni;
+} kernel_sets[] = {{"scalar", HMOE_CPU_SCALAR, false},
+                   {"avx2-novnni", HMOE_CPU_AVX2, false},
+                   {"avx2+vnni", HMOE_CPU_AVX2, true},
+                   {"avx512", HMOE_CPU_AVX512, true}};
+
+/* Select kernel set k; 0 (with the reason printed) when this CPU cannot run it. */
+static int select_kernel_set(size_t k, const char *what) {
+    const enum hmoe_cpu_path got = hmoe_cpu_force_path(kernel_sets[k].path);
+    if (got != kernel_sets[k].path) {
+        printf("[%s] %s ... skipped: this CPU only supports %s\n", kernel_sets[k].name, what, hmoe_cpu_path_name(got));
+        return 0;
+    }
+    const bool vnni = hmoe_cpu_force_vnni(kernel_sets[k].vnni);
+    if (kernel_sets[k].vnni && !vnni && got == HMOE_CPU_AVX2) {
+        printf("[%s] %s ... skipped: this CPU (or compiler) has no AVX-VNNI\n", kernel_sets[k].name, what);
+        return 0;
+    }
+    return 1;
+}
 
 /* Random blocks with finite fp16 scales (d, dmin of Q4_K/Q5_K; d of Q6_K) in 1e-4..1e-1. */
 static void fill_blocks(enum hmoe_type t, uint8_t *w, size_t n_blocks) {
@@ -88,9 +115,9 @@ static int gemv_matches(enum hmoe_type t, int64_t nb, const uint8_t *w, int64_t 
     return ok;
 }
 
-static void check_type(enum hmoe_type t, enum hmoe_cpu_path path) {
-    const char *tn = hmoe_type_info[t].name, *pn = hmoe_cpu_path_name(path);
-    const int64_t nbs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 170, 171};
+static void check_type(enum hmoe_type t, const char *pn) {
+    const char *tn = hmoe_type_info[t].name;
+    const int64_t nbs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 170, 171, 204, 205};
     const int64_t ranges[][2] = {{0, 1}, {0, 4}, {0, 5}, {1, 4}, {2, 9}, {3, 12}, {1, 14}, {0, 37}, {3, 40}};
     const int64_t max_rows = 40;
     char name[160], detail[200] = "";
@@ -107,7 +134,7 @@ static void check_type(enum hmoe_type t, enum hmoe_cpu_path path) {
             ok = gemv_matches(t, nb, w, ranges[q][0], ranges[q][1], xq, detail, sizeof detail);
         free(w), free(xq), free(x);
     }
-    snprintf(name, sizeof name, "[%s] %s decode gemv: block counts 1..12/16/170/171, ranges off the 4-row grid", pn, tn);
+    snprintf(name, sizeof name, "[%s] %s decode gemv: block counts 1..12/16/170/171/204/205, ranges off the 4-row grid", pn, tn);
     t_check(ok, name, "%s", detail);
 
     ok = 1;
@@ -127,16 +154,10 @@ static void check_type(enum hmoe_type t, enum hmoe_cpu_path path) {
 }
 
 int main(void) {
-    const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX2, HMOE_CPU_AVX512};
     const enum hmoe_type types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q6_K};
-    for (size_t p = 0; p < HMOE_ARRAY_LEN(paths); p++) {
-        enum hmoe_cpu_path got = hmoe_cpu_force_path(paths[p]);
-        if (got != paths[p]) {
-            printf("[%s] decode gemv ... skipped: this CPU only supports %s\n", hmoe_cpu_path_name(paths[p]),
-                   hmoe_cpu_path_name(got));
-            continue;
-        }
-        for (size_t k = 0; k < HMOE_ARRAY_LEN(types); k++) check_type(types[k], got);
+    for (size_t k = 0; k < HMOE_ARRAY_LEN(kernel_sets); k++) {
+        if (!select_kernel_set(k, "decode gemv")) continue;
+        for (size_t j = 0; j < HMOE_ARRAY_LEN(types); j++) check_type(types[j], kernel_sets[k].name);
     }
     hmoe_cpu_init();
     return t_summary();

@@ -1,14 +1,16 @@
 /* test_cpu_kernels.c — the SIMD CPU kernels (cpu.h) against llama.cpp and the references.
  *
- * For every path this CPU has (scalar, avx2, avx512; forced through the test hook) and
- * every accelerated type:
+ * For every kernel set this CPU has (scalar, avx2-novnni, avx2+vnni, avx512; forced through
+ * the test hooks; a set the CPU lacks prints "skipped" with the reason) and every
+ * accelerated type:
  *   - fixtures/kernels/<TYPE>.json: activations quantize to x_quant_hex byte for byte and
  *     the fixture rows × fixture activations reproduce `vec_dot` (1e-5 rel or 1e-6 abs,
  *     fixtures README §5.4) through gemv, gemm and matmul;
  *   - random blocks (random bytes, finite fp16 scales incl. subnormals) × random
  *     activations with outliers: quantized activations byte-identical to quantize_ref,
  *     gemv / gemm (ntok 1..9, row counts that are not multiples of the tiles) / matmul
- *     within tolerance of vec_dot_ref.
+ *     within tolerance of vec_dot_ref;
+ *   - decode gemv of the 32-block types, IQ4_XS and Q6_K at the bounds of their integer sums.
  * A type or path that cannot be checked prints "... skipped: why" and counts as neither.
  */
 #include <stddef.h>
@@ -21,7 +23,33 @@
 #include "hmoe/json.h"
 #include "hmoe/quant_blocks.h"
 
-enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hook, src/cpu/cpu_impl.h */
+enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want); /* test hooks, src/cpu/cpu_impl.h */
+bool hmoe_cpu_force_vnni(bool want);
+
+/* The kernel sets one machine can run: each path, and the AVX2 path with and without AVX-VNNI. */
+static const struct {
+    const char *name;
+    enum hmoe_cpu_path path;
+    bool vnni;
+} kernel_sets[] = {{"scalar", HMOE_CPU_SCALAR, false},
+                   {"avx2-novnni", HMOE_CPU_AVX2, false},
+                   {"avx2+vnni", HMOE_CPU_AVX2, true},
+                   {"avx512", HMOE_CPU_AVX512, true}};
+
+/* Select kernel set k; 0 (with the reason printed) when this CPU cannot run it. */
+static int select_kernel_set(size_t k, const char *what) {
+    const enum hmoe_cpu_path got = hmoe_cpu_force_path(kernel_sets[k].path);
+    if (got != kernel_sets[k].path) {
+        printf("[%s] %s ... skipped: this CPU only supports %s\n", kernel_sets[k].name, what, hmoe_cpu_path_name(got));
+        return 0;
+    }
+    const bool vnni = hmoe_cpu_force_vnni(kernel_sets[k].vnni);
+    if (kernel_sets[k].vnni && !vnni && got == HMOE_CPU_AVX2) {
+        printf("[%s] %s ... skipped: this CPU (or compiler) has no AVX-VNNI\n", kernel_sets[k].name, what);
+        return 0;
+    }
+    return 1;
+}
 
 
 /* A finite fp16 scale: magnitudes from fp16 subnormals (K-quant files have many) to 0.1. */
@@ -80,6 +108,11 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
                 memcpy(w + b * (size_t)ti->type_size + fp16_fields[k].off[f], &h, 2);
             }
     }
+    if (t == HMOE_TYPE_MXFP4) /* E8M0 scales 2^-128 .. 2^7: the binary32 subnormals of e = 0, 1 included */
+        for (size_t b = 0; b < bytes / (size_t)ti->type_size; b++) {
+            const uint64_t u = rng_u64();
+            w[b * (size_t)ti->type_size] = (uint8_t)(u % 8 == 0 ? (u >> 8) % 2 : 100 + (u >> 8) % 36);
+        }
     if (t == HMOE_TYPE_IQ1_M) /* d is scattered over the top nibbles of the four scale words (§5.7) */
         for (size_t b = 0; b < bytes / (size_t)ti->type_size; b++) {
             uint8_t *sc = w + b * (size_t)ti->type_size + offsetof(struct hmoe_block_iq1_m, scales);
@@ -89,7 +122,11 @@ static void rng_weights(enum hmoe_type t, int64_t ncols, int64_t nrows, uint8_t 
 }
 
 
-static const char *path_tag(enum hmoe_cpu_path p) { return hmoe_cpu_path_name(p); }
+/* The kernel set in use in words (avx2 / avx2+vnni tell the AVX2 path's two sets apart). */
+static const char *path_tag(enum hmoe_cpu_path p) {
+    (void)p;
+    return hmoe_cpu_isa_name();
+}
 
 /* ---------------- fixture checks ---------------- */
 
@@ -208,7 +245,8 @@ done:
 static const enum hmoe_type random_types[] = {
     HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
     HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
-    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M,  HMOE_TYPE_Q5_0};
+    HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M,  HMOE_TYPE_Q5_0,
+    HMOE_TYPE_MXFP4};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {
@@ -284,9 +322,11 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     }
     const int64_t b = ti->blck == 1 ? 16 : ti->blck;
     /* (ncols, nrows): one block; many blocks; rows off every tile multiple (4 in gemv, 16 and
-     * 64 in gemm chunks); rows too long for gemm's prepared-activation buffer (gemv fallback) */
+     * 64 in gemm chunks); rows too long for the prepared-activation buffers of gemm and of the
+     * decode kernels (their fallbacks, with fewer and with more rows than one decode tile) */
     const int64_t shapes[][2] = {
-        {b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}, {2 * b, 67}, {232 * 256 / b * b, 3}};
+        {b, 1}, {b, 5}, {8 * b, 17}, {3 * b, 33}, {11 * b, 7}, {2048 / b * b, 19}, {2 * b, 67}, {232 * 256 / b * b, 3},
+        {232 * 256 / b * b, 5}};
     const int64_t float_shapes[][2] = {{1, 3}, {17, 5}, {100, 9}, {1001, 4}}; /* tails: ncols % 16 != 0 */
     int bad = 0;
     char detail[200] = "";
@@ -344,6 +384,54 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     t_check(!bad, name, "%s", detail);
 }
 
+/* Decode gemv at the bounds of the integer sums: every weight at the type's largest
+ * magnitude (Q8_0 -128, Q5_0 -16, MXFP4 code -12, IQ4_XS value -127 with scale -32, Q6_K 0 with
+ * scale -128), activations all +127 or all -127, 9 rows (two 4-row tiles and a remainder) of
+ * 2048 columns: the kernels' exact-sum bounds (no saturating vpmaddubsw pair, exact packs,
+ * unsigned offsets) hold or the result moves far from vec_dot_ref. */
+static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
+    const struct hmoe_type_info *ti = &hmoe_type_info[wt];
+    char name[160], detail[200] = "";
+    snprintf(name, sizeof name, "[%s] %s decode gemv: largest weights x activations +127 / -127 exact", path_tag(path),
+             ti->name);
+    const int64_t ncols = 2048, nrows = 9;
+    const size_t rb = hmoe_row_bytes(wt, ncols), bs = (size_t)ti->type_size, nblk = rb * (size_t)nrows / bs;
+    uint8_t *w = malloc(rb * (size_t)nrows), *xq = malloc(hmoe_cpu_act_bytes(wt, ncols));
+    float *x = malloc(sizeof(float) * (size_t)ncols), y[9];
+    const uint16_t one = hmoe_f32_to_fp16(1.0f);
+    for (size_t b = 0; b < nblk; b++) {
+        uint8_t *blk = w + b * bs;
+        switch (wt) {
+        case HMOE_TYPE_Q8_0: memcpy(blk, &one, 2), memset(blk + 2, 0x80, bs - 2); break;
+        case HMOE_TYPE_Q5_0: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
+        case HMOE_TYPE_MXFP4: blk[0] = 128, memset(blk + 1, 0xff, bs - 1); break;
+        case HMOE_TYPE_IQ4_XS: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
+        case HMOE_TYPE_Q6_K:
+            memset(blk, 0x00, bs);
+            memset(blk + offsetof(struct hmoe_block_q6_k, scales), 0x80, 16);
+            memcpy(blk + offsetof(struct hmoe_block_q6_k, d), &one, 2);
+            break;
+        default: break;
+        }
+    }
+    int ok = 1;
+    for (int sgn = 0; sgn < 2 && ok; sgn++) {
+        for (int64_t i = 0; i < ncols; i++) x[i] = sgn ? -1.0f : 1.0f;
+        hmoe_cpu_quantize_act(wt, x, xq, ncols);
+        hmoe_cpu_gemv(wt, ncols, w, rb, 0, nrows, xq, y);
+        for (int64_t r = 0; r < nrows && ok; r++) {
+            const float want = ti->vec_dot_ref(ncols, w + (size_t)r * rb, xq);
+            if (!close_enough(y[r], want)) {
+                snprintf(detail, sizeof detail, "activations %s1, row %lld: %.9g vs ref %.9g", sgn ? "-" : "+",
+                         (long long)r, y[r], want);
+                ok = 0;
+            }
+        }
+    }
+    t_check(ok, name, "%s", detail);
+    free(w), free(xq), free(x);
+}
+
 /* hmoe_cpu_init() reads HMOE_CPU: a valid name picks that path (capped at the CPU's best),
  * anything else keeps the best path. */
 static void check_env_override(void) {
@@ -351,7 +439,11 @@ static void check_env_override(void) {
     static const struct {
         const char *value;
         enum hmoe_cpu_path want;
-    } cases[] = {{"scalar", HMOE_CPU_SCALAR}, {"AVX2", HMOE_CPU_AVX2}, {"avx512", HMOE_CPU_AVX512}, {"sse9", 99}};
+    } cases[] = {{"scalar", HMOE_CPU_SCALAR},
+                 {"AVX2", HMOE_CPU_AVX2},
+                 {"avx2-novnni", HMOE_CPU_AVX2},
+                 {"avx512", HMOE_CPU_AVX512},
+                 {"sse9", 99}};
     int bad = -1;
     enum hmoe_log_level saved = hmoe_log_level;
     hmoe_log_level = HMOE_LOG_ERROR; /* the bad value's warning is expected */
@@ -363,6 +455,18 @@ static void check_env_override(void) {
         if (hmoe_cpu_path() != want && bad < 0) bad = (int)i;
     }
     hmoe_log_level = saved;
+    /* avx2-novnni keeps the AVX-VNNI kernels out; avx2 uses them where the CPU has them */
+    setenv("HMOE_CPU", "avx2-novnni", 1);
+    hmoe_cpu_init();
+    const bool novnni = !hmoe_cpu_vnni();
+    setenv("HMOE_CPU", "avx2", 1);
+    hmoe_cpu_init();
+    const bool vnni_avx2 = hmoe_cpu_vnni();
+    const char *isa = hmoe_cpu_isa_name();
+    const bool isa_ok = best < HMOE_CPU_AVX2 || !strcmp(isa, vnni_avx2 ? "avx2+vnni" : "avx2");
+    t_check(novnni && isa_ok, "HMOE_CPU=avx2-novnni turns AVX-VNNI off; avx2 names it when in use",
+            "avx2-novnni vnni %d, avx2 isa '%s'", !novnni, isa);
+    printf("(this CPU: best %s, AVX-VNNI %s)\n", hmoe_cpu_path_name(best), vnni_avx2 ? "yes" : "no");
     unsetenv("HMOE_CPU");
     hmoe_cpu_init();
     t_check(bad < 0 && hmoe_cpu_path() == best, "HMOE_CPU selects a path, capped at the CPU's best",
@@ -377,18 +481,16 @@ static void check_env_override(void) {
 
 int main(void) {
     check_env_override();
-    const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX2, HMOE_CPU_AVX512};
-    for (size_t p = 0; p < HMOE_ARRAY_LEN(paths); p++) {
-        enum hmoe_cpu_path got = hmoe_cpu_force_path(paths[p]);
-        if (got != paths[p]) {
-            printf("[%s] all kernels ... skipped: this CPU only supports %s\n", hmoe_cpu_path_name(paths[p]),
-                   hmoe_cpu_path_name(got));
-            continue;
-        }
+    for (size_t p = 0; p < HMOE_ARRAY_LEN(kernel_sets); p++) {
+        if (!select_kernel_set(p, "all kernels")) continue;
+        const enum hmoe_cpu_path got = kernel_sets[p].path;
         for (size_t k = 0; k < HMOE_ARRAY_LEN(fixture_types); k++) check_fixture(fixture_types[k], got);
         const enum hmoe_type act_types[] = {HMOE_TYPE_Q8_K, HMOE_TYPE_Q8_0, HMOE_TYPE_F16, HMOE_TYPE_BF16};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(act_types); k++) check_quantize(act_types[k], got);
         for (size_t k = 0; k < HMOE_ARRAY_LEN(random_types); k++) check_dots(random_types[k], got);
+        const enum hmoe_type extreme_types[] = {HMOE_TYPE_Q8_0, HMOE_TYPE_Q5_0, HMOE_TYPE_MXFP4, HMOE_TYPE_IQ4_XS,
+                                                HMOE_TYPE_Q6_K};
+        for (size_t k = 0; k < HMOE_ARRAY_LEN(extreme_types); k++) check_extreme_dec(extreme_types[k], got);
     }
     hmoe_cpu_init();
     return t_summary();

@@ -24,11 +24,18 @@
 enum hmoe_cpu_path { HMOE_CPU_SCALAR = 0, HMOE_CPU_AVX2 = 1, HMOE_CPU_AVX512 = 2 };
 
 /* Detect the CPU (cpuid + XGETBV) and pick kernels; idempotent and thread-safe to call
- * before any parallel work. The environment variable HMOE_CPU=scalar|avx2|avx512 forces a
- * path (capped at what the CPU supports) so one machine can test every path. */
+ * before any parallel work. The environment variable HMOE_CPU=scalar|avx2-novnni|avx2|avx512
+ * forces a path (capped at what the CPU supports) so one machine can test every path;
+ * avx2-novnni is the AVX2 path without the AVX-VNNI kernels. */
 void hmoe_cpu_init(void);
 enum hmoe_cpu_path hmoe_cpu_path(void);
 const char *hmoe_cpu_path_name(enum hmoe_cpu_path p);
+/* True when the AVX-VNNI (VEX vpdpbusd) kernels are in use: the CPU has them (Alder Lake and
+ * later, Zen 5) and HMOE_CPU is not scalar or avx2-novnni. */
+bool hmoe_cpu_vnni(void);
+/* The path in use in words, with AVX-VNNI named on the AVX2 path: "scalar", "avx2",
+ * "avx2+vnni" or "avx512". */
+const char *hmoe_cpu_isa_name(void);
 
 /* True when batched Q4_K / Q6_K gemm calls run on AMX int8 tiles (AVX-512 path and the CPU
  * passed a run-time AMX check; on by default, HMOE_AMX=0 forces it off;

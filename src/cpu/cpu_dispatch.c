@@ -1,7 +1,8 @@
 /* cpu_dispatch.c — the entry points of cpu.h: detect the CPU once (cpuid + XGETBV),
- * pick a path (scalar / AVX2 / AVX-512+VNNI, HMOE_CPU overrides downwards), fill the
- * per-type kernel table from the type table's scalar references and then from the
- * SIMD rows of cpu_kernel_table.c; on the AVX-512 path, when AMX passed its run-time
+ * pick a path (scalar / AVX2 / AVX-512+VNNI, HMOE_CPU overrides downwards) and whether the
+ * VEX-coded AVX-VNNI kernels may run (AVX2 and AVX-512 paths; HMOE_CPU=avx2-novnni turns
+ * them off), fill the per-type kernel table from the type table's scalar references and
+ * then from the SIMD rows of cpu_kernel_table.c; on the AVX-512 path, when AMX passed its run-time
  * check (amx_detect.c) and HMOE_AMX allows it, batched gemm calls of the AMX types go to
  * the AMX kernels. Every call goes through that table: no switch on the type anywhere.
  * Kernels are single-threaded; only hmoe_cpu_matmul() opens a parallel region.
@@ -24,6 +25,9 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int init_done;                             /* 1 once the table below is valid */
 static enum hmoe_cpu_path cpu_best = HMOE_CPU_SCALAR;    /* what the hardware + OS allow */
 static enum hmoe_cpu_path cpu_path = HMOE_CPU_SCALAR;    /* what we run */
+static bool vnni_best;                                   /* the CPU has AVX-VNNI (VEX vpdpbusd) */
+static bool vnni_want = true;                            /* HMOE_CPU / test hook allow it */
+static bool vnni_on;                                     /* the AVX-VNNI rows are in the table */
 static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id */
 
 /* AMX: the check runs once (amx_checked); the mode in effect and the token threshold are
@@ -67,13 +71,29 @@ static enum hmoe_cpu_path detect_path(void) {
     return HMOE_CPU_AVX2;
 }
 
-static void fill_table(enum hmoe_cpu_path path) {
+/* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (Alder Lake and later, Sapphire Rapids,
+ * Zen 5). Only asked on a CPU that passed the AVX2 check: its kernels are
+ * AVX2 kernels with vpmaddubsw + vpmaddwd pairs replaced by vpdpbusd. The compiler must
+ * know -mavxvnni for them to exist at all (HMOE_HAVE_AVXVNNI, Makefile). */
+static bool detect_avxvnni(enum hmoe_cpu_path best) {
+#if HMOE_HAVE_AVXVNNI
+    unsigned a, b, c, d;
+    if (best < HMOE_CPU_AVX2 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return false;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return a & (1u << 4);
+#else
+    (void)best;
+    return false;
+#endif
+}
+
+static void fill_table(enum hmoe_cpu_path path, bool vnni) {
     for (int t = 0; t < HMOE_TYPE_COUNT; t++) kernels[t] = (struct hmoe_cpu_kernels){0};
     for (int t = 0; t < HMOE_TYPE_COUNT; t++) kernels[t].quantize = hmoe_type_info[t].quantize_ref;
     /* Rows are ordered by path, so a later (wider) row overrides an earlier one. */
     for (int i = 0; i < hmoe_cpu_kernel_row_count; i++) {
         const struct hmoe_cpu_kernel_row *row = &hmoe_cpu_kernel_rows[i];
-        if (row->path > path) continue;
+        if (row->path > path || (row->vnni && !vnni)) continue;
         struct hmoe_cpu_kernels *k = &kernels[row->type];
         if (row->k.quantize) k->quantize = row->k.quantize;
         if (row->k.gemv) k->gemv = row->k.gemv;
@@ -81,18 +101,24 @@ static void fill_table(enum hmoe_cpu_path path) {
     }
 }
 
-static enum hmoe_cpu_path path_from_env(enum hmoe_cpu_path best) {
+/* The path HMOE_CPU asks for (capped at `best`); *vnni says whether it allows AVX-VNNI. */
+static enum hmoe_cpu_path path_from_env(enum hmoe_cpu_path best, bool *vnni) {
     const char *e = getenv("HMOE_CPU");
+    *vnni = true;
     if (!e || !*e) return best;
     enum hmoe_cpu_path want = best;
     if (!strcasecmp(e, "scalar"))
         want = HMOE_CPU_SCALAR;
     else if (!strcasecmp(e, "avx2"))
         want = HMOE_CPU_AVX2;
-    else if (!strcasecmp(e, "avx512"))
+    else if (!strcasecmp(e, "avx2-novnni")) {
+        want = HMOE_CPU_AVX2;
+        *vnni = false;
+    } else if (!strcasecmp(e, "avx512"))
         want = HMOE_CPU_AVX512;
     else
-        HMOE_WARN("HMOE_CPU=%s is not one of scalar, avx2, avx512; using %s\n", e, hmoe_cpu_path_name(best));
+        HMOE_WARN("HMOE_CPU=%s is not one of scalar, avx2-novnni, avx2, avx512; using %s\n", e,
+                  hmoe_cpu_path_name(best));
     if (want > best) HMOE_WARN("HMOE_CPU=%s: this CPU only supports %s; using that\n", e, hmoe_cpu_path_name(best));
     return want < best ? want : best;
 }
@@ -137,7 +163,8 @@ static void set_amx_locked(enum hmoe_cpu_amx_mode mode) {
 
 static void set_path_locked(enum hmoe_cpu_path p) {
     cpu_path = p;
-    fill_table(p);
+    vnni_on = vnni_best && vnni_want && p >= HMOE_CPU_AVX2;
+    fill_table(p, vnni_on);
     set_amx_locked(amx_resolve_locked(amx_want, p));
     atomic_store_explicit(&init_done, 1, memory_order_release);
 }
@@ -145,8 +172,10 @@ static void set_path_locked(enum hmoe_cpu_path p) {
 void hmoe_cpu_init(void) {
     pthread_mutex_lock(&init_lock);
     cpu_best = detect_path();
+    vnni_best = detect_avxvnni(cpu_best);
     amx_want = amx_from_env();
-    set_path_locked(path_from_env(cpu_best));
+    const enum hmoe_cpu_path p = path_from_env(cpu_best, &vnni_want);
+    set_path_locked(p);
     pthread_mutex_unlock(&init_lock);
 }
 
@@ -188,9 +217,31 @@ const char *hmoe_cpu_amx_status(void) {
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want) {
     pthread_mutex_lock(&init_lock);
     cpu_best = detect_path();
+    vnni_best = detect_avxvnni(cpu_best);
     set_path_locked(want < cpu_best ? want : cpu_best);
     pthread_mutex_unlock(&init_lock);
     return cpu_path;
+}
+
+bool hmoe_cpu_force_vnni(bool want) {
+    if (!atomic_load_explicit(&init_done, memory_order_acquire)) hmoe_cpu_init();
+    pthread_mutex_lock(&init_lock);
+    vnni_want = want;
+    set_path_locked(cpu_path);
+    const bool got = vnni_on;
+    pthread_mutex_unlock(&init_lock);
+    return got;
+}
+
+bool hmoe_cpu_vnni(void) {
+    if (!atomic_load_explicit(&init_done, memory_order_acquire)) hmoe_cpu_init();
+    return vnni_on;
+}
+
+const char *hmoe_cpu_isa_name(void) {
+    const enum hmoe_cpu_path p = hmoe_cpu_path();
+    if (p == HMOE_CPU_AVX2) return vnni_on ? "avx2+vnni" : "avx2";
+    return hmoe_cpu_path_name(p);
 }
 
 /* Engine code may call the kernels without hmoe_cpu_init(): the first call initialises. */

@@ -27,10 +27,12 @@ struct hmoe_cpu_kernels {
     hmoe_cpu_gemm_fn gemm_amx; /* batched gemm from AMX_MIN_TOK tokens on (NULL: none / AMX off) */
 };
 
-/* One row of the registration table: the kernels of `type` that need at least `path`. */
+/* One row of the registration table: the kernels of `type` that need at least `path`,
+ * and AVX-VNNI too when `vnni` is set (the *_avxvnni.c files). */
 struct hmoe_cpu_kernel_row {
     enum hmoe_type type;
     enum hmoe_cpu_path path;
+    bool vnni;
     struct hmoe_cpu_kernels k;
 };
 extern const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[];
@@ -39,6 +41,9 @@ extern const int hmoe_cpu_kernel_row_count;
 /* Test hook (declared again in tests): pick `want`, capped at what this CPU supports;
  * returns the path now in effect. Not for engine code — use HMOE_CPU instead. */
 enum hmoe_cpu_path hmoe_cpu_force_path(enum hmoe_cpu_path want);
+/* Test hook: allow (true) or forbid the AVX-VNNI kernels on the current path; returns
+ * whether they are in use now (false on a CPU without them). hmoe_cpu_init() resets it. */
+bool hmoe_cpu_force_vnni(bool want);
 
 /* Batched (prefill) kernels that take a type's gemm calls of at least `min_tok` tokens
  * when AMX is in use (amx_impl.h): the real one and its tile-emulator twin (tests). */
@@ -67,6 +72,10 @@ enum hmoe_cpu_amx_mode hmoe_cpu_force_amx(enum hmoe_cpu_amx_mode want, int min_t
     void hmoe_cpu_gemm_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
                               size_t xq_stride, int64_t ntok, float *y, size_t y_stride);
 
+#define HMOE_CPU_DECLARE_GEMV(name)                                                                                    \
+    void hmoe_cpu_gemv_##name(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,           \
+                              float *y);
+
 /* activation quantizers (bit-identical to the type table's quantize_ref) */
 void hmoe_cpu_quantize_q8_k_avx512(const float *src, void *dst, int64_t n);
 void hmoe_cpu_quantize_q8_0_avx512(const float *src, void *dst, int64_t n);
@@ -94,6 +103,7 @@ HMOE_CPU_DECLARE_WEIGHT(iq3_xxs_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq3_s_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq4_xs_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq4_nl_avx512)
+HMOE_CPU_DECLARE_WEIGHT(mxfp4_avx512)
 HMOE_CPU_DECLARE_WEIGHT(iq2_xxs_avx2)
 HMOE_CPU_DECLARE_WEIGHT(iq2_xs_avx2)
 HMOE_CPU_DECLARE_WEIGHT(iq2_s_avx2)
@@ -113,6 +123,26 @@ HMOE_CPU_DECLARE_WEIGHT(q5_0_avx2)
 HMOE_CPU_DECLARE_WEIGHT(f32_avx2)
 HMOE_CPU_DECLARE_WEIGHT(f16_avx2)
 HMOE_CPU_DECLARE_WEIGHT(bf16_avx2)
+HMOE_CPU_DECLARE_WEIGHT(mxfp4_avx2)
+/* the AVX2 tiles' own gemv, which the decode kernels hand remainder rows to */
+HMOE_CPU_DECLARE_GEMV(q4_k_avx2_tiles)
+HMOE_CPU_DECLARE_GEMV(q5_k_avx2_tiles)
+HMOE_CPU_DECLARE_GEMV(q6_k_avx2_tiles)
+HMOE_CPU_DECLARE_GEMV(q4_k_avxvnni_tiles)
+HMOE_CPU_DECLARE_GEMV(q5_k_avxvnni_tiles)
+HMOE_CPU_DECLARE_GEMV(q6_k_avxvnni_tiles)
+HMOE_CPU_DECLARE_GEMV(mxfp4_avx2_tiles)
+HMOE_CPU_DECLARE_GEMV(mxfp4_avxvnni_tiles)
+HMOE_CPU_DECLARE_GEMV(mxfp4_avx512_tiles)
+HMOE_CPU_DECLARE_GEMV(iq4_xs_avx2_tiles)
+/* AVX2 + AVX-VNNI (the *_avxvnni.c files; HMOE_HAVE_AVXVNNI) */
+HMOE_CPU_DECLARE_WEIGHT(q4_k_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(q5_k_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(q6_k_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(q8_0_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(q5_0_avxvnni)
+HMOE_CPU_DECLARE_WEIGHT(mxfp4_avxvnni)
+HMOE_CPU_DECLARE_GEMV(iq4_xs_avxvnni)
 
 /* The attention's weighted sum over transposed V (attn_wsum_avx512.c; cpu.h hmoe_cpu_attn_wsum). */
 void hmoe_cpu_attn_wsum_avx512(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,

@@ -6,13 +6,18 @@
 #include "amx_impl.h"
 #include "cpu_impl.h"
 
-#define ACT(type, path, name)                                                                                          \
+#define ACT(type_, path_, name)                                                                                        \
+    { .type = type_, .path = path_, .k = {.quantize = hmoe_cpu_quantize_##name} }
+#define WEIGHT(type_, path_, name)                                                                                     \
+    { .type = type_, .path = path_, .k = {.gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name} }
+/* AVX2 kernels that also need AVX-VNNI: applied on the AVX2 and AVX-512 paths when the CPU
+ * has it (the AVX-512 rows below still override them) */
+#define GEMV_VNNI(type_, name)                                                                                         \
+    { .type = type_, .path = HMOE_CPU_AVX2, .vnni = true, .k = {.gemv = hmoe_cpu_gemv_##name} }
+#define WEIGHT_VNNI(type_, name)                                                                                       \
     {                                                                                                                  \
-        type, path, { .quantize = hmoe_cpu_quantize_##name }                                                           \
-    }
-#define WEIGHT(type, path, name)                                                                                       \
-    {                                                                                                                  \
-        type, path, { .gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name }                                     \
+        .type = type_, .path = HMOE_CPU_AVX2, .vnni = true,                                                            \
+        .k = {.gemv = hmoe_cpu_gemv_##name, .gemm = hmoe_cpu_gemm_##name}                                              \
     }
 
 const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
@@ -40,6 +45,17 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX2, iq4_nl_avx2),
     WEIGHT(HMOE_TYPE_IQ1_S, HMOE_CPU_AVX2, iq1_s_avx2), /* also the AVX-512 path's */
     WEIGHT(HMOE_TYPE_IQ1_M, HMOE_CPU_AVX2, iq1_m_avx2),
+    WEIGHT(HMOE_TYPE_MXFP4, HMOE_CPU_AVX2, mxfp4_avx2),
+#if HMOE_HAVE_AVXVNNI
+    /* AVX2 + AVX-VNNI */
+    WEIGHT_VNNI(HMOE_TYPE_Q4_K, q4_k_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_Q5_K, q5_k_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_Q6_K, q6_k_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_Q8_0, q8_0_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_Q5_0, q5_0_avxvnni),
+    WEIGHT_VNNI(HMOE_TYPE_MXFP4, mxfp4_avxvnni),
+    GEMV_VNNI(HMOE_TYPE_IQ4_XS, iq4_xs_avxvnni),
+#endif
     /* AVX-512 F/BW/VL/DQ + VNNI */
     ACT(HMOE_TYPE_Q8_K, HMOE_CPU_AVX512, q8_k_avx512),
     ACT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX512, q8_0_avx512),
@@ -62,6 +78,7 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_IQ3_S, HMOE_CPU_AVX512, iq3_s_avx512),
     WEIGHT(HMOE_TYPE_IQ4_XS, HMOE_CPU_AVX512, iq4_xs_avx512),
     WEIGHT(HMOE_TYPE_IQ4_NL, HMOE_CPU_AVX512, iq4_nl_avx512),
+    WEIGHT(HMOE_TYPE_MXFP4, HMOE_CPU_AVX512, mxfp4_avx512),
 };
 const int hmoe_cpu_kernel_row_count = (int)(sizeof hmoe_cpu_kernel_rows / sizeof hmoe_cpu_kernel_rows[0]);
 

@@ -1,7 +1,8 @@
 /* iq4_avx2.c — IQ4_XS × Q8_K and IQ4_NL × Q8_0 with AVX2 (quants.md §5.8-5.9, §8.4): the 16
  * kvalues are one vpshufb table over [low nibbles | high nibbles] of a 16-byte code group;
  * vpmaddubsw takes |v| with the sign moved onto the activations (|v|·|a|·2 ≤ 32258); IQ4_XS
- * scales sub-blocks by ls - 32 (vpmaddwd), IQ4_NL scales each block by dw·da in double. */
+ * scales sub-blocks by ls - 32 (vpmaddwd), IQ4_NL scales each block by dw·da in double.
+ * IQ4_XS decode has its own 4-row kernel (iq4_xs_dec_avx2_impl.h; AVX-VNNI twin iq4_xs_avxvnni.c). */
 #include <immintrin.h>
 
 #include "cpu_impl.h"
@@ -9,6 +10,8 @@
 #include "iq_avx2_impl.h"
 #include "iq_tile_impl.h"
 #include "kernels/iq_tables.h"
+#define IQ4D_VNNI 0
+#include "iq4_xs_dec_avx2_impl.h"
 
 /* 32 signed kvalues of a 16-byte code group: [low nibbles | high nibbles]. */
 static inline __m256i iq4_values(const uint8_t *qs, __m256i tab) {
@@ -77,6 +80,12 @@ static inline __attribute__((always_inline)) void iq4nl_row(const char *w, int64
 #define IQ4XS_ROW(w, nb, x, xs, o, T) iq4xs_row(w, nb, x, xs, o, T)
 #define IQ4NL_ROW(w, nb, x, xs, o, T) iq4nl_row(w, nb, x, xs, o, T)
 HMOE_IQ_ROW_TILES(iq4xs256, IQ4XS_ROW)
-HMOE_IQ_DEFINE_GEMV_GEMM_ROWS(iq4_xs_avx2, iq4xs256, 256)
+HMOE_IQ_DEFINE_GEMV_GEMM_ROWS2(iq4_xs_avx2_tiles, iq4_xs_avx2, iq4xs256, 256)
+
+/* IQ4_XS decode: the 4-row kernel on a prepared activation row (iq4_xs_dec_avx2_impl.h). */
+void hmoe_cpu_gemv_iq4_xs_avx2(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
+                               float *y) {
+    iq4d_gemv(ncols, w, row_bytes, nrows, xq, y, hmoe_cpu_gemv_iq4_xs_avx2_tiles);
+}
 HMOE_IQ_ROW_TILES(iq4nl256, IQ4NL_ROW)
 HMOE_IQ_DEFINE_GEMV_GEMM_ROWS(iq4_nl_avx2, iq4nl256, 32)

@@ -120,20 +120,35 @@ typedef void (*hmoe_iq_row_fn)(const char *w, int64_t nb, const char *x, size_t 
     HMOE_IQ_ROW_ONE(NAME, BODY, 4)                                                                                     \
     static const hmoe_iq_row_fn NAME##_tiles[5] = {0, NAME##_t1, NAME##_t2, NAME##_t3, NAME##_t4};
 
-/* gemv / gemm over the row tiles of NAME; BLCK = elements per weight block. */
-#define HMOE_IQ_DEFINE_GEMV_GEMM_ROWS(SUFFIX, NAME, BLCK)                                                              \
-    void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+/* gemv / gemm over the row tiles of NAME; BLCK = elements per weight block (ROWS2: the two
+ * functions named apart, for a type whose decode has its own kernel).
+ * gemv streams like the K-quant decode (tile_impl.h, HMOE_DEFINE_GEMV_STREAM): the first
+ * look-ahead distance requested in one burst (a MoE work item is a short stream, and without
+ * it its first 8 KiB arrive at demand-miss latency), the row look-ahead clamped to the range
+ * (never pulling in the next expert's matrix), and each 4 KiB page touched
+ * HMOE_IQ_PAGE_AHEAD bytes before the row prefetches reach it so its table walk is done. */
+#define HMOE_IQ_PAGE_AHEAD 16384
+#define HMOE_IQ_DEFINE_GEMV_GEMM_ROWS(SUFFIX, NAME, BLCK) HMOE_IQ_DEFINE_GEMV_GEMM_ROWS2(SUFFIX, SUFFIX, NAME, BLCK)
+#define HMOE_IQ_DEFINE_GEMV_GEMM_ROWS2(GEMV_SFX, GEMM_SFX, NAME, BLCK)                                                 \
+    void hmoe_cpu_gemv_##GEMV_SFX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
         const char *w0 = (const char *)w;                                                                              \
         const size_t pf =                                                                                              \
             HMOE_IQ_PREFETCH_BYTES > row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes : row_bytes;           \
+        const size_t all = (size_t)nrows * row_bytes;                                                                  \
+        hmoe_iq_prefetch(w0, pf < all ? pf : all);                                                                     \
+        size_t touch = (size_t)((((uintptr_t)w0 + 4095) & ~(uintptr_t)4095) - (uintptr_t)w0);                          \
         for (int64_t r = 0; r < nrows; r++) {                                                                          \
-            hmoe_iq_prefetch(w0 + (size_t)r * row_bytes + pf, row_bytes);                                              \
+            const size_t end = (size_t)(r + 1) * row_bytes;                                                            \
+            size_t upto = end + pf + HMOE_IQ_PAGE_AHEAD;                                                               \
+            if (upto > all) upto = all;                                                                                \
+            for (; touch < upto; touch += 4096) __builtin_prefetch(w0 + touch, 0, 3);                                  \
+            if (end + pf <= all) hmoe_iq_prefetch(w0 + end + pf - row_bytes, row_bytes);                                \
             NAME##_t1(w0 + (size_t)r * row_bytes, ncols / (BLCK), (const char *)xq, 0, y + r);                         \
         }                                                                                                              \
     }                                                                                                                  \
-    void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
-                                size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
+    void hmoe_cpu_gemm_##GEMM_SFX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,       \
+                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                         \
         const char *w0 = (const char *)w;                                                                              \
         for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_IQ_TILE_ROWS) {                                                    \
             int64_t r1 = r0 + HMOE_IQ_TILE_ROWS < nrows ? r0 + HMOE_IQ_TILE_ROWS : nrows;                              \

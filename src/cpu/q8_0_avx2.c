@@ -1,45 +1,9 @@
-/* q8_0_avx2.c — Q8_0 × Q8_0 dot products with AVX2 (quants.md §3.5, §8.4): |w| (u8) times
- * the activations carrying w's sign (vpsignb), vpmaddubsw (at most 2·128·127, no
- * saturation) and vpmaddwd with ones give the exact int32 block sum, scaled by dw·da and
- * accumulated in double as the reference does.
+/* q8_0_avx2.c — Q8_0 × Q8_0 dot products with AVX2 (quants.md §3.5, §8.4): the bodies of
+ * leg32_avx2_impl.h with the block's bytes as they are (its AVX-VNNI twin: q8_0_avxvnni.c).
+ * Compiled with -mavx2 -mfma -mf16c (Makefile); only called after the run-time check.
  */
-#include <immintrin.h>
+#define LEG32_VNNI 0
+#include "leg32_avx2_impl.h"
 
-#include "cpu_impl.h"
-#include "hmoe/quant_blocks.h"
-#include "tile_impl.h"
-
-/* out[r*T + t] = dot(weight row r at w + r*rb, activation row t); see tile_impl.h. */
-static inline __attribute__((always_inline)) void q80_tile(const char *w, size_t rb, int64_t nb, const char *x,
-                                                           size_t xs, float *out, const int R, const int T) {
-    __m256d acc[HMOE_TILE_MAX_TOK];
-    for (int k = 0; k < R * T; k++) acc[k] = _mm256_setzero_pd();
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t i = 0; i < nb; i++) {
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const struct hmoe_block_q8_0 *b = (const struct hmoe_block_q8_0 *)(w + (size_t)r * rb) + i;
-            if (T == 1 && i % 2 == 0)
-                hmoe_prefetch_block((const char *)b + hmoe_prefetch_distance(rb, R), 2 * sizeof *b);
-            const __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
-            const __m256i aq = _mm256_abs_epi8(q);
-            const double dw = _cvtsh_ss(b->d);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                const struct hmoe_block_q8_0 *a = (const struct hmoe_block_q8_0 *)(x + (size_t)t * xs) + i;
-                const __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), ones);
-                const __m128i d4 = _mm_add_epi32(_mm256_castsi256_si128(dot), _mm256_extracti128_si256(dot, 1));
-                acc[r * T + t] = _mm256_fmadd_pd(_mm256_cvtepi32_pd(d4), _mm256_set1_pd(dw * (double)_cvtsh_ss(a->d)),
-                                                 acc[r * T + t]);
-            }
-        }
-    }
-    for (int k = 0; k < R * T; k++) {
-        __m128d s = _mm_add_pd(_mm256_castpd256_pd128(acc[k]), _mm256_extractf128_pd(acc[k], 1));
-        out[k] = (float)(_mm_cvtsd_f64(s) + _mm_cvtsd_f64(_mm_unpackhi_pd(s, s)));
-    }
-}
-
-HMOE_TILE_INSTANCES(q80256, q80_tile)
-HMOE_DEFINE_GEMV_GEMM(q8_0_avx2, q80256, 32)
+LEG32_DEFINE(q8_0_avx2, q80256, sizeof(struct hmoe_block_q8_0), leg32_unpack_q8_0, leg32_scale_fp16,
+             leg32_scales4_fp16)

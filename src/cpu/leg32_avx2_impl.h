@@ -1,0 +1,162 @@
+/* leg32_avx2_impl.h — private to src/cpu: gemv / gemm bodies for 16 YMM registers of the
+ * weight types with 32-element blocks, one scale per block and Q8_0 activations (quants.md
+ * §3, §6.1, §8.1): Q8_0, Q5_0 and MXFP4. A block is rebuilt as 32 signed bytes (leg32_*
+ * unpackers), then |w| (u8) times the activations carrying w's sign (vpsignb) give the
+ * exact int32 block sum — vpmaddubsw (|pair| <= 2·128·127, no saturation) + vpmaddwd with
+ * ones on plain AVX2, one vpdpbusd with LEG32_VNNI — scaled by dw·da and accumulated in
+ * double as the references do.
+ * Decode (leg32_gemv4): 4 rows per tile, the 4 rows' 8-lane sums reduced together to
+ * [S0..S3] and scaled by one double FMA per block; one prefetch per 64 bytes of each row's
+ * stream, `pf` ahead (HMOE_DEFINE_GEMV_STREAM chooses and clamps it).
+ * Included by q8_0_avx2.c, q5_0_avx2.c, mxfp4_avx2.c (LEG32_VNNI 0), their *_avxvnni.c
+ * twins (1, VEX vpdpbusd) and mxfp4_avx512.c (1, EVEX vpdpbusd on YMM, AVX512-VNNI + VL).
+ */
+#ifndef HMOE_CPU_LEG32_AVX2_IMPL_H
+#define HMOE_CPU_LEG32_AVX2_IMPL_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu_impl.h"
+#include "hmoe/fp16.h"
+#include "hmoe/quant_blocks.h"
+#include "kernels/iq_tables.h"
+#include "tile_impl.h"
+
+#if LEG32_VNNI && defined(__AVX512VL__)
+#define LEG32_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#elif LEG32_VNNI
+#define LEG32_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#endif
+
+/* Σ w·a per int32 lane (4 byte products each) of one block: w signed, a the activations. */
+static inline __m256i leg32_dot(__m256i q, __m256i a) {
+    const __m256i aq = _mm256_abs_epi8(q), sa = _mm256_sign_epi8(a, q);
+#if LEG32_VNNI
+    return LEG32_DPBUSD(_mm256_setzero_si256(), aq, sa);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+#endif
+}
+
+/* Q4_0 nibble order (quants.md §3): element j in the low nibble of qs[j], j + 16 in the high. */
+static inline __m256i leg32_nibbles(const uint8_t *qs16) {
+    const __m128i qs = _mm_loadu_si128((const __m128i *)qs16);
+    const __m128i lo4 = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), lo4), _mm_and_si128(qs, lo4));
+}
+
+static inline __m256i leg32_unpack_q8_0(const void *blk) {
+    return _mm256_loadu_si256((const __m256i *)((const struct hmoe_block_q8_0 *)blk)->qs);
+}
+
+/* Q5_0: the nibbles, the 5th bit from qh spread to one byte per element, minus 16. */
+static inline __m256i leg32_unpack_q5_0(const void *blk) {
+    const struct hmoe_block_q5_0 *b = blk;
+    uint32_t qh;
+    memcpy(&qh, b->qh, sizeof qh);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)qh), _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
+                                                      0x0101010101010101ll, 0x0000000000000000ll));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+    return _mm256_sub_epi8(_mm256_or_si256(leg32_nibbles(b->qs), high), _mm256_set1_epi8(16));
+}
+
+/* MXFP4: the codes looked up in the doubled E2M1 table (§6.1), values -12..12. */
+static inline __m256i leg32_unpack_mxfp4(const void *blk) {
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hmoe_kvalues_mxfp4));
+    return _mm256_shuffle_epi8(kv, leg32_nibbles(((const struct hmoe_block_mxfp4 *)blk)->qs));
+}
+
+static inline double leg32_scale_fp16(const void *blk) { return _cvtsh_ss(*(const uint16_t *)blk); }
+static inline double leg32_scale_e8m0(const void *blk) { return hmoe_e8m0_to_f32_half(*(const uint8_t *)blk); }
+
+/* The weight scales of the same block in 4 rows rb apart, as doubles. The fp16 words go
+ * into the vector by word inserts: storing them to memory and loading them as one vector
+ * stalls on store forwarding (it costs the in-cache Q8_0 decode 40 % of its speed). */
+static inline __m256d leg32_scales4_fp16(const char *b, size_t rb) {
+    __m128i h = _mm_cvtsi32_si128(*(const uint16_t *)b);
+    h = _mm_insert_epi16(h, *(const uint16_t *)(b + rb), 1);
+    h = _mm_insert_epi16(h, *(const uint16_t *)(b + 2 * rb), 2);
+    h = _mm_insert_epi16(h, *(const uint16_t *)(b + 3 * rb), 3);
+    return _mm256_cvtps_pd(_mm_cvtph_ps(h));
+}
+static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
+    return _mm256_cvtps_pd(_mm_setr_ps(leg32_scale_e8m0(b), leg32_scale_e8m0(b + rb), leg32_scale_e8m0(b + 2 * rb),
+                                       leg32_scale_e8m0(b + 3 * rb)));
+}
+
+/* out[r*T + t] = dot(weight row r at w + r*rb, activation row t) (tile_impl.h); prefetches
+ * pf ahead when T == 1. UNPACK / SCALE: the type's leg32_* functions. */
+#define LEG32_TILE_BODY(NAME, BB, UNPACK, SCALE)                                                                      \
+    static inline __attribute__((always_inline)) void NAME(const char *w, size_t rb, int64_t nb, const char *x,       \
+                                                           size_t xs, float *out, const int R, const int T,           \
+                                                           size_t pf) {                                               \
+        __m256d acc[HMOE_TILE_MAX_TOK];                                                                                \
+        for (int k = 0; k < R * T; k++) acc[k] = _mm256_setzero_pd();                                                  \
+        const int64_t pf_every = 64 / (BB); /* blocks per prefetched line: no line of the stream skipped */           \
+        for (int64_t i = 0; i < nb; i++) {                                                                             \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                      \
+                const char *b = w + (size_t)r * rb + (size_t)i * (BB);                                                 \
+                if (T == 1 && i % pf_every == 0) __builtin_prefetch(b + pf, 0, 3);                                     \
+                const __m256i q = UNPACK(b);                                                                           \
+                const double dw = SCALE(b);                                                                            \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                                  \
+                    const struct hmoe_block_q8_0 *a = (const struct hmoe_block_q8_0 *)(x + (size_t)t * xs) + i;        \
+                    const __m256i dot = leg32_dot(q, _mm256_loadu_si256((const __m256i *)a->qs));                      \
+                    const __m128i d4 = _mm_add_epi32(_mm256_castsi256_si128(dot), _mm256_extracti128_si256(dot, 1));   \
+                    acc[r * T + t] = _mm256_fmadd_pd(_mm256_cvtepi32_pd(d4),                                           \
+                                                     _mm256_set1_pd(dw * (double)_cvtsh_ss(a->d)), acc[r * T + t]);    \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int k = 0; k < R * T; k++) {                                                                              \
+            __m128d s = _mm_add_pd(_mm256_castpd256_pd128(acc[k]), _mm256_extractf128_pd(acc[k], 1));                 \
+            out[k] = (float)(_mm_cvtsd_f64(s) + _mm_cvtsd_f64(_mm_unpackhi_pd(s, s)));                                 \
+        }                                                                                                              \
+    }
+
+/* Decode: out[r] = dot(row r, x) for the 4 rows at w, w + rb, ..; SCALES4: leg32_scales4_*. */
+#define LEG32_GEMV4_BODY(NAME, BB, UNPACK, SCALES4)                                                                   \
+    static void NAME(const char *w, size_t rb, int64_t nb, const char *x, size_t pf, float *out) {                     \
+        __m256d acc = _mm256_setzero_pd();                                                                             \
+        const int64_t pf_every = 64 / (BB);                                                                            \
+        for (int64_t i = 0; i < nb; i++) {                                                                             \
+            const struct hmoe_block_q8_0 *a = (const struct hmoe_block_q8_0 *)x + i;                                   \
+            const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);                                             \
+            const char *b0 = w + (size_t)i * (BB);                                                                     \
+            __m256i s[4];                                                                                              \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                                                      \
+                const char *b = b0 + (size_t)r * rb;                                                                   \
+                if (i % pf_every == 0) __builtin_prefetch(b + pf, 0, 3);                                               \
+                s[r] = leg32_dot(UNPACK(b), av);                                                                       \
+            }                                                                                                          \
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));         \
+            const __m128i v = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));               \
+            const __m256d sc = _mm256_mul_pd(SCALES4(b0, rb), _mm256_set1_pd((double)_cvtsh_ss(a->d)));               \
+            acc = _mm256_fmadd_pd(_mm256_cvtepi32_pd(v), sc, acc);                                                     \
+        }                                                                                                              \
+        double lanes[4];                                                                                               \
+        _mm256_storeu_pd(lanes, acc);                                                                                  \
+        for (int r = 0; r < 4; r++) out[r] = (float)lanes[r];                                                          \
+    }
+
+/* All of one type: tiles, the decode kernel, and hmoe_cpu_gemv_GEMV_SFX / hmoe_cpu_gemm_GEMM_SFX
+ * (the streaming decode loop and the tiled gemm of tile_impl.h). */
+#define LEG32_DEFINE2(GEMV_SFX, GEMM_SFX, NAME, BB, UNPACK, SCALE, SCALES4)                                          \
+    LEG32_TILE_BODY(NAME##_body, BB, UNPACK, SCALE)                                                                    \
+    LEG32_GEMV4_BODY(NAME##_gemv4, BB, UNPACK, SCALES4)                                                               \
+    static inline __attribute__((always_inline)) void NAME##_tile(const char *w, size_t rb, int64_t nb,               \
+                                                                  const char *x, size_t xs, float *out, const int R,  \
+                                                                  const int T) {                                      \
+        NAME##_body(w, rb, nb, x, xs, out, R, T, hmoe_prefetch_distance(rb, R));                                       \
+    }                                                                                                                  \
+    HMOE_TILE_INSTANCES(NAME, NAME##_tile)                                                                             \
+    HMOE_DEFINE_GEMV_STREAM(GEMV_SFX, NAME, NAME##_gemv4, 32)                                                          \
+    HMOE_DEFINE_GEMM(GEMM_SFX, NAME, 32)
+#define LEG32_DEFINE(SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)                                                        \
+    LEG32_DEFINE2(SUFFIX, SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)
+
+#endif
