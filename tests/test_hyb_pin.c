@@ -122,6 +122,7 @@ int main(void) {
     int ok_n, un_n;
 
     setenv("HMOE_PIN_BUDGET_S", "0.5", 1);
+    setenv("HMOE_MEM_AVAILABLE_MIB", "100000", 1);
     unsetenv("HMOE_PIN");
 
     /* 1. registrations that succeed: every RAM layer pinned, undone once each at unpin */
@@ -192,7 +193,24 @@ int main(void) {
             fk.n_ok, fk.n_unreg);
     hyb_fake_free(&f);
 
-    /* 5. HMOE_PIN=0: no driver call at all */
+    /* 5. little RAM available: pinning keeps 2 GiB (or 1/8) free, i.e. here 2.5 MiB may be locked */
+    fake_reset(FAKE_OK, -1);
+    setenv("HMOE_MEM_AVAILABLE_MIB", "2050", 1);
+    if (setup(&f)) t_check(0, "pin: set-up", "hyb_fake_init failed");
+    run_pass(&f);
+    const uint64_t layer_bytes = (uint64_t)f.h.L[0].pin_len;
+    const int fit = (int)(((uint64_t)2 << 20) / (layer_bytes ? layer_bytes : 1));
+    t_check(fit >= 1 && fit < N_LAYER && f.h.pin_bytes <= ((uint64_t)2 << 20) && n_pinned(&f) == fit &&
+                rest_unpinned(&f, n_pinned(&f)) && f.h.pin_ram_capped && strstr(f.h.notes, "to keep 2.1 GB") &&
+                strstr(f.h.notes, "staging"),
+            "pin: pinning stops where the memory available would fall below its reserve",
+            "%.2f MiB per layer, %d pinned (expected %d), note '%s'", (double)layer_bytes / 1048576.0, n_pinned(&f),
+            fit, f.h.notes);
+    hmoe_hyb_unpin(&f.h);
+    hyb_fake_free(&f);
+    setenv("HMOE_MEM_AVAILABLE_MIB", "100000", 1);
+
+    /* 6. HMOE_PIN=0: no driver call at all */
     setenv("HMOE_PIN", "0", 1);
     fake_reset(FAKE_OK, -1);
     if (setup(&f)) t_check(0, "pin: set-up", "hyb_fake_init failed");

@@ -412,6 +412,7 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefill_streamed_experts; /* expert copies made by streamed prefill since init / reset */
     uint64_t prefill_streamed_bytes;
     bool pinned;                     /* the expert ranges of the mapping are page-locked */
+    uint64_t pinned_bytes;           /* host bytes page-locked for the RAM layers (mapping or copy) */
     uint64_t xfer_experts;           /* decode misses read over PCIe and computed by the GPU (transfer) */
     uint64_t prefetch_pred, prefetch_correct; /* next-layer predictions, and those the router then chose */
     uint64_t prefetch_fills;         /* experts the prefetch copied into slots */

@@ -70,6 +70,7 @@ struct hmoe_cli_model_opts {
     bool quiet;       /* no progress bar, no notes (errors and warnings still print) */
     bool no_preload;  /* leave the weights to be paged in on first use */
     bool no_mmap;     /* read the weights into huge-page RAM instead of mapping the file */
+    bool mlock;       /* lock the weights in RAM (llama.cpp's --mlock) */
     /* GPU backend and hybrid scheduler (HMOE_CLI_GPU_OPTS rows) */
     const char *gpu, *moe_miss, *cache_policy, *prefetch;
     int64_t vram_budget_mib;
@@ -133,6 +134,8 @@ struct hmoe_cli_model_opts {
      "first use, which makes the first tokens slow)", HMOE_OPT_FLAG, &(o).no_preload},                          \
     {"--no-mmap", NULL, NULL, "read the weights into RAM (transparent huge pages) instead of mapping the file: "  \
      "faster CPU decode, costs the file size in RAM and a read at start", HMOE_OPT_FLAG, &(o).no_mmap},         \
+    {"--mlock", NULL, NULL, "keep the weights in RAM: never evicted or swapped (needs the file size free and a "  \
+     "large enough 'ulimit -l')", HMOE_OPT_FLAG, &(o).mlock},                                                   \
     HMOE_CLI_GPU_OPTS(o)
 
 void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o);
@@ -149,6 +152,9 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
  * and the flag to change and sets *rc when the KV cache cannot fit; prints a warning when
  * weights + KV exceed it. Returns true when everything fits (worth preloading). */
 bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc);
+/* With --verbose: one line with the peak RSS, the page-locked bytes (for the device, mlock) and
+ * the VRAM peak against its budget (GPU backends); part of hmoe_cli_ctx_report. */
+void hmoe_cli_mem_report(const struct hmoe_ctx *c);
 /* With --verbose (log level info): the GPU backend's report (placement, VRAM breakdown, peak and
  * decode statistics) to stderr; nothing on the CPU backend. */
 void hmoe_cli_ctx_report(struct hmoe_ctx *ctx);

@@ -10,7 +10,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,9 +27,29 @@ void hmoe_gguf_free(struct hmoe_gguf *g) {
     for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->tensors);
     hmoe_gguf_index_free(g->index);
+    if (g->locked) munlock(g->base, (size_t)g->file_size);
     if (g->is_mapped && g->base) munmap((void *)g->base, (size_t)g->file_size);
     free(g->path);
     free(g);
+}
+
+enum hmoe_status hmoe_gguf_mlock(struct hmoe_gguf *g, struct hmoe_err *err) {
+    if (!g->base || !g->file_size) return HMOE_OK;
+    if (mlock(g->base, (size_t)g->file_size) != 0) {
+        const int e = errno;
+        struct rlimit rl = {0};
+        getrlimit(RLIMIT_MEMLOCK, &rl);
+        char lim[32];
+        if (rl.rlim_cur == RLIM_INFINITY) snprintf(lim, sizeof lim, "unlimited");
+        else snprintf(lim, sizeof lim, "%llu MiB", (unsigned long long)(rl.rlim_cur >> 20));
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM,
+                          "--mlock: cannot lock the %llu MiB of %s in RAM (%s; the lock limit is %s): the weights stay "
+                          "evictable; raise the limit with 'ulimit -l unlimited' (or memlock in "
+                          "/etc/security/limits.conf) or free memory",
+                          (unsigned long long)(g->file_size >> 20), g->path, strerror(e), lim);
+    }
+    g->locked = true;
+    return HMOE_OK;
 }
 
 static enum hmoe_status parse(struct hmoe_gguf *g, struct hmoe_err *err) {

@@ -280,8 +280,16 @@ enum hmoe_status hmoe_model_load(const char *path, const struct hmoe_model_param
     enum hmoe_status st = params && params->no_mmap ? hmoe_gguf_open_ram(path, &g, err) : hmoe_gguf_open(path, &g, err);
     if (st) return st;
     st = hmoe_model_load_gguf(g, params, out, err);
-    if (st) hmoe_gguf_free(g);
-    return st;
+    if (st) {
+        hmoe_gguf_free(g);
+        return st;
+    }
+    if (params && params->mlock) {
+        /* as llama.cpp's --mlock: a lock the system refuses is a warning, the model still runs */
+        struct hmoe_err e = {0};
+        if (hmoe_gguf_mlock(g, &e)) HMOE_WARN("%s", e.msg);
+    }
+    return HMOE_OK;
 }
 
 void hmoe_model_free(struct hmoe_model *m) {

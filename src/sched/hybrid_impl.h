@@ -103,6 +103,7 @@ struct hmoe_sched_hybrid {
     int pin_layers, pin_tried;
     bool pin_stopped;
     int pin_abandoned;                 /* registrations given up on at their deadline (pin_bounded.c) */
+    bool pin_ram_capped;               /* pinning stopped to leave RAM available (hybrid_pin.c) */
     /* the driver calls of the pin pass: hmoe_cuda_host_register/unregister unless a test injects
      * slow or failing ones (tests/test_hyb_pin.c) */
     enum hmoe_status (*pin_register)(void *p, size_t bytes, bool read_only, struct hmoe_err *err);

@@ -72,7 +72,9 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
         add_note(h, "pinning off (HMOE_PIN=0): copies from RAM go through the driver's staging; ");
         return;
     }
-    const bool copy = env && !strcmp(env, "copy");
+    /* a --no-mmap copy is anonymous memory already: registering it is cheap and a second copy
+     * would hold the experts twice */
+    const bool copy = env && !strcmp(env, "copy") && !h->file_in_ram;
     const char *be = getenv("HMOE_PIN_BUDGET_S");
     const double budget = be && atof(be) > 0 ? atof(be) : PIN_BUDGET_S;
     const uintptr_t lo_file = (uintptr_t)file_base, hi_file = lo_file + file_size;
@@ -83,12 +85,28 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
     const hyb_pin_register_fn reg = h->pin_register ? h->pin_register : hmoe_cuda_host_register;
     const hyb_pin_unregister_fn unreg = h->pin_unregister ? h->pin_unregister : hmoe_cuda_host_unregister;
     const int dev = h->cu ? hmoe_cuda_ctx_device(h->cu) : -1;
+    /* Locked pages leave what the kernel can reclaim: pinning stops while a share of the memory
+     * available at the start stays free, so that the KV cache, the CPU team's scratch and the rest
+     * of the system never have to swap. (Resident page-cache pages count as available, so pinning
+     * the mapping's pages costs them too.) */
+    struct hmoe_sysmem sm;
+    hmoe_sysmem_read(&sm);
+    const uint64_t keep_free = HMOE_MAX((uint64_t)sm.mem_available / 8, (uint64_t)2 << 30);
+    const uint64_t pin_cap = sm.mem_available > keep_free ? sm.mem_available - keep_free : 0;
+    const bool cap_known = sm.mem_available > 0;
     for (int l = 0; l < h->n_layer && !h->pin_stopped; l++) {
         struct hyb_layer *L = &h->L[l];
         uintptr_t lo, hi;
         if (!L->ram || !layer_span(h, l, lo_file, hi_file, &lo, &hi)) continue;
-        h->pin_tried++;
         const size_t len = hi - lo;
+        if (cap_known && h->pin_bytes + len > pin_cap) {
+            add_note(h, "page-locking stopped after %.1f GB to keep %.1f GB of the %.1f GB of RAM available free "
+                        "(HMOE_MEM_AVAILABLE_MIB): the remaining RAM layers copy through the driver's staging; ",
+                     (double)h->pin_bytes / 1e9, (double)keep_free / 1e9, (double)sm.mem_available / 1e9);
+            h->pin_stopped = h->pin_ram_capped = true;
+            break;
+        }
+        h->pin_tried++;
         /* into the page cache first: the pin then only locks resident pages */
         const double ta = hmoe_time_s();
         madvise((void *)lo, len, MADV_WILLNEED);
@@ -200,7 +218,7 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
     if (copy && h->pin_layers)
         add_note(h, "HMOE_PIN=copy: %d RAM layers' experts (%.1f GB) copied into page-locked memory in %.1f s; ",
                  h->pin_layers, (double)h->pin_bytes / 1e9, h->pin_s);
-    else if (h->pin_stopped && !h->pin_abandoned && !worker_failed)
+    else if (h->pin_stopped && !h->pin_abandoned && !worker_failed && !h->pin_ram_capped)
         add_note(h, "page-locking stopped by its %.0f s budget (HMOE_PIN_BUDGET_S) after %d of %d RAM layers (%.1f GB "
                     "at %.2f GB/s; reading them took %.1f s): the others copy through the driver's staging; ",
                  budget, h->pin_layers, h->pin_tried, (double)h->pin_bytes / 1e9,

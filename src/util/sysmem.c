@@ -37,10 +37,14 @@ bool hmoe_sysmem_parse_kb(const char *text, const char *key, uint64_t *bytes) {
 void hmoe_sysmem_read(struct hmoe_sysmem *out) {
     memset(out, 0, sizeof *out);
     char buf[8192];
-    if (!slurp("/proc/meminfo", buf, sizeof buf)) return;
-    hmoe_sysmem_parse_kb(buf, "MemTotal", &out->mem_total);
-    hmoe_sysmem_parse_kb(buf, "Dirty", &out->dirty);
-    hmoe_sysmem_parse_kb(buf, "Writeback", &out->writeback);
+    if (slurp("/proc/meminfo", buf, sizeof buf)) {
+        hmoe_sysmem_parse_kb(buf, "MemAvailable", &out->mem_available);
+        hmoe_sysmem_parse_kb(buf, "MemTotal", &out->mem_total);
+        hmoe_sysmem_parse_kb(buf, "Dirty", &out->dirty);
+        hmoe_sysmem_parse_kb(buf, "Writeback", &out->writeback);
+    }
+    const char *env = getenv("HMOE_MEM_AVAILABLE_MIB");
+    if (env && *env) out->mem_available = (uint64_t)strtoull(env, NULL, 10) << 20;
 }
 
 static uint64_t status_field(const char *key) {
