@@ -27,6 +27,8 @@ void hmoe_gguf_free(struct hmoe_gguf *g) {
     for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->tensors);
     hmoe_gguf_index_free(g->index);
+    for (uint32_t i = 0; g->shards && i < g->n_shards; i++) free(g->shards[i].path);
+    free(g->shards);
     if (g->locked) munlock(g->base, (size_t)g->file_size);
     if (g->is_mapped && g->base) munmap((void *)g->base, (size_t)g->file_size);
     free(g->path);
@@ -52,7 +54,7 @@ enum hmoe_status hmoe_gguf_mlock(struct hmoe_gguf *g, struct hmoe_err *err) {
     return HMOE_OK;
 }
 
-static enum hmoe_status parse(struct hmoe_gguf *g, struct hmoe_err *err) {
+enum hmoe_status hmoe_gguf_parse(struct hmoe_gguf *g, struct hmoe_err *err) {
     struct gguf_cur c = {.base = g->base, .size = g->file_size, .pos = 0, .file = g->path, .err = err};
     enum hmoe_status st;
     if ((st = hmoe_gguf_read_header(&c, g))) return st;
@@ -87,7 +89,7 @@ enum hmoe_status hmoe_gguf_open_memory(const void *data, uint64_t size, const ch
     static const uint8_t empty[1];
     g->base = data ? data : empty;
     g->file_size = size;
-    enum hmoe_status st = parse(g, err);
+    enum hmoe_status st = hmoe_gguf_parse(g, err);
     if (st) {
         hmoe_gguf_free(g);
         return st;
@@ -221,10 +223,23 @@ static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_ggu
     g->file_size = size;
     g->is_mapped = true;
     g->in_ram = to_ram;
-    enum hmoe_status st = parse(g, err);
+    enum hmoe_status st = hmoe_gguf_parse(g, err);
     if (st) {
         hmoe_gguf_free(g);
         return st;
+    }
+    uint32_t count = 1;
+    if (hmoe_gguf_find_kv(g, "split.count") && (hmoe_gguf_get_u32(g, "split.count", &count, err) || count == 0)) {
+        if (!count) HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: split.count is 0 (a split model has at least one shard)", path);
+        hmoe_gguf_free(g);
+        return HMOE_ERR_FORMAT;
+    }
+    if (count > 1) { /* a split model: this shard's metadata says where the rest are */
+        struct hmoe_gguf *all = NULL;
+        st = hmoe_gguf_open_split(g, to_ram, &all, err);
+        hmoe_gguf_free(g);
+        if (st) return st;
+        g = all;
     }
     *out = g;
     return HMOE_OK;
