@@ -165,11 +165,18 @@ struct hmoe_model_weights {
     struct hmoe_layer_weights *layers; /* [n_layer] */
 };
 
+/* A vector stored in 16 bits in the file, widened to F32 at load (norms of "dynamic" quants). */
+struct hmoe_model_vec {
+    struct hmoe_model_vec *next;
+    float v[];
+};
+
 struct hmoe_model {
     struct hmoe_gguf *gguf;            /* owns the mapping every weight view points into */
     struct hmoe_model_config cfg;
     struct hmoe_model_weights w;
     uint64_t weight_bytes;             /* bytes of all tensors bound as weights */
+    struct hmoe_model_vec *widened;    /* the F16/BF16 vectors' F32 copies (freed with the model) */
 };
 
 /* Open `path`, check the architecture (an unsupported one is named, with the supported
