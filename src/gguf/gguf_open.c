@@ -166,7 +166,18 @@ static void *map_file(int fd, size_t size) {
     return base;
 }
 
-static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_gguf **out, struct hmoe_err *err) {
+/* split.count of a parsed file: 1 for one file, 0 with err set when the key is bad. */
+static uint32_t split_count(const struct hmoe_gguf *g, struct hmoe_err *err) {
+    uint32_t count = 1;
+    if (!hmoe_gguf_find_kv(g, "split.count")) return 1;
+    if (hmoe_gguf_get_u32(g, "split.count", &count, err)) return 0;
+    if (!count) HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: split.count is 0 (a split model has at least one shard)", g->path);
+    return count;
+}
+
+/* follow_split: the first shard of a split model opens every shard (mapped). */
+static enum hmoe_status open_file(const char *path, bool to_ram, bool follow_split, struct hmoe_gguf **out,
+                                  struct hmoe_err *err) {
     *out = NULL;
     if (!path) return HMOE_RAISE(err, HMOE_ERR_ARG, "no model file given");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -228,9 +239,8 @@ static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_ggu
         hmoe_gguf_free(g);
         return st;
     }
-    uint32_t count = 1;
-    if (hmoe_gguf_find_kv(g, "split.count") && (hmoe_gguf_get_u32(g, "split.count", &count, err) || count == 0)) {
-        if (!count) HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: split.count is 0 (a split model has at least one shard)", path);
+    const uint32_t count = follow_split ? split_count(g, err) : 1;
+    if (!count) {
         hmoe_gguf_free(g);
         return HMOE_ERR_FORMAT;
     }
@@ -246,9 +256,22 @@ static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_ggu
 }
 
 enum hmoe_status hmoe_gguf_open(const char *path, struct hmoe_gguf **out, struct hmoe_err *err) {
-    return open_file(path, false, out, err);
+    return open_file(path, false, true, out, err);
 }
 
 enum hmoe_status hmoe_gguf_open_ram(const char *path, struct hmoe_gguf **out, struct hmoe_err *err) {
-    return open_file(path, true, out, err);
+    /* The metadata from the mapped file first: a split model is then read shard by shard into
+     * one buffer, without a RAM copy of its first shard on the side. */
+    *out = NULL;
+    struct hmoe_gguf *first = NULL;
+    enum hmoe_status st = open_file(path, false, false, &first, err);
+    if (st) return st;
+    const uint32_t count = split_count(first, err);
+    if (count == 1) {
+        hmoe_gguf_free(first);
+        return open_file(path, true, false, out, err);
+    }
+    st = count ? hmoe_gguf_open_split(first, true, out, err) : HMOE_ERR_FORMAT;
+    hmoe_gguf_free(first);
+    return st;
 }
