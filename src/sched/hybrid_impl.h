@@ -238,14 +238,15 @@ struct hmoe_sched_hybrid {
 void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t file_size);
 void hmoe_hyb_unpin(struct hmoe_sched_hybrid *h);
 /* pin_bounded.c: registrations on a worker thread, each waited for until a deadline (hmoe_time_s
- * clock); one that misses it is abandoned (*timed_out) and undone by the worker when it returns.
+ * clock; a -v line every 5 s names `layer`); one that misses it is abandoned (*timed_out) and
+ * undone by the worker when it returns.
  * start: NULL when no thread can be made; dev: CUDA device for the worker, -1 to leave it. */
 typedef enum hmoe_status (*hyb_pin_register_fn)(void *p, size_t bytes, bool read_only, struct hmoe_err *err);
 typedef void (*hyb_pin_unregister_fn)(void *p);
 struct hyb_pin_worker;
 struct hyb_pin_worker *hmoe_hyb_pin_worker_start(hyb_pin_register_fn reg, hyb_pin_unregister_fn unreg, int dev);
 enum hmoe_status hmoe_hyb_pin_worker_register(struct hyb_pin_worker *w, void *p, size_t n, double deadline,
-                                              bool *timed_out, struct hmoe_err *err);
+                                              int layer, bool *timed_out, struct hmoe_err *err);
 void hmoe_hyb_pin_worker_stop(struct hyb_pin_worker *w);
 /* RAM read bandwidth of the CPU team over one pinned (resident) expert range, GB/s (0: none). */
 double hmoe_hyb_probe_ram(struct hmoe_sched_hybrid *h);

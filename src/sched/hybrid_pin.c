@@ -162,7 +162,7 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
             struct hmoe_err e = {0};
             bool late = false;
             const double deadline = HMOE_MIN(t0 + budget, tb + HMOE_MAX(PIN_REG_MIN_S, (double)len / PIN_REG_FLOOR_BPS));
-            if (hmoe_hyb_pin_worker_register(worker, (void *)lo, len, deadline, &late, &e) != HMOE_OK) {
+            if (hmoe_hyb_pin_worker_register(worker, (void *)lo, len, deadline, l, &late, &e) != HMOE_OK) {
                 ok = false;
                 if (late) {
                     struct hmoe_sysmem sm;

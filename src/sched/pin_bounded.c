@@ -15,6 +15,8 @@
 
 #include "sched/hybrid_impl.h"
 
+#define PIN_WAIT_LOG_S 5.0 /* -v line while one registration takes this long */
+
 struct hyb_pin_worker {
     pthread_mutex_t mu;
     pthread_cond_t cv;                 /* on CLOCK_MONOTONIC, the clock of hmoe_time_s */
@@ -85,19 +87,33 @@ struct hyb_pin_worker *hmoe_hyb_pin_worker_start(hyb_pin_register_fn reg, hyb_pi
     return w;
 }
 
+static struct timespec at(double t) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}
+
 enum hmoe_status hmoe_hyb_pin_worker_register(struct hyb_pin_worker *w, void *p, size_t n, double deadline,
-                                              bool *timed_out, struct hmoe_err *err) {
+                                              int layer, bool *timed_out, struct hmoe_err *err) {
     *timed_out = false;
     pthread_mutex_lock(&w->mu);
     w->p = p, w->n = n, w->pending = true, w->done = false;
     pthread_cond_broadcast(&w->cv);
-    struct timespec ts;
-    ts.tv_sec = (time_t)deadline;
-    ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    const double t0 = hmoe_time_s();
+    double next_log = t0 + PIN_WAIT_LOG_S;
     while (!w->done) {
-        /* (hmoe_time_s reads CLOCK_MONOTONIC too, so the deadline is on the condition's clock) */
-        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) && !w->done) {
+        /* (hmoe_time_s reads CLOCK_MONOTONIC too, so the times are on the condition's clock);
+         * a slow registration says so in -v while it is waited for */
+        const struct timespec ts = at(HMOE_MIN(deadline, next_log));
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) && !w->done && hmoe_time_s() < deadline) {
+            HMOE_INFO("hybrid: page-locking layer %d (%.0f MiB) for %.0f s so far; given up at %.0f s", layer,
+                      (double)n / 1048576.0, hmoe_time_s() - t0, deadline - t0);
+            next_log += PIN_WAIT_LOG_S;
+            continue;
+        }
+        if (!w->done && hmoe_time_s() >= deadline) {
             *timed_out = true;
             w->abandoned = true;
             pthread_mutex_unlock(&w->mu);
