@@ -27,7 +27,7 @@ struct pty_proc {
     pid_t pid;
     int fd;
     char out[1 << 18];
-    size_t len;
+    size_t len, mark; /* wait_for looks after `mark` and moves it past what it found */
 };
 
 static double now_s(void) {
@@ -77,8 +77,13 @@ static bool pump(struct pty_proc *p, double wait_s) {
 }
 
 static bool wait_for(struct pty_proc *p, const char *needle, double timeout_s) {
-    for (const double end = now_s() + timeout_s; !strstr(p->out, needle);)
-        if (now_s() > end || !pump(p, 0.05)) return strstr(p->out, needle) != NULL;
+    const char *hit;
+    for (const double end = now_s() + timeout_s; !(hit = strstr(p->out + p->mark, needle));)
+        if (now_s() > end || !pump(p, 0.05)) {
+            if (!(hit = strstr(p->out + p->mark, needle))) return false;
+            break;
+        }
+    p->mark = (size_t)(hit - p->out) + strlen(needle);
     return true;
 }
 
