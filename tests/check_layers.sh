@@ -4,7 +4,7 @@
 #   1. includes point down (or into the same folder) along
 #        cli -> synth -> model -> sched | text -> kernels | cpu -> gguf -> base
 #      where base is the format headers every layer may use (common, types, fp16,
-#      quant_blocks, json, progress: src/util and the type tables); sched and text do not
+#      quant_blocks, json, progress, sysmem: src/util and the type tables); sched and text do not
 #      include each other, kernels and cpu may;
 #   2. the header include graph has no cycle;
 #   3. only src/model/arch names an architecture in code: no general.architecture name and
@@ -23,7 +23,7 @@ my %level = (cli => 0, synth => 1, model => 2, sched => 3, text => 3, kernels =>
 # include/hmoe headers by the layer that implements them.
 my %hdr = (synth => "synth", model => "model", arch => "model", sched => "sched", text => "text", jinja => "text", cuda => "kernels",
            cpu => "cpu", gguf => "gguf", gguf_write => "gguf", common => "base", types => "base", fp16 => "base",
-           quant_blocks => "base", json => "base", progress => "base");
+           quant_blocks => "base", json => "base", progress => "base", sysmem => "base");
 my ($pass, $fail) = (0, 0);
 sub check { my ($name, @bad) = @_;
     if (@bad) { $fail++; print "$name ... FAIL: ", join("; ", @bad[0 .. ($#bad < 9 ? $#bad : 9)]),

@@ -86,7 +86,7 @@ static int hyb_fake_init(struct hyb_fake *f, int n_layer, int d, int F, int E, i
 
 /* Publish layer l for token seq as the GPU would: k selections (the first ones from `ids`), the
  * missed ones flagged, a hidden state, gpu_seq last. */
-static void hyb_fake_publish(struct hyb_fake *f, int l, uint32_t seq, const int *ids, const float *wts,
+static inline void hyb_fake_publish(struct hyb_fake *f, int l, uint32_t seq, const int *ids, const float *wts,
                              const int *miss, const float *x) {
     struct hmoe_sched_hybrid *h = &f->h;
     struct hmoe_cuda_mailbox *mb = &f->mb[l];
@@ -104,7 +104,7 @@ static void hyb_fake_publish(struct hyb_fake *f, int l, uint32_t seq, const int 
 }
 
 /* The missed experts' weighted sum for layer l from the scalar references, into out[d]. */
-static void hyb_fake_reference(const struct hyb_fake *f, int l, float *out) {
+static inline void hyb_fake_reference(const struct hyb_fake *f, int l, float *out) {
     const struct hmoe_sched_hybrid *h = &f->h;
     const struct hmoe_moe_weights *w = &h->moe[l];
     const struct hmoe_cuda_mailbox *mb = &f->mb[l];

@@ -38,7 +38,7 @@ static const char *const str_fields[] = {"build_commit", "cpu_info", "gpu_info",
                                          "type_k", "type_v", "test_time"};
 static const char *const num_fields[] = {"build_number", "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads",
                                          "n_gpu_layers", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
-                                         "avg_ts", "stddev_ts", "ram_read_gbps"};
+                                         "avg_ts", "stddev_ts", "ram_read_gbps", "rss_peak_mib", "pinned_mib"};
 static const char *const na_fields[] = {"h2d_gbps", "bytes_per_token", "ram_gbps", "roofline_pct",
                                         "vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps",
                                         "cpu_expert_gbps", "handoff_in_us", "handoff_out_us"};
@@ -189,7 +189,7 @@ int main(void) {
                 strstr(out, "model_filename,model_type,model_size,model_n_params,n_batch,n_ubatch,n_threads") &&
                 strstr(out, "n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts") &&
                 strstr(out, "ram_gbps,roofline_pct,vram_budget_mib,vram_peak_mib,cache_hit_rate,pcie_gbps,"
-                            "cpu_expert_gbps,handoff_in_us,handoff_out_us\n"),
+                            "cpu_expert_gbps,handoff_in_us,handoff_out_us,rss_peak_mib,pinned_mib\n"),
             "bench -o csv: header with llama-bench's and hmoe's names, two quoted rows", "rc %d: %.500s", rc, out);
     free(out);
 

@@ -60,8 +60,7 @@ flag_case "--reasoning-budget 0" "hmoe: --reasoning-budget 0: ignored"
 flag_case "-lm none" "hmoe: -lm none: mapped to --no-mmap"
 flag_case "--load-mode dio" "hmoe: -lm dio: mapped to --no-mmap"
 flag_case "-lm mmap" "hmoe: -lm mmap: the default"
-flag_case "-lm mlock" "hmoe: -lm mlock: as mmap: pages are not locked"
-flag_case "--mlock" "hmoe: --mlock: ignored"
+flag_case "-lm mlock" "hmoe: -lm mlock: mapped to --mlock"
 flag_case "--mmap" "hmoe: --mmap: the default"
 flag_case "--moe-cache-mib 256 --gpu off" "hmoe: --moe-cache-mib 256: ignored: no GPU in use"
 flag_case "--moe-cache-mib 256 --vram-budget 1024" "hmoe: --moe-cache-mib 256: ignored: --vram-budget is given"
@@ -136,7 +135,7 @@ for cmd in run chat bench; do
     out=$($H $cmd --help 2>&1); rc=$?
     grp=$(printf '%s\n' "$out" | sed -n '/^llama.cpp compatibility/,/^$/p')
     ok=0
-    for f in -ngl -fa --jinja -np -fit -fitt -fitc -rea --reasoning-format -lm --mlock --moe-cache-mib --cache-reuse \
+    for f in -ngl -fa --jinja -np -fit -fitt -fitc -rea --reasoning-format -lm --moe-cache-mib --cache-reuse \
              --metrics -tb; do
         printf '%s\n' "$grp" | grep -qE -- "(^| )$f[ ,]" || { ok=1; echo "missing $f"; }
     done

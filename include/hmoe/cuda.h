@@ -56,6 +56,10 @@ void hmoe_cuda_ctx_free(struct hmoe_cuda_ctx *ctx);
 void *hmoe_cuda_ctx_stream(const struct hmoe_cuda_ctx *ctx);
 /* Bytes currently allocated through hmoe_cuda_buf_alloc, and the high-water mark. */
 uint64_t hmoe_cuda_ctx_used_bytes(const struct hmoe_cuda_ctx *ctx);
+/* The device index of ctx, and making a device current on the calling thread (the runtime keeps
+ * the current device per thread: a worker thread that calls the driver must pick ctx's first). */
+int hmoe_cuda_ctx_device(const struct hmoe_cuda_ctx *ctx);
+void hmoe_cuda_use_device(int dev);
 uint64_t hmoe_cuda_ctx_peak_bytes(const struct hmoe_cuda_ctx *ctx);
 
 /* A device allocation and its size (the size is what the accounting subtracts on free). */

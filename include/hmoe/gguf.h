@@ -80,12 +80,25 @@ struct hmoe_gguf_tensor {
     uint64_t info_offset;        /* byte offset of the tensor-info record in the file (for messages) */
 };
 
+/* One file of a split model (gguf.md §10.2), in shard order. */
+struct hmoe_gguf_shard {
+    char *path;
+    uint64_t size;               /* bytes of the file */
+    uint64_t offset;             /* where it starts from hmoe_gguf.base */
+    uint64_t n_tensors;          /* tensors it holds */
+};
+
 struct hmoe_gguf {
     char *path;                  /* as given to open (used in messages) */
     const uint8_t *base;         /* mapped (or caller-owned) bytes of the whole file */
     uint64_t file_size;
     bool is_mapped;              /* true when hmoe owns an mmap of the file (or its RAM copy) */
     bool in_ram;                 /* the bytes are an anonymous copy (hmoe_gguf_open_ram), not file pages */
+    bool locked;                 /* mlock'ed (hmoe_gguf_mlock) */
+    /* a split model: n_shards > 1 files placed one after another (2 MiB aligned, zero pages
+     * between) in [base, base + file_size); the metadata is the first shard's; 0 for one file */
+    uint32_t n_shards;
+    struct hmoe_gguf_shard *shards;
     uint32_t version;
     uint64_t n_kv;
     struct hmoe_gguf_kv *kv;
@@ -112,6 +125,20 @@ enum hmoe_status hmoe_gguf_open_memory(const void *data, uint64_t size, const ch
                                        struct hmoe_gguf **out, struct hmoe_err *err);
 
 void hmoe_gguf_free(struct hmoe_gguf *g);
+
+/* Split models (gguf.md §10.2). Whether `path` is named PREFIX-NNNNN-of-MMMMM.gguf (then the
+ * prefix length, the 1-based shard number and the count); the path of shard `no` of such a name
+ * into out; and the bytes on disk of every shard when path names shard 1 (else first_bytes). */
+bool hmoe_gguf_split_name(const char *path, size_t *prefix_len, int *no, int *count);
+void hmoe_gguf_split_path(char *out, size_t cap, const char *path, size_t prefix_len, int no, int count);
+uint64_t hmoe_gguf_split_total_bytes(const char *path, uint64_t first_bytes);
+/* Bytes of the model's files on disk: the shards' sum for a split model, else file_size. */
+uint64_t hmoe_gguf_disk_bytes(const struct hmoe_gguf *g);
+
+/* Lock the file's bytes in RAM (mlock: reads every page now; they are never evicted or swapped
+ * until hmoe_gguf_free). HMOE_ERR_NOMEM with the size, the reason and the limit to raise
+ * (RLIMIT_MEMLOCK) when the system refuses; nothing stays locked then. */
+enum hmoe_status hmoe_gguf_mlock(struct hmoe_gguf *g, struct hmoe_err *err);
 
 /* Name of a metadata value type ("u32", "string", ...). */
 const char *hmoe_gguf_vtype_name(enum hmoe_gguf_vtype t);

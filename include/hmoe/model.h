@@ -83,6 +83,7 @@ struct hmoe_model_params {
     int yarn_orig_ctx;              /* 0 = file */
     float rope_freq_base;           /* 0 = file */
     bool no_mmap;                   /* read the file into huge-page RAM instead of mapping it (hmoe_gguf_open_ram) */
+    bool mlock;                     /* keep the weights in RAM (mlock): never evicted, never swapped */
 };
 
 /* --- weights: views into the GGUF mapping ------------------------------------------ */
@@ -157,11 +158,18 @@ struct hmoe_model_weights {
     struct hmoe_layer_weights *layers; /* [n_layer] */
 };
 
+/* A vector stored in 16 bits in the file, widened to F32 at load (norms of "dynamic" quants). */
+struct hmoe_model_vec {
+    struct hmoe_model_vec *next;
+    float v[];
+};
+
 struct hmoe_model {
     struct hmoe_gguf *gguf;            /* owns the mapping every weight view points into */
     struct hmoe_model_config cfg;
     struct hmoe_model_weights w;
     uint64_t weight_bytes;             /* bytes of all tensors bound as weights */
+    struct hmoe_model_vec *widened;    /* the F16/BF16 vectors' F32 copies (freed with the model) */
 };
 
 /* Open `path`, check the architecture (an unsupported one is named, with the supported
@@ -243,6 +251,7 @@ struct hmoe_ctx_stats {
     double cache_hit_rate;       /* expert hits / expert uses over hybrid layers (1 when all resident) */
     double pcie_gbps;            /* expert bytes copied host->device / wall time of the steps */
     double h2d_gbps_probe;       /* pinned host->device bandwidth measured at init (hybrid) */
+    uint64_t pinned_bytes;       /* host memory page-locked for the device (hybrid RAM layers) */
     double gpu_wait_us_per_layer; /* GPU waiting for the CPU's result, per hybrid layer and token */
     uint64_t ram_experts;        /* experts of the layers kept in RAM (hybrid) */
     uint64_t cached_experts;     /* of those, in a VRAM cache slot now */

@@ -185,6 +185,11 @@ enum hmoe_status hmoe_sched_override_parse(const char *spec, struct hmoe_sched_o
 void hmoe_sched_override_free(struct hmoe_sched_override *o);
 /* Index of the first rule matching `name`, or -1. */
 int hmoe_sched_override_match(const struct hmoe_sched_override *rules, int n_rules, const char *name);
+/* The same regex dialect for other per-tensor rule lists (synth --mix): the first len bytes of
+ * pat compiled (a heap regex_t), or NULL with regerror's text in why; search anywhere in s. */
+void *hmoe_sched_regex_compile(const char *pat, size_t len, char *why, size_t why_cap);
+bool hmoe_sched_regex_search(const void *re, const char *s);
+void hmoe_sched_regex_free(void *re);
 
 /* Placement: given what one expert of each layer costs and what must live on the GPU anyway,
  * decide per layer whether its experts are resident (all of them in VRAM) or stay in RAM with
@@ -412,6 +417,7 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefill_streamed_experts; /* expert copies made by streamed prefill since init / reset */
     uint64_t prefill_streamed_bytes;
     bool pinned;                     /* the expert ranges of the mapping are page-locked */
+    uint64_t pinned_bytes;           /* host bytes page-locked for the RAM layers (mapping or copy) */
     uint64_t xfer_experts;           /* decode misses read over PCIe and computed by the GPU (transfer) */
     uint64_t prefetch_pred, prefetch_correct; /* next-layer predictions, and those the router then chose */
     uint64_t prefetch_fills;         /* experts the prefetch copied into slots */

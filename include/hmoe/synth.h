@@ -59,6 +59,26 @@ const char *hmoe_synth_mix_name(const struct hmoe_synth_mix *mix);
 /* general.file_type (llama_ftype) the preset records (gguf.md §10.1). */
 uint32_t hmoe_synth_mix_file_type(const struct hmoe_synth_mix *mix);
 
+/* Per-tensor rule lists (--mix 'REGEX=TYPE,...', llama-quantize's --tensor-type spelling, or a
+ * named rule preset: ud-q4_k_xl). Items are separated by commas; the first rule whose POSIX
+ * extended regex (\d \w \s accepted) is found in a tensor's name gives its type; one item that
+ * names a mix gives the types of the tensors no rule matches (default q4_k_m, *base). Tensors
+ * kept in float (norms, routers, vectors) are not quantizable: only float-type rules (f32, f16,
+ * bf16) apply to them. A quantized type whose blocks do not divide the rows falls back as
+ * llama-quantize does. A rule of the user's own list that types no tensor is an error. */
+struct hmoe_synth_rules;
+bool hmoe_synth_mix_is_rules(const char *spec);
+const char *hmoe_synth_rule_preset_names(void);
+enum hmoe_status hmoe_synth_rules_parse(const char *spec, struct hmoe_synth_rules **out,
+                                        const struct hmoe_synth_mix **base, struct hmoe_err *err);
+void hmoe_synth_rules_free(struct hmoe_synth_rules *r);
+const char *hmoe_synth_rules_label(const struct hmoe_synth_rules *r);
+/* *type holds the mix's type for the tensor on entry; the first applicable rule replaces it.
+ * After every tensor: check_used. */
+void hmoe_synth_rules_apply(struct hmoe_synth_rules *r, const char *name, uint32_t n_dims, int64_t ne0,
+                            enum hmoe_type *type);
+enum hmoe_status hmoe_synth_rules_check_used(const struct hmoe_synth_rules *r, struct hmoe_err *err);
+
 /* The type llama-quantize gives tensor `name` under `mix` (quants.md §9.1–§9.2), for a model
  * with the preset's block_count, head counts and expert count. `index` is the position the
  * rules count: the layer number for blk.N tensors (qwen3moe has one attn_v and one ffn_down
@@ -150,6 +170,7 @@ struct hmoe_synth_tensor {
 struct hmoe_synth_plan {
     struct hmoe_synth_preset preset;       /* n_layer and n_vocab as written */
     const struct hmoe_synth_mix *mix;
+    struct hmoe_synth_rules *rules;        /* --mix REGEX=TYPE rules over mix, or NULL */
     struct hmoe_synth_routing routing;
     uint64_t seed;
     struct hmoe_gguf *vocab_src;           /* --vocab file, or NULL */

@@ -37,6 +37,9 @@ struct hmoe_bench_result {
     /* hybrid tg: CPU expert phase (missed-expert bytes / its time) and the per-layer handoff latency
      * GPU -> CPU and CPU -> GPU (hmoe_ctx_stats); NA elsewhere */
     double cpu_expert_gbps, handoff_in_us, handoff_out_us;
+    /* after the test: the process's peak resident set, and the host memory page-locked (for the
+     * device's copies plus mlock) */
+    double rss_peak_mib, pinned_mib;
 };
 
 /* ---- probes (bench_probe.c) --------------------------------------------------------------- */

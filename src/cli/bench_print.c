@@ -109,7 +109,8 @@ static const struct field fields[] = {
     F(h2d_gbps, K_NUM_NA),       F(bytes_per_token, K_NUM_NA), F(ram_gbps, K_NUM_NA),
     F(roofline_pct, K_NUM_NA),   F(vram_budget_mib, K_NUM_NA), F(vram_peak_mib, K_NUM_NA),
     F(cache_hit_rate, K_NUM_NA), F(pcie_gbps, K_NUM_NA),     F(cpu_expert_gbps, K_NUM_NA),
-    F(handoff_in_us, K_NUM_NA),  F(handoff_out_us, K_NUM_NA),
+    F(handoff_in_us, K_NUM_NA),  F(handoff_out_us, K_NUM_NA), F(rss_peak_mib, K_NUM),
+    F(pinned_mib, K_NUM),
 };
 #undef F
 

@@ -67,7 +67,7 @@ int hmoe_cli_fail(const struct hmoe_err *err);
 struct hmoe_cli_compat {
     const char *n_gpu_layers, *flash_attn, *parallel, *fit, *fit_target, *fit_ctx, *reasoning, *reasoning_format,
         *reasoning_budget, *load_mode, *moe_cache_mib, *cache_reuse, *threads_batch;
-    bool jinja, no_jinja, mlock, mmap, metrics, no_warmup;
+    bool jinja, no_jinja, mmap, metrics, no_warmup;
     /* parsed */
     int n_parallel;          /* -np (default 1; -1 = auto) */
     int cache_reuse_min;     /* --cache-reuse N (default 0 = off) */
@@ -100,8 +100,6 @@ struct hmoe_cli_compat {
      &(c).reasoning_budget},                                                                                    \
     {"--load-mode", "-lm", "MODE", "auto|mmap: the default (mapped, preloaded); none|dio = --no-mmap; mlock: "   \
      "as --mlock", HMOE_OPT_STR, &(c).load_mode},                                                               \
-    {"--mlock", NULL, NULL, "ignored: pages are not locked (weights are preloaded, or in RAM with --no-mmap)",    \
-     HMOE_OPT_FLAG, &(c).mlock},                                                                                \
     {"--mmap", NULL, NULL, "the default (see --no-mmap)", HMOE_OPT_FLAG, &(c).mmap},                              \
     {"--moe-cache-mib", NULL, "N", "VRAM for the expert cache: --vram-budget = N + what the model needs on the "  \
      "GPU without its experts", HMOE_OPT_STR, &(c).moe_cache_mib},                                                \
@@ -122,6 +120,7 @@ struct hmoe_cli_model_opts {
     bool quiet;       /* no progress bar, no notes (errors and warnings still print) */
     bool no_preload;  /* leave the weights to be paged in on first use */
     bool no_mmap;     /* read the weights into huge-page RAM instead of mapping the file */
+    bool mlock;       /* lock the weights in RAM (llama.cpp's --mlock) */
     /* GPU backend and hybrid scheduler (HMOE_CLI_GPU_OPTS rows) */
     const char *gpu, *moe_miss, *cache_policy, *prefetch;
     int64_t vram_budget_mib;
@@ -186,6 +185,8 @@ struct hmoe_cli_model_opts {
      "first use, which makes the first tokens slow)", HMOE_OPT_FLAG, &(o).no_preload},                          \
     {"--no-mmap", NULL, NULL, "read the weights into RAM (transparent huge pages) instead of mapping the file: "  \
      "faster CPU decode, costs the file size in RAM and a read at start", HMOE_OPT_FLAG, &(o).no_mmap},         \
+    {"--mlock", NULL, NULL, "keep the weights in RAM: never evicted or swapped (needs the file size free and a "  \
+     "large enough 'ulimit -l')", HMOE_OPT_FLAG, &(o).mlock},                                                   \
     HMOE_CLI_GPU_OPTS(o),                                                                                      \
     HMOE_CLI_COMPAT_OPTS((o).compat),                                                                          \
     {"--no-warmup", NULL, NULL, "ignored: there is no warm-up run (the weights are preloaded; see --no-preload)", \
@@ -214,6 +215,9 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
  * and the flag to change and sets *rc when the KV cache cannot fit; prints a warning when
  * weights + KV exceed it. Returns true when everything fits (worth preloading). */
 bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc);
+/* With --verbose: one line with the peak RSS, the page-locked bytes (for the device, mlock) and
+ * the VRAM peak against its budget (GPU backends); part of hmoe_cli_ctx_report. */
+void hmoe_cli_mem_report(const struct hmoe_ctx *c);
 /* With --verbose (log level info): the GPU backend's report (placement, VRAM breakdown, peak and
  * decode statistics) to stderr; nothing on the CPU backend. */
 void hmoe_cli_ctx_report(struct hmoe_ctx *ctx);

@@ -154,10 +154,10 @@ static int load_mode(struct hmoe_cli_model_opts *o) {
         } else if (!strcmp(m, "auto") || !strcmp(m, "mmap")) {
             note(o, "-lm", m, "the default: the file is mapped and read into the page cache at start");
         } else {
-            note(o, "-lm", m, "as mmap: pages are not locked (hmoe reads the weights in at start instead)");
+            o->mlock = true;
+            note(o, "-lm", m, "mapped to --mlock (the weights are locked in RAM)");
         }
     }
-    if (c->mlock) note(o, "--mlock", NULL, "ignored: pages are not locked (hmoe reads the weights in at start instead)");
     if (c->mmap) note(o, "--mmap", NULL, "the default (--no-mmap reads the file into RAM)");
     return 0;
 }

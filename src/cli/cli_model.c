@@ -9,11 +9,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "hmoe/progress.h"
 #include "hmoe/sched.h"
+#include "hmoe/sysmem.h"
 
 /* A --rope-* value: a finite number above `min` (or at least min when min_inclusive). NULL
  * (flag not given) leaves *out alone. Prints the usage error naming the flag. */
@@ -60,6 +62,28 @@ void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o) {
     o->compat.expert_cache_mib = -1;
 }
 
+/* --no-mmap and --mlock make the weights memory the kernel cannot take back (an anonymous copy,
+ * locked pages): checked against the memory available before a byte is read, so that the load
+ * is refused with the numbers instead of swapping or meeting the OOM killer half-way. */
+static bool weights_fit_locked(const struct hmoe_cli_model_opts *o) {
+    if (!o->no_mmap && !o->mlock) return true;
+    struct stat st;
+    const uint64_t avail = hmoe_cli_mem_available_bytes();
+    if (avail == 0 || stat(o->model_path, &st) != 0 || !S_ISREG(st.st_mode)) return true; /* unknown; open says */
+    const uint64_t need = hmoe_gguf_split_total_bytes(o->model_path, (uint64_t)st.st_size);
+    if (need <= avail) return true;
+    char need_s[32], avail_s[32];
+    hmoe_cli_fmt_bytes(need_s, sizeof need_s, need);
+    hmoe_cli_fmt_bytes(avail_s, sizeof avail_s, avail);
+    const char *flag = o->no_mmap && o->mlock ? "--no-mmap --mlock" : o->no_mmap ? "--no-mmap" : "--mlock";
+    fprintf(stderr,
+            "hmoe: error: not enough memory: %s keeps the whole model (%s) in RAM but only %s is available; drop "
+            "%s (the mapped file is then paged in and out as needed), free memory, or set HMOE_MEM_AVAILABLE_MIB "
+            "if that count is wrong\n",
+            flag, need_s, avail_s, flag);
+    return false;
+}
+
 int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model **model) {
     *model = NULL;
     struct hmoe_err err = {0};
@@ -93,6 +117,8 @@ int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model *
     mp.yarn_orig_ctx = (int)orig;
     mp.rope_freq_base = (float)base;
     mp.no_mmap = o->no_mmap;
+    mp.mlock = o->mlock;
+    if (!weights_fit_locked(o)) return HMOE_EXIT_ERROR;
     if (hmoe_model_load(o->model_path, &mp, model, &err)) return hmoe_cli_fail(&err);
     /* As in llama.cpp, a model without RoPE scaling ignores the factor; say so instead of silently. */
     if (o->rope_scale && (*model)->cfg.rope_scaling == HMOE_ROPE_SCALING_NONE && scale != 1.0)
@@ -101,28 +127,36 @@ int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model *
     return HMOE_EXIT_OK;
 }
 
-/* The KV cache is anonymous memory, so a cache that cannot fit is an error (the OOM killer
- * would end the run later); mapped weights can be evicted and re-read, so weights + KV
- * beyond the limit only warn (very slow, but it runs). */
+/* What the plan keeps in RAM against what the kernel can hand out. Memory the kernel cannot take
+ * back (the CPU backend's KV cache and recurrent state, a --no-mmap copy or --mlock'ed weights)
+ * beyond the limit is an error: the OOM killer or swap would end the run later. Mapped weights
+ * can be evicted and re-read, so weights + KV beyond the limit only warn (very slow, but it runs).
+ * On a GPU backend the KV cache lives in VRAM (the VRAM budget covers it). */
 bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c, int *rc) {
     *rc = HMOE_EXIT_OK;
     const uint64_t avail = hmoe_cli_mem_available_bytes();
     if (avail == 0) return true; /* unknown: no check */
-    const uint64_t kv = hmoe_ctx_kv_bytes(c), weights = m->gguf->file_size;
+    const bool kv_in_ram = !strcmp(hmoe_ctx_backend(c), "cpu");
+    const uint64_t kv = kv_in_ram ? hmoe_ctx_kv_bytes(c) + hmoe_ctx_state_bytes(c) : 0,
+                   weights = m->gguf->file_size;
+    const bool weights_fixed = m->gguf->in_ram || m->gguf->locked;
     const struct hmoe_ctx_params *p = hmoe_ctx_get_params(c);
-    char kv_s[32], avail_s[32], w_s[32];
+    char kv_s[32], avail_s[32], w_s[32], sum_s[32];
     hmoe_cli_fmt_bytes(kv_s, sizeof kv_s, kv);
     hmoe_cli_fmt_bytes(avail_s, sizeof avail_s, avail);
     hmoe_cli_fmt_bytes(w_s, sizeof w_s, weights);
+    hmoe_cli_fmt_bytes(sum_s, sizeof sum_s, kv + weights);
+    /* a --no-mmap copy or a lock is already in place and counted out of MemAvailable */
     if (kv > avail) {
         fprintf(stderr,
                 "hmoe: error: not enough memory: the KV cache for -c %d (%s K, %s V) needs %s but only %s is "
-                "available; lower -c/--ctx-size or use -ctk q8_0 -ctv q8_0\n",
-                p->n_ctx, hmoe_type_name(p->type_k), hmoe_type_name(p->type_v), kv_s, avail_s);
+                "available%s; lower -c/--ctx-size or use -ctk q8_0 -ctv q8_0\n",
+                p->n_ctx, hmoe_type_name(p->type_k), hmoe_type_name(p->type_v), kv_s, avail_s,
+                weights_fixed ? " beside the weights held in RAM" : "");
         *rc = HMOE_EXIT_ERROR;
         return false;
     }
-    if (weights + kv > avail) {
+    if (!weights_fixed && weights + kv > avail) {
         fprintf(stderr,
                 "hmoe: warning: the model (%s) plus the KV cache (%s for -c %d) need more than the %s of memory "
                 "available: weights will be read from disk again and again (very slow). Free memory, lower "
@@ -131,6 +165,20 @@ bool hmoe_cli_check_memory(const struct hmoe_model *m, const struct hmoe_ctx *c,
         return false;
     }
     return true;
+}
+
+void hmoe_cli_mem_report(const struct hmoe_ctx *c) {
+    if (hmoe_log_level < HMOE_LOG_INFO) return;
+    struct hmoe_ctx_stats cs = {0};
+    if (c) hmoe_ctx_get_stats(c, &cs);
+    const uint64_t locked = hmoe_sysmem_locked();
+    fprintf(stderr, "memory: peak RSS %.0f MiB, page-locked %.0f MiB (device %.0f MiB, mlock %.0f MiB)",
+            (double)hmoe_sysmem_rss_peak() / 1048576.0, (double)(cs.pinned_bytes + locked) / 1048576.0,
+            (double)cs.pinned_bytes / 1048576.0, (double)locked / 1048576.0);
+    if (cs.vram_budget_bytes)
+        fprintf(stderr, ", VRAM peak %.0f MiB of a %.0f MiB budget", (double)cs.vram_peak_bytes / 1048576.0,
+                (double)cs.vram_budget_bytes / 1048576.0);
+    fputc('\n', stderr);
 }
 
 static volatile uint8_t preload_sink; /* keeps the page-touching loop */
@@ -222,6 +270,7 @@ void hmoe_cli_ctx_report(struct hmoe_ctx *ctx) {
     if (!ctx || hmoe_log_level < HMOE_LOG_INFO) return;
     const char *r = hmoe_ctx_report(ctx);
     if (*r) fputs(r, stderr);
+    hmoe_cli_mem_report(ctx);
 }
 
 int hmoe_cli_model_open(const struct hmoe_cli_model_opts *o, struct hmoe_model **model, struct hmoe_ctx **ctx) {

@@ -10,22 +10,7 @@
 #include <sys/statvfs.h>
 
 #include "cli.h"
-
-/* First number after "key:" in a /proc-style file, times `unit`; 0 if absent. */
-static uint64_t read_keyed(const char *path, const char *key, uint64_t unit) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10) * unit;
-            break;
-        }
-    fclose(f);
-    return v;
-}
+#include "hmoe/sysmem.h"
 
 /* A file holding one number (or "max"); 0 when absent or "max". */
 static uint64_t read_number(const char *path) {
@@ -40,8 +25,10 @@ static uint64_t read_number(const char *path) {
 
 uint64_t hmoe_cli_mem_available_bytes(void) {
     const char *env = getenv("HMOE_MEM_AVAILABLE_MIB");
-    if (env && *env) return strtoull(env, NULL, 10) << 20;
-    uint64_t avail = read_keyed("/proc/meminfo", "MemAvailable", 1024);
+    struct hmoe_sysmem sm;
+    hmoe_sysmem_read(&sm); /* MemAvailable, or the override */
+    if (env && *env) return sm.mem_available;
+    uint64_t avail = sm.mem_available;
     /* cgroup v2: a container's limit is not visible in /proc/meminfo. */
     uint64_t max = read_number("/sys/fs/cgroup/memory.max"), cur = read_number("/sys/fs/cgroup/memory.current");
     if (max && max > cur && (avail == 0 || max - cur < avail)) avail = max - cur;

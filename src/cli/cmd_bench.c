@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench_impl.h"
+#include "hmoe/sysmem.h"
 #include "hmoe/cpu.h"
 #include "hmoe/progress.h"
 #include "info_impl.h"
@@ -52,7 +53,9 @@ static const char *bench_help =
     "                   json/jsonl, empty in csv and '-' in md while this build runs on the CPU only\n"
     "  cpu_expert_gbps  hybrid tg: missed-expert bytes / time of the CPU expert phase (json/csv only)\n"
     "  handoff_in_us, handoff_out_us: hybrid tg, per layer with CPU misses: GPU publish -> CPU sees it, CPU\n"
-    "                   release -> GPU sees it (-v shows both and their clock-free sum)\n";
+    "                   release -> GPU sees it (-v shows both and their clock-free sum)\n"
+    "  rss_peak_mib     peak resident set of the process after the test (mapped weights count once read)\n"
+    "  pinned_mib       host memory page-locked: the GPU's pinned expert ranges (or their copy) plus --mlock\n";
 
 /* Comma lists from repeatable options ("-p 128,512 -p 1024") into a malloc'd int array. */
 static int parse_list(const char *flag, const struct hmoe_opt_strs *s, int dflt, int min, int **out, int *n) {
@@ -333,6 +336,8 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                                 r.handoff_out_us = cs.handoff_out_us;
                             }
                         }
+                        r.rss_peak_mib = (double)hmoe_sysmem_rss_peak() / 1048576.0;
+                        r.pinned_mib = (double)(cs.pinned_bytes + hmoe_sysmem_locked()) / 1048576.0;
                         fill_stats(&r, ns, ts, cfg->reps, n_prompt + n_gen);
                         if (n_gen > 0 && mf.tg_weight_bytes >= 0) {
                             r.bytes_per_token =
@@ -383,6 +388,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
         {"--no-warmup", NULL, NULL, "skip the uncounted warm-up run before each test", HMOE_OPT_FLAG, &no_warmup},
         {"--no-mmap", NULL, NULL, "read the weights into RAM (transparent huge pages) instead of mapping the file",
          HMOE_OPT_FLAG, &go.no_mmap},
+        {"--mlock", NULL, NULL, "keep the weights in RAM: never evicted or swapped", HMOE_OPT_FLAG, &go.mlock},
         {"--synthetic", NULL, "PRESET",
          "without -m: tiny (default), qwen3-30b-a3b, qwen3-235b-a22b, qwen3.6-35b-a3b or qwen35-tiny", HMOE_OPT_STR,
          &synthetic},

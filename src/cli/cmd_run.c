@@ -2,9 +2,12 @@
  * completion. Tokenizes the prompt (optionally wrapped as one user turn of the model's chat
  * template), prefills it, then samples and streams tokens through the UTF-8-safe streaming
  * detokenizer until an end-of-generation token, -n tokens or a full context, and prints
- * llama.cpp-style timings to stderr. Shape: parse flags, build model/context/vocab/sampler,
+ * llama.cpp-style timings to stderr. Ctrl+C during the prefill or the generation stops after
+ * the micro-batch (or token) in progress, prints what was done and its timings and exits 130;
+ * a second Ctrl+C leaves at once. Shape: parse flags, build model/context/vocab/sampler,
  * generate, free in reverse (style-examples.md §1).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,13 @@
 
 static const char *usage = "hmoe run -m FILE (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] "
                            "[--min-p P] [--repeat-penalty R] [-s SEED] [--chat] [options]";
+
+static volatile sig_atomic_t sigint_count;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (++sigint_count >= 2) _exit(130); /* the first one was not seen yet: leave now */
+}
 
 /* llama.cpp's escape processing of -p text (\n \t \r \\ \" \' and \xHH); unknown escapes
  * are kept as written. In place: the result is never longer. */
@@ -143,7 +153,8 @@ int hmoe_cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     float *logits = NULL;
     int32_t *gen = NULL;
-    bool ds_ok = false;
+    bool ds_ok = false, sa_set = false;
+    struct sigaction old_sa;
     rc = hmoe_cli_model_open(&mo, &model, &ctx);
     if (rc) goto done;
     if ((rc = hmoe_cli_vocab_open(model, &vocab))) goto done;
@@ -198,16 +209,28 @@ int hmoe_cmd_run(int argc, char **argv) {
     }
     for (size_t i = 0; i < n_ids; i++) hmoe_sampler_accept(smp, ids[i]);
 
+    /* Ctrl+C is seen between micro-batches of the prompt and between generated tokens. */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
+    sa_set = true;
     const double t_loaded = hmoe_time_s();
-    if (hmoe_ctx_decode(ctx, ids, (int)n_ids, 0, HMOE_LOGITS_LAST, logits, &err)) {
-        rc = hmoe_cli_fail(&err);
-        goto done;
+    const int step = hmoe_ctx_get_params(ctx)->n_ubatch > 0 ? hmoe_ctx_get_params(ctx)->n_ubatch : 512;
+    int n_done = 0;
+    for (int m; n_done < (int)n_ids && !sigint_count; n_done += m) {
+        m = HMOE_MIN(step, (int)n_ids - n_done);
+        const bool last = n_done + m == (int)n_ids;
+        if (hmoe_ctx_decode(ctx, ids + n_done, m, n_done, last ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE, logits, &err)) {
+            rc = hmoe_cli_fail(&err);
+            goto done;
+        }
     }
     const double t_prompt = hmoe_time_s();
-    int n_gen = 0, n_eval = 0, n_sample = 0, n_past = (int)n_ids;
+    int n_gen = 0, n_eval = 0, n_sample = 0, n_past = n_done;
     double eval_s = 0, sample_s = 0;
     bool ctx_full = false;
-    while (n_predict < 0 || n_gen < n_predict) {
+    while (!sigint_count && (n_predict < 0 || n_gen < n_predict)) {
         const double ts = hmoe_time_s();
         int32_t id = hmoe_sampler_sample(smp, logits);
         sample_s += hmoe_time_s() - ts;
@@ -226,6 +249,7 @@ int hmoe_cmd_run(int argc, char **argv) {
             ctx_full = true;
             break;
         }
+        if (sigint_count) break; /* (the token just shown is not decoded) */
         const double te = hmoe_time_s();
         if (hmoe_ctx_decode(ctx, &id, 1, n_past, HMOE_LOGITS_LAST, logits, &err)) {
             rc = hmoe_cli_fail(&err);
@@ -245,11 +269,18 @@ int hmoe_cmd_run(int argc, char **argv) {
     if (ctx_full)
         fprintf(stderr, "hmoe: context full after %d tokens (-c %d); stopping. Raise -c/--ctx-size to generate more.\n",
                 n_past, n_ctx);
-    struct hmoe_cli_timings tm = {.load_s = t_loaded - t_start, .prompt_s = t_prompt - t_loaded, .n_prompt = (int)n_ids,
+    if (sigint_count) {
+        if (n_done < (int)n_ids)
+            fprintf(stderr, "[interrupted during the prompt: %d of %zu tokens prefilled]\n", n_done, n_ids);
+        else fprintf(stderr, "[interrupted after %d generated tokens]\n", n_gen);
+        rc = 130; /* as a shell reports a Ctrl+C */
+    }
+    struct hmoe_cli_timings tm = {.load_s = t_loaded - t_start, .prompt_s = t_prompt - t_loaded, .n_prompt = n_done,
                                   .sample_s = sample_s, .n_sample = n_sample, .eval_s = eval_s, .n_eval = n_eval,
                                   .total_s = t_end - t_start, .n_total = (int)n_ids + n_gen};
     hmoe_cli_print_timings(&tm);
 done:
+    if (sa_set) sigaction(SIGINT, &old_sa, NULL);
     if (ds_ok) hmoe_detok_stream_free(&ds);
     free(logits);
     free(gen);

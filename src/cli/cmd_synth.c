@@ -35,7 +35,7 @@ static void print_summary(const struct hmoe_synth_plan *plan, const char *path) 
     if (plan->routing.kind == HMOE_SYNTH_ROUTING_ZIPF) snprintf(routing, sizeof routing, "zipf:%g", plan->routing.zipf_s);
     else snprintf(routing, sizeof routing, "uniform");
     printf("writing %s: %s, mix %s, %u layers, %u experts (top-%u), vocab %u%s, routing %s, seed %llu\n", path, p->name,
-           hmoe_synth_mix_name(plan->mix), p->n_layer, p->n_expert, p->n_expert_used, p->n_vocab,
+           plan->rules ? hmoe_synth_rules_label(plan->rules) : hmoe_synth_mix_name(plan->mix), p->n_layer, p->n_expert, p->n_expert_used, p->n_vocab,
            plan->vocab_src ? " (--vocab)" : " (generated)", routing, (unsigned long long)plan->seed);
     printf("  %zu tensors, %.2f GiB of tensor data\n", plan->n_tensors, (double)plan->data_bytes / gib);
     for (int t = 0; t < HMOE_TYPE_COUNT; t++) {
@@ -56,9 +56,12 @@ int hmoe_cmd_synth(int argc, char **argv) {
     int layers = 0;
     int64_t seed = 1;
     bool quiet = false;
-    char preset_help[256], mix_help[256];
+    char preset_help[160], mix_help[400];
     snprintf(preset_help, sizeof preset_help, "model shape: %s (required)", hmoe_synth_preset_names());
-    snprintf(mix_help, sizeof mix_help, "type mix as llama-quantize makes it: %s (default: the preset's own, q4_k_m or mxfp4_moe)", hmoe_synth_mix_names());
+    snprintf(mix_help, sizeof mix_help,
+             "type mix as llama-quantize makes it: %s (default: the preset's own, q4_k_m or mxfp4_moe); or per-tensor rules 'REGEX=TYPE,...' over a "
+             "base mix (e.g. 'q6_k,attn_.*=q8_0'; first match wins), or the rule preset %s",
+             hmoe_synth_mix_names(), hmoe_synth_rule_preset_names());
     const struct hmoe_opt opts[] = {
         {"--preset", NULL, "NAME", preset_help, HMOE_OPT_STR, &preset},
         {"--layers", NULL, "N", "number of layers (same shapes, smaller file; default: the preset's)", HMOE_OPT_INT, &layers},

@@ -89,7 +89,16 @@ void hmoe_info_print_json(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
     uint64_t ft;
     fputs("{\n  \"file\": ", f);
     hmoe_json_write_str(f, g->path, strlen(g->path));
-    fprintf(f, ",\n  \"size_bytes\": %" PRIu64 ",\n  \"gguf_version\": %u", g->file_size, g->version);
+    fprintf(f, ",\n  \"size_bytes\": %" PRIu64 ",\n  \"gguf_version\": %u", hmoe_gguf_disk_bytes(g), g->version);
+    /* a split model's files in shard order; [] for one file */
+    fputs(",\n  \"shards\": [", f);
+    for (uint32_t i = 0; g->n_shards > 1 && i < g->n_shards; i++) {
+        fputs(i ? ", {\"path\": " : "{\"path\": ", f);
+        hmoe_json_write_str(f, g->shards[i].path, strlen(g->shards[i].path));
+        fprintf(f, ", \"size_bytes\": %" PRIu64 ", \"n_tensors\": %" PRIu64 "}", g->shards[i].size,
+                g->shards[i].n_tensors);
+    }
+    fputc(']', f);
     fprintf(f, ",\n  \"alignment\": %u,\n  \"data_start\": %" PRIu64, g->alignment, g->data_start);
     fputs(",\n  \"architecture\": ", f);
     if (s->arch) hmoe_json_write_str(f, s->arch, strlen(s->arch));

@@ -90,7 +90,10 @@ void hmoe_info_print_text(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
     struct hmoe_gguf_str nm;
     uint64_t ft;
     fprintf(f, "%-16s %s\n", "file", g->path);
-    fprintf(f, "%-16s %s\n", "size", human(g->file_size, b1, sizeof b1));
+    fprintf(f, "%-16s %s\n", "size", human(hmoe_gguf_disk_bytes(g), b1, sizeof b1));
+    for (uint32_t i = 0; g->n_shards > 1 && i < g->n_shards; i++)
+        fprintf(f, "%-16s %u of %u: %s, %s, %" PRIu64 " tensors\n", i ? "" : "shards", i + 1, g->n_shards,
+                g->shards[i].path, human(g->shards[i].size, b1, sizeof b1), g->shards[i].n_tensors);
     fprintf(f, "%-16s %u\n", "gguf version", g->version);
     fprintf(f, "%-16s %s\n", "architecture", s->arch ? s->arch : "(none: general.architecture is missing)");
     if (hmoe_gguf_get_str(g, "general.name", &nm, NULL) == HMOE_OK) {

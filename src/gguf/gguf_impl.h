@@ -114,6 +114,13 @@ enum hmoe_status hmoe_gguf_read_tensors(struct gguf_cur *c, struct hmoe_gguf *g)
 enum hmoe_status hmoe_gguf_index_tensors(struct gguf_cur *c, struct hmoe_gguf *g);   /* gguf_index.c */
 enum hmoe_status hmoe_gguf_check_layout(struct gguf_cur *c, struct hmoe_gguf *g);    /* gguf_tensors.c */
 void hmoe_gguf_index_free(void *index);                                             /* gguf_index.c */
+void hmoe_gguf_index_drop_tensors(void *index); /* forget the tensor index (before rebuilding it) */
+/* All the stages on g->base / g->file_size (gguf_open.c). */
+enum hmoe_status hmoe_gguf_parse(struct hmoe_gguf *g, struct hmoe_err *err);
+/* Given the parsed first shard of a split model (split.count > 1), open every shard into one
+ * merged struct (gguf_split.c). `first` stays the caller's to free. */
+enum hmoe_status hmoe_gguf_open_split(struct hmoe_gguf *first, bool to_ram, struct hmoe_gguf **out,
+                                      struct hmoe_err *err);
 
 /* Stable O(n log n) merge sort of idx[0..n) by cmp(ctx, a, b) (gguf_index.c). Used for
  * duplicate detection and the overlap check, where hostile files may hold millions of

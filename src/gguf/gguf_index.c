@@ -98,6 +98,13 @@ enum hmoe_status hmoe_gguf_index_tensors(struct gguf_cur *c, struct hmoe_gguf *g
     return HMOE_OK;
 }
 
+void hmoe_gguf_index_drop_tensors(void *index) {
+    struct gguf_index *ix = index;
+    if (!ix) return;
+    free(ix->tensor_by_name);
+    ix->tensor_by_name = NULL;
+}
+
 void hmoe_gguf_index_free(void *index) {
     struct gguf_index *ix = index;
     if (!ix) return;

@@ -10,7 +10,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,12 +27,34 @@ void hmoe_gguf_free(struct hmoe_gguf *g) {
     for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->tensors);
     hmoe_gguf_index_free(g->index);
+    for (uint32_t i = 0; g->shards && i < g->n_shards; i++) free(g->shards[i].path);
+    free(g->shards);
+    if (g->locked) munlock(g->base, (size_t)g->file_size);
     if (g->is_mapped && g->base) munmap((void *)g->base, (size_t)g->file_size);
     free(g->path);
     free(g);
 }
 
-static enum hmoe_status parse(struct hmoe_gguf *g, struct hmoe_err *err) {
+enum hmoe_status hmoe_gguf_mlock(struct hmoe_gguf *g, struct hmoe_err *err) {
+    if (!g->base || !g->file_size) return HMOE_OK;
+    if (mlock(g->base, (size_t)g->file_size) != 0) {
+        const int e = errno;
+        struct rlimit rl = {0};
+        getrlimit(RLIMIT_MEMLOCK, &rl);
+        char lim[32];
+        if (rl.rlim_cur == RLIM_INFINITY) snprintf(lim, sizeof lim, "unlimited");
+        else snprintf(lim, sizeof lim, "%llu MiB", (unsigned long long)(rl.rlim_cur >> 20));
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM,
+                          "--mlock: cannot lock the %llu MiB of %s in RAM (%s; the lock limit is %s): the weights stay "
+                          "evictable; raise the limit with 'ulimit -l unlimited' (or memlock in "
+                          "/etc/security/limits.conf) or free memory",
+                          (unsigned long long)(g->file_size >> 20), g->path, strerror(e), lim);
+    }
+    g->locked = true;
+    return HMOE_OK;
+}
+
+enum hmoe_status hmoe_gguf_parse(struct hmoe_gguf *g, struct hmoe_err *err) {
     struct gguf_cur c = {.base = g->base, .size = g->file_size, .pos = 0, .file = g->path, .err = err};
     enum hmoe_status st;
     if ((st = hmoe_gguf_read_header(&c, g))) return st;
@@ -64,7 +89,7 @@ enum hmoe_status hmoe_gguf_open_memory(const void *data, uint64_t size, const ch
     static const uint8_t empty[1];
     g->base = data ? data : empty;
     g->file_size = size;
-    enum hmoe_status st = parse(g, err);
+    enum hmoe_status st = hmoe_gguf_parse(g, err);
     if (st) {
         hmoe_gguf_free(g);
         return st;
@@ -141,7 +166,18 @@ static void *map_file(int fd, size_t size) {
     return base;
 }
 
-static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_gguf **out, struct hmoe_err *err) {
+/* split.count of a parsed file: 1 for one file, 0 with err set when the key is bad. */
+static uint32_t split_count(const struct hmoe_gguf *g, struct hmoe_err *err) {
+    uint32_t count = 1;
+    if (!hmoe_gguf_find_kv(g, "split.count")) return 1;
+    if (hmoe_gguf_get_u32(g, "split.count", &count, err)) return 0;
+    if (!count) HMOE_RAISE(err, HMOE_ERR_FORMAT, "%s: split.count is 0 (a split model has at least one shard)", g->path);
+    return count;
+}
+
+/* follow_split: the first shard of a split model opens every shard (mapped). */
+static enum hmoe_status open_file(const char *path, bool to_ram, bool follow_split, struct hmoe_gguf **out,
+                                  struct hmoe_err *err) {
     *out = NULL;
     if (!path) return HMOE_RAISE(err, HMOE_ERR_ARG, "no model file given");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -198,19 +234,44 @@ static enum hmoe_status open_file(const char *path, bool to_ram, struct hmoe_ggu
     g->file_size = size;
     g->is_mapped = true;
     g->in_ram = to_ram;
-    enum hmoe_status st = parse(g, err);
+    enum hmoe_status st = hmoe_gguf_parse(g, err);
     if (st) {
         hmoe_gguf_free(g);
         return st;
+    }
+    const uint32_t count = follow_split ? split_count(g, err) : 1;
+    if (!count) {
+        hmoe_gguf_free(g);
+        return HMOE_ERR_FORMAT;
+    }
+    if (count > 1) { /* a split model: this shard's metadata says where the rest are */
+        struct hmoe_gguf *all = NULL;
+        st = hmoe_gguf_open_split(g, to_ram, &all, err);
+        hmoe_gguf_free(g);
+        if (st) return st;
+        g = all;
     }
     *out = g;
     return HMOE_OK;
 }
 
 enum hmoe_status hmoe_gguf_open(const char *path, struct hmoe_gguf **out, struct hmoe_err *err) {
-    return open_file(path, false, out, err);
+    return open_file(path, false, true, out, err);
 }
 
 enum hmoe_status hmoe_gguf_open_ram(const char *path, struct hmoe_gguf **out, struct hmoe_err *err) {
-    return open_file(path, true, out, err);
+    /* The metadata from the mapped file first: a split model is then read shard by shard into
+     * one buffer, without a RAM copy of its first shard on the side. */
+    *out = NULL;
+    struct hmoe_gguf *first = NULL;
+    enum hmoe_status st = open_file(path, false, false, &first, err);
+    if (st) return st;
+    const uint32_t count = split_count(first, err);
+    if (count == 1) {
+        hmoe_gguf_free(first);
+        return open_file(path, true, false, out, err);
+    }
+    st = count ? hmoe_gguf_open_split(first, true, out, err) : HMOE_ERR_FORMAT;
+    hmoe_gguf_free(first);
+    return st;
 }

@@ -73,6 +73,10 @@ extern "C" void hmoe_cuda_ctx_free(struct hmoe_cuda_ctx *ctx) {
 }
 
 extern "C" void *hmoe_cuda_ctx_stream(const struct hmoe_cuda_ctx *ctx) { return (void *)ctx->stream; }
+extern "C" int hmoe_cuda_ctx_device(const struct hmoe_cuda_ctx *ctx) { return ctx ? ctx->dev : -1; }
+extern "C" void hmoe_cuda_use_device(int dev) {
+    if (dev >= 0 && cudaSetDevice(dev) != cudaSuccess) cudaGetLastError();
+}
 extern "C" uint64_t hmoe_cuda_ctx_used_bytes(const struct hmoe_cuda_ctx *ctx) { return ctx->used_bytes; }
 extern "C" uint64_t hmoe_cuda_ctx_peak_bytes(const struct hmoe_cuda_ctx *ctx) { return ctx->peak_bytes; }
 

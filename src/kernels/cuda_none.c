@@ -23,6 +23,8 @@ enum hmoe_status hmoe_cuda_ctx_init(struct hmoe_cuda_ctx **out, int dev, struct 
 void hmoe_cuda_ctx_free(struct hmoe_cuda_ctx *ctx) { (void)ctx; }
 void *hmoe_cuda_ctx_stream(const struct hmoe_cuda_ctx *ctx) { (void)ctx; return 0; }
 uint64_t hmoe_cuda_ctx_used_bytes(const struct hmoe_cuda_ctx *ctx) { (void)ctx; return 0; }
+int hmoe_cuda_ctx_device(const struct hmoe_cuda_ctx *ctx) { (void)ctx; return -1; }
+void hmoe_cuda_use_device(int dev) { (void)dev; }
 uint64_t hmoe_cuda_ctx_peak_bytes(const struct hmoe_cuda_ctx *ctx) { (void)ctx; return 0; }
 
 enum hmoe_status hmoe_cuda_buf_alloc(struct hmoe_cuda_ctx *ctx, size_t bytes, struct hmoe_cuda_buf *out,

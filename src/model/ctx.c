@@ -300,6 +300,7 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
         out->cache_hit_rate = hs.hit_rate;
         out->pcie_gbps = hs.pcie_gbps;
         out->h2d_gbps_probe = hs.h2d_gbps_probe;
+        out->pinned_bytes = hs.pinned_bytes;
         out->gpu_wait_us_per_layer = hs.gpu_wait_us_per_layer;
         out->ram_experts = hs.ram_experts;
         out->cached_experts = hs.cached_experts;

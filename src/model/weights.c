@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hmoe/cpu.h"
+#include "hmoe/fp16.h"
 #include "model/model_impl.h"
 
 static void fmt_shape(char *buf, size_t cap, const int64_t *ne, int n_dims) {
@@ -92,8 +93,26 @@ static enum hmoe_status bind_vec(struct hmoe_model *md, const char *name, int64_
     *v = NULL;
     enum hmoe_status st = find_shaped(md->gguf, md->cfg.arch, name, &n, 1, required, &t, err);
     if (st || !t) return st;
+    if (t->type == HMOE_TYPE_F16 || t->type == HMOE_TYPE_BF16) {
+        /* a "dynamic" quantization may store norms in 16 bits: widened once to the F32 the
+         * kernels read, kept with the model */
+        struct hmoe_model_vec *cv = malloc(sizeof *cv + (size_t)t->n_elements * sizeof(float));
+        if (!cv) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory widening %s", name);
+        const uint8_t *src = t->data;
+        for (uint64_t i = 0; i < t->n_elements; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            cv->v[i] = t->type == HMOE_TYPE_BF16 ? hmoe_bf16_to_f32(h) : hmoe_fp16_to_f32(h);
+        }
+        cv->next = md->widened;
+        md->widened = cv;
+        *v = cv->v;
+        md->weight_bytes += t->n_bytes;
+        return HMOE_OK;
+    }
     if (t->type != HMOE_TYPE_F32)
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: tensor %s has type %s; hmoe expects F32 for this vector",
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "%s: tensor %s has type %s; hmoe expects F32 (or F16 / BF16) for this vector",
                           md->gguf->path, name, hmoe_type_name(t->type));
     if ((uintptr_t)t->data % sizeof(float) != 0)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: tensor %s is not 4-byte aligned in the file (alignment %u)",
@@ -260,13 +279,26 @@ enum hmoe_status hmoe_model_load(const char *path, const struct hmoe_model_param
     enum hmoe_status st = params && params->no_mmap ? hmoe_gguf_open_ram(path, &g, err) : hmoe_gguf_open(path, &g, err);
     if (st) return st;
     st = hmoe_model_load_gguf(g, params, out, err);
-    if (st) hmoe_gguf_free(g);
-    return st;
+    if (st) {
+        hmoe_gguf_free(g);
+        return st;
+    }
+    if (params && params->mlock) {
+        /* as llama.cpp's --mlock: a lock the system refuses is a warning, the model still runs */
+        struct hmoe_err e = {0};
+        if (hmoe_gguf_mlock(g, &e)) HMOE_WARN("%s", e.msg);
+    }
+    return HMOE_OK;
 }
 
 void hmoe_model_free(struct hmoe_model *m) {
     if (!m) return;
     free(m->w.layers);
+    for (struct hmoe_model_vec *cv = m->widened; cv;) {
+        struct hmoe_model_vec *next = cv->next;
+        free(cv);
+        cv = next;
+    }
     hmoe_gguf_free(m->gguf);
     free(m);
 }

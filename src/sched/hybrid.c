@@ -633,6 +633,7 @@ void hmoe_sched_hybrid_get_stats(const struct hmoe_sched_hybrid *h, struct hmoe_
     bool pinned = h->n_ram > 0;
     for (int l = 0; l < h->n_layer; l++) pinned &= !h->L[l].ram || h->L[l].pinned;
     o->pinned = pinned;
+    o->pinned_bytes = h->pin_bytes;
     for (int l = 0; l < h->n_layer; l++) o->xfer_experts += h->L[l].xfers;
     o->prefetch_pred = h->pf_pred;
     o->prefetch_correct = h->pf_correct;

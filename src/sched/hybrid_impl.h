@@ -102,6 +102,12 @@ struct hmoe_sched_hybrid {
     uint64_t pin_bytes;
     int pin_layers, pin_tried;
     bool pin_stopped;
+    int pin_abandoned;                 /* registrations given up on at their deadline (pin_bounded.c) */
+    bool pin_ram_capped;               /* pinning stopped to leave RAM available (hybrid_pin.c) */
+    /* the driver calls of the pin pass: hmoe_cuda_host_register/unregister unless a test injects
+     * slow or failing ones (tests/test_hyb_pin.c) */
+    enum hmoe_status (*pin_register)(void *p, size_t bytes, bool read_only, struct hmoe_err *err);
+    void (*pin_unregister)(void *p);
     /* transfer (hybrid_xfer.c) */
     int n_transfer;
     struct hmoe_cuda_buf xfer_buf;     /* k + 1 scratch expert slots per matrix (slot 0 all zeros) + slot ids */
@@ -231,6 +237,17 @@ struct hmoe_sched_hybrid {
 /* hybrid_pin.c: page-lock the RAM layers' expert ranges (time-bounded, logged), unpin them. */
 void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t file_size);
 void hmoe_hyb_unpin(struct hmoe_sched_hybrid *h);
+/* pin_bounded.c: registrations on a worker thread, each waited for until a deadline (hmoe_time_s
+ * clock; a -v line every 5 s names `layer`); one that misses it is abandoned (*timed_out) and
+ * undone by the worker when it returns.
+ * start: NULL when no thread can be made; dev: CUDA device for the worker, -1 to leave it. */
+typedef enum hmoe_status (*hyb_pin_register_fn)(void *p, size_t bytes, bool read_only, struct hmoe_err *err);
+typedef void (*hyb_pin_unregister_fn)(void *p);
+struct hyb_pin_worker;
+struct hyb_pin_worker *hmoe_hyb_pin_worker_start(hyb_pin_register_fn reg, hyb_pin_unregister_fn unreg, int dev);
+enum hmoe_status hmoe_hyb_pin_worker_register(struct hyb_pin_worker *w, void *p, size_t n, double deadline,
+                                              int layer, bool *timed_out, struct hmoe_err *err);
+void hmoe_hyb_pin_worker_stop(struct hyb_pin_worker *w);
 /* RAM read bandwidth of the CPU team over one pinned (resident) expert range, GB/s (0: none). */
 double hmoe_hyb_probe_ram(struct hmoe_sched_hybrid *h);
 

@@ -1,16 +1,24 @@
 /* hybrid_pin.c — page-locking the GGUF mapping's expert ranges of the RAM layers for the hybrid
- * scheduler (sched.h, issue #6 "Pinned memory"), and the CPU team's RAM read probe. Each layer's
- * range is first read into the page cache (MADV_WILLNEED + one touch per page, timed apart from
- * the pinning, so a slow disk and a slow pin can be told apart in -v), then registered with the
+ * scheduler (sched.h, "Pinned memory"), and the CPU team's RAM read probe. Each layer's range is
+ * first read into the page cache (MADV_WILLNEED + one touch per page, timed apart from the
+ * pinning, so a slow disk and a slow pin can be told apart in -v), then registered with the
  * driver as one range per layer (a copy is DMA only when its source lies inside one registration,
  * and the three tensors share pages at their borders, so a layer is not split at tensor edges).
- * The pass is time-bounded between layers (HMOE_PIN_BUDGET_S, default 30 s): when the kernel
- * crawls (e.g. migrating pages for a long-term pin under page-cache pressure) pinning stops after
- * the layer in progress, the layers left unpinned copy through the driver's staging, and the note
- * says so. HMOE_PIN=0 skips pinning. HMOE_PIN=copy never pins file pages: each RAM layer's experts
- * are copied into page-locked anonymous memory (cudaHostAlloc) and the scheduler's weight views
- * point there (CPU threads and copies read the copy; the file's page cache becomes reclaimable):
- * the way out when long-term pinning of a file mapping misbehaves in the kernel.
+ *
+ * No registration can stall the load. Registering a file mapping makes the kernel pin each page
+ * for the long term, and a page it cannot pin in place is migrated first; a page-cache page that
+ * is dirty or under writeback (a file written shortly before, still in the page cache, as after
+ * `hmoe synth`) can only move once the disk has it, and the pin retries until then, so one call
+ * can take minutes or not come back while the disk drains. That is the likely cause of a load
+ * that hangs after the PCIe line; a file that was written long before pins in seconds. So each
+ * registration runs on a worker thread (pin_bounded.c) and is waited for only until the pass's
+ * deadline (HMOE_PIN_BUDGET_S, default 30 s, from the start of the pass) or its own bound (a
+ * floor rate, below); one that misses it is abandoned (the worker undoes it when it returns),
+ * pinning stops, the layers left unpinned copy through the driver's staging and one note says
+ * so, with the page cache's dirty bytes. HMOE_PIN=0 skips pinning. HMOE_PIN=copy never pins file
+ * pages: each RAM layer's experts are copied into page-locked anonymous memory (cudaHostAlloc)
+ * and the scheduler's weight views point there (CPU threads and copies read the copy; the file's
+ * page cache becomes reclaimable), which sidesteps the kernel's file-page pinning altogether.
  */
 #include <omp.h>
 #include <stdarg.h>
@@ -19,10 +27,15 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "hmoe/sysmem.h"
 #include "sched/hybrid_impl.h"
 
 #define PIN_BUDGET_S 30.0
 #define PIN_LOG_S 5.0 /* progress line at most this often (-v) */
+/* A healthy pin of resident pages runs at GB/s; a registration slower than this floor rate (with
+ * a floor of PIN_REG_MIN_S) is a kernel that crawls, and is given up on before the pass budget. */
+#define PIN_REG_MIN_S 5.0
+#define PIN_REG_FLOOR_BPS 100e6
 
 static void add_note(struct hmoe_sched_hybrid *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_note(struct hmoe_sched_hybrid *h, const char *fmt, ...) {
@@ -59,19 +72,41 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
         add_note(h, "pinning off (HMOE_PIN=0): copies from RAM go through the driver's staging; ");
         return;
     }
-    const bool copy = env && !strcmp(env, "copy");
+    /* a --no-mmap copy is anonymous memory already: registering it is cheap and a second copy
+     * would hold the experts twice */
+    const bool copy = env && !strcmp(env, "copy") && !h->file_in_ram;
     const char *be = getenv("HMOE_PIN_BUDGET_S");
     const double budget = be && atof(be) > 0 ? atof(be) : PIN_BUDGET_S;
     const uintptr_t lo_file = (uintptr_t)file_base, hi_file = lo_file + file_size;
     const double t0 = hmoe_time_s();
     double last_log = t0;
-    bool failed_noted = false;
+    bool failed_noted = false, worker_failed = false;
+    struct hyb_pin_worker *worker = NULL;
+    const hyb_pin_register_fn reg = h->pin_register ? h->pin_register : hmoe_cuda_host_register;
+    const hyb_pin_unregister_fn unreg = h->pin_unregister ? h->pin_unregister : hmoe_cuda_host_unregister;
+    const int dev = h->cu ? hmoe_cuda_ctx_device(h->cu) : -1;
+    /* Locked pages leave what the kernel can reclaim: pinning stops while a share of the memory
+     * available at the start stays free, so that the KV cache, the CPU team's scratch and the rest
+     * of the system never have to swap. (Resident page-cache pages count as available, so pinning
+     * the mapping's pages costs them too.) */
+    struct hmoe_sysmem sm;
+    hmoe_sysmem_read(&sm);
+    const uint64_t keep_free = HMOE_MAX((uint64_t)sm.mem_available / 8, (uint64_t)2 << 30);
+    const uint64_t pin_cap = sm.mem_available > keep_free ? sm.mem_available - keep_free : 0;
+    const bool cap_known = sm.mem_available > 0;
     for (int l = 0; l < h->n_layer && !h->pin_stopped; l++) {
         struct hyb_layer *L = &h->L[l];
         uintptr_t lo, hi;
         if (!L->ram || !layer_span(h, l, lo_file, hi_file, &lo, &hi)) continue;
-        h->pin_tried++;
         const size_t len = hi - lo;
+        if (cap_known && h->pin_bytes + len > pin_cap) {
+            add_note(h, "page-locking stopped after %.1f GB to keep %.1f GB of the %.1f GB of RAM available free "
+                        "(HMOE_MEM_AVAILABLE_MIB): the remaining RAM layers copy through the driver's staging; ",
+                     (double)h->pin_bytes / 1e9, (double)keep_free / 1e9, (double)sm.mem_available / 1e9);
+            h->pin_stopped = h->pin_ram_capped = true;
+            break;
+        }
+        h->pin_tried++;
         /* into the page cache first: the pin then only locks resident pages */
         const double ta = hmoe_time_s();
         madvise((void *)lo, len, MADV_WILLNEED);
@@ -113,24 +148,46 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
         L->pin_lo = (uint8_t *)lo;
         L->pin_chunk = len; /* one registration per layer (see above) */
         L->pin_len = len;
-        bool ok = true;
-        for (size_t off = 0; off < len && ok; off += L->pin_chunk) {
+        bool ok = !worker_failed;
+        if (ok && hmoe_time_s() - t0 >= budget) { /* reading took the budget: none left to pin */
+            h->pin_stopped = true;
+            break;
+        }
+        if (ok && !worker && !(worker = hmoe_hyb_pin_worker_start(reg, unreg, dev))) {
+            add_note(h, "no thread for page-locking: copies from RAM go through the driver's staging; ");
+            worker_failed = true, ok = false;
+            h->pin_stopped = true;
+        }
+        if (ok) {
             struct hmoe_err e = {0};
-            const size_t n = HMOE_MIN(L->pin_chunk, len - off);
-            if (hmoe_cuda_host_register((void *)(lo + off), n, true, &e) != HMOE_OK) {
+            bool late = false;
+            const double deadline = HMOE_MIN(t0 + budget, tb + HMOE_MAX(PIN_REG_MIN_S, (double)len / PIN_REG_FLOOR_BPS));
+            if (hmoe_hyb_pin_worker_register(worker, (void *)lo, len, deadline, l, &late, &e) != HMOE_OK) {
                 ok = false;
-                if (!failed_noted)
+                if (late) {
+                    struct hmoe_sysmem sm;
+                    hmoe_sysmem_read(&sm);
+                    h->pin_abandoned++;
+                    h->pin_stopped = true;
+                    int left = 0;
+                    for (int r = l; r < h->n_layer; r++) left += h->L[r].ram;
+                    HMOE_WARN("page-locking the experts gave up at layer %d after %.1f s; %d RAM layers copy through "
+                              "the driver's staging (slower; HMOE_PIN=copy page-locks a copy instead)",
+                              l, hmoe_time_s() - tb, left);
+                    add_note(h, "page-locking layer %d's experts (%.0f MiB) did not return within %.1f s (the kernel "
+                                "is slow to lock file pages; %.0f MiB of the page cache is dirty or under "
+                                "writeback): it and the later RAM layers copy through the driver's staging "
+                                "(HMOE_PIN=copy page-locks a copy instead); ",
+                             l, (double)len / 1048576.0, hmoe_time_s() - tb,
+                             (double)(sm.dirty + sm.writeback) / 1048576.0);
+                } else if (!failed_noted) {
                     add_note(h, "page-locking the mapped experts failed (%s): copies from RAM go through the driver's "
                                 "staging; ", e.msg);
-                failed_noted = true;
-                break;
-            }
-            L->pin_chunks++;
-            h->pin_bytes += n;
-            const double now = hmoe_time_s();
-            if (now - t0 > budget && off + n < len) { /* stop within a layer too: a crawling kernel */
-                ok = false;
-                h->pin_stopped = true;
+                    failed_noted = true;
+                }
+            } else {
+                L->pin_chunks = 1;
+                h->pin_bytes += len;
             }
         }
         const double tc = hmoe_time_s();
@@ -157,10 +214,11 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
             last_log = tc;
         }
     }
+    hmoe_hyb_pin_worker_stop(worker);
     if (copy && h->pin_layers)
         add_note(h, "HMOE_PIN=copy: %d RAM layers' experts (%.1f GB) copied into page-locked memory in %.1f s; ",
                  h->pin_layers, (double)h->pin_bytes / 1e9, h->pin_s);
-    else if (h->pin_stopped)
+    else if (h->pin_stopped && !h->pin_abandoned && !worker_failed && !h->pin_ram_capped)
         add_note(h, "page-locking stopped by its %.0f s budget (HMOE_PIN_BUDGET_S) after %d of %d RAM layers (%.1f GB "
                     "at %.2f GB/s; reading them took %.1f s): the others copy through the driver's staging; ",
                  budget, h->pin_layers, h->pin_tried, (double)h->pin_bytes / 1e9,
@@ -172,7 +230,8 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
 void hmoe_hyb_unpin(struct hmoe_sched_hybrid *h) {
     for (int l = 0; l < h->n_layer; l++) {
         struct hyb_layer *L = &h->L[l];
-        for (int c = 0; c < L->pin_chunks; c++) hmoe_cuda_host_unregister(L->pin_lo + (size_t)c * L->pin_chunk);
+        for (int c = 0; c < L->pin_chunks; c++)
+            (h->pin_unregister ? h->pin_unregister : hmoe_cuda_host_unregister)(L->pin_lo + (size_t)c * L->pin_chunk);
         hmoe_cuda_host_free(L->copy_buf); /* (the views into it die with the scheduler) */
         L->copy_buf = NULL;
         L->pin_chunks = 0;

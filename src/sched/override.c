@@ -65,6 +65,34 @@ enum hmoe_status hmoe_sched_override_parse(const char *spec, struct hmoe_sched_o
     return HMOE_OK;
 }
 
+void *hmoe_sched_regex_compile(const char *pat, size_t len, char *why, size_t why_cap) {
+    char buf[1024];
+    if (!translate(pat, len, buf, sizeof buf)) {
+        snprintf(why, why_cap, "pattern too long");
+        return NULL;
+    }
+    regex_t *re = malloc(sizeof *re);
+    if (!re) {
+        snprintf(why, why_cap, "out of memory");
+        return NULL;
+    }
+    const int rc = regcomp(re, buf, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+        regerror(rc, re, why, why_cap);
+        free(re);
+        return NULL;
+    }
+    return re;
+}
+
+bool hmoe_sched_regex_search(const void *re, const char *s) { return re && regexec(re, s, 0, NULL, 0) == 0; }
+
+void hmoe_sched_regex_free(void *re) {
+    if (!re) return;
+    regfree(re);
+    free(re);
+}
+
 void hmoe_sched_override_free(struct hmoe_sched_override *o) {
     if (!o || !o->re) return;
     regfree(o->re);

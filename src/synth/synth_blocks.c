@@ -26,7 +26,8 @@ struct recipe {
     int16_t i8_off;
     uint8_t i8_n;
     int8_t i8_lo, i8_hi;
-    uint8_t float_bytes; /* 4 = F32, 2 = F16 elements */
+    uint8_t float_bytes; /* 4 = F32, 2 = F16 (or BF16) elements */
+    bool bf16;
     uint8_t e8m0_lo;     /* MXFP4: byte 0 is an E8M0 exponent, e8m0_lo or e8m0_lo + 1 (0 = none) */
 };
 
@@ -35,6 +36,7 @@ struct recipe {
 static const struct recipe recipes[HMOE_TYPE_COUNT] = {
     [HMOE_TYPE_F32] = {.float_bytes = 4, NO_M, NO_I8},
     [HMOE_TYPE_F16] = {.float_bytes = 2, NO_M, NO_I8},
+    [HMOE_TYPE_BF16] = {.float_bytes = 2, NO_M, NO_I8, .bf16 = true},
     /* (q - 8) d, q in 0..15: rms 4.6 d */
     [HMOE_TYPE_Q4_0] = {.d_off = 0, .d_lo = 3e-3f, NO_M, NO_I8},
     /* q d + m, m = -7.5 d centres it */
@@ -91,7 +93,10 @@ enum hmoe_status hmoe_synth_fill_blocks(enum hmoe_type t, uint64_t seed, void *d
         if (rc->float_bytes) {
             float v = (float)(0.02 * synth_rng_normal(&rng));
             if (rc->float_bytes == 4) memcpy(p, &v, 4);
-            else put_fp16(p, v);
+            else if (rc->bf16) {
+                const uint16_t h = hmoe_f32_to_bf16(v);
+                memcpy(p, &h, 2);
+            } else put_fp16(p, v);
             continue;
         }
         for (size_t k = 0; k < bytes; k += 8) {

@@ -1,11 +1,15 @@
 /* synth_mix.c — which ggml type llama-quantize gives each tensor under a preset
- * ("mixture"), as one table row per mix and one rule function (quants.md §9.1–§9.3).
+ * ("mixture"), as one table row per mix and one rule function (quants.md §9.1–§9.3), and
+ * per-tensor rule lists REGEX=TYPE on top of a mix (the "dynamic" community quantizations).
  * Checked in tests against the types llama-quantize really wrote into the fixture
  * models (fixtures/models/manifest.json) and against the 48-layer examples of §9.3.
  * `synth-iq2_xxs` is not a llama-quantize preset: it is gguf_synth.py's own IQ2 mix.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/sched.h"
 #include "synth_impl.h"
 
 enum bump {
@@ -174,4 +178,138 @@ enum hmoe_type hmoe_synth_type_for_tensor(const struct hmoe_synth_preset *p, con
         t = mix->base;
     }
     return fallback(t, ne0);
+}
+
+/* ---- per-tensor rule lists ("REGEX=TYPE,...") ----------------------------------------------
+ * The spelling of llama-quantize's --tensor-type and of -ot: a regex searched anywhere in the
+ * tensor name, '=', a type name; items separated by commas (so a pattern cannot hold one); the
+ * first rule that matches decides. One item without '=' names the mix for the tensors no rule
+ * matches (default q4_k_m). Named rule presets expand to such a list. */
+
+struct synth_rule {
+    void *re;
+    enum hmoe_type type;
+    int uses;                          /* tensors it typed (a user's rule that types none is an error) */
+    char text[160];
+};
+
+struct hmoe_synth_rules {
+    bool preset;                       /* a named preset: rules for tensors a preset lacks are fine */
+    int n;
+    struct synth_rule *r;
+    char label[64];
+};
+
+/* Modelled on the published tensor table of a "dynamic" Q4_K_XL file of Qwen3-30B-A3B (Unsloth's
+ * UD-Q4_K_XL): every attention matrix Q8_0, Q6_K token embeddings and output head, BF16 norm
+ * vectors, and expert types that differ by layer: ffn_down Q6_K in the first four blocks and Q5_K
+ * elsewhere, ffn_gate/ffn_up IQ4_XS in odd blocks and Q4_K in even ones; routers stay F32. */
+static const struct {
+    const char *name, *rules;
+} rule_presets[] = {
+    {"ud-q4_k_xl", "q4_k_m,(attn_norm|attn_q_norm|attn_k_norm|ffn_norm|output_norm)\\.weight=bf16,"
+                   "token_embd\\.weight=q6_k,^output\\.weight=q6_k,attn_(q|k|v|qkv|output|gate)\\.weight=q8_0,"
+                   "blk\\.[0-3]\\.ffn_down_exps=q6_k,ffn_down_exps=q5_k,"
+                   "blk\\.[0-9]*[13579]\\.ffn_(gate|up)_exps=iq4_xs,ffn_(gate|up)_exps=q4_k"},
+};
+
+const char *hmoe_synth_rule_preset_names(void) { return "ud-q4_k_xl"; }
+
+bool hmoe_synth_mix_is_rules(const char *spec) {
+    if (!spec) return false;
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(rule_presets); i++)
+        if (!strcmp(spec, rule_presets[i].name)) return true;
+    return strchr(spec, '=') != NULL;
+}
+
+void hmoe_synth_rules_free(struct hmoe_synth_rules *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) hmoe_sched_regex_free(r->r[i].re);
+    free(r->r);
+    free(r);
+}
+
+enum hmoe_status hmoe_synth_rules_parse(const char *spec, struct hmoe_synth_rules **out,
+                                        const struct hmoe_synth_mix **base, struct hmoe_err *err) {
+    *out = NULL;
+    *base = hmoe_synth_find_mix("q4_k_m");
+    const char *label = "rules";
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(rule_presets); i++)
+        if (!strcmp(spec, rule_presets[i].name)) label = spec, spec = rule_presets[i].rules;
+    const bool preset = strcmp(label, "rules") != 0;
+    struct hmoe_synth_rules *rs = calloc(1, sizeof *rs);
+    size_t cap = 1;
+    for (const char *p = spec; *p; p++) cap += *p == ',';
+    if (rs) rs->r = calloc(cap, sizeof *rs->r);
+    if (!rs || !rs->r) {
+        hmoe_synth_rules_free(rs);
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    }
+    snprintf(rs->label, sizeof rs->label, "%s", label);
+    rs->preset = preset;
+    bool have_base = false;
+    for (const char *item = spec; item;) {
+        const char *end = strchr(item, ',');
+        const size_t len = end ? (size_t)(end - item) : strlen(item);
+        const char *eq = memchr(item, '=', len);
+        char text[160];
+        snprintf(text, sizeof text, "%.*s", (int)HMOE_MIN(len, sizeof text - 1), item);
+        enum hmoe_status st = HMOE_OK;
+        if (len == 0) {
+            st = HMOE_RAISE(err, HMOE_ERR_ARG, "--mix: empty item in '%s' (items are REGEX=TYPE or a mix name, "
+                            "separated by single commas)", spec);
+        } else if (!eq) {
+            const struct hmoe_synth_mix *m = hmoe_synth_find_mix(text);
+            if (!m || have_base)
+                st = HMOE_RAISE(err, HMOE_ERR_ARG,
+                                m ? "--mix: '%s' is a second base mix (give at most one)"
+                                  : "--mix: '%s' is neither REGEX=TYPE nor a mix name (%s)",
+                                text, hmoe_synth_mix_names());
+            else *base = m, have_base = true;
+        } else {
+            struct synth_rule *r = &rs->r[rs->n];
+            char tname[32], why[128] = "";
+            snprintf(tname, sizeof tname, "%.*s", (int)HMOE_MIN((size_t)(item + len - eq - 1), sizeof tname - 1), eq + 1);
+            if (eq == item || !hmoe_type_from_name(tname, &r->type))
+                st = HMOE_RAISE(err, HMOE_ERR_ARG, "--mix: rule '%s': %s (expected REGEX=TYPE, e.g. 'attn_.*=q8_0')",
+                                text, eq == item ? "empty pattern" : "unknown type name");
+            else if (!(r->re = hmoe_sched_regex_compile(item, (size_t)(eq - item), why, sizeof why)))
+                st = HMOE_RAISE(err, HMOE_ERR_ARG, "--mix: rule '%s': bad regular expression: %s", text, why);
+            else snprintf(r->text, sizeof r->text, "%s", text), rs->n++;
+        }
+        if (st) {
+            hmoe_synth_rules_free(rs);
+            return st;
+        }
+        item = end ? end + 1 : NULL;
+    }
+    *out = rs;
+    return HMOE_OK;
+}
+
+const char *hmoe_synth_rules_label(const struct hmoe_synth_rules *r) { return r->label; }
+
+void hmoe_synth_rules_apply(struct hmoe_synth_rules *rs, const char *name, uint32_t n_dims, int64_t ne0,
+                            enum hmoe_type *type) {
+    /* what the converter keeps in float (norms, routers, vectors) is not quantizable, so as in
+     * llama-quantize a rule with a quantized type passes it by; a float-type rule may set it */
+    const bool vector_like = *type == HMOE_TYPE_F32 || n_dims < 2;
+    for (int i = 0; i < rs->n; i++) {
+        struct synth_rule *r = &rs->r[i];
+        if ((vector_like && hmoe_type_info[r->type].is_quantized) || !hmoe_sched_regex_search(r->re, name)) continue;
+        *type = vector_like ? r->type : fallback(r->type, ne0);
+        r->uses++;
+        return;
+    }
+}
+
+enum hmoe_status hmoe_synth_rules_check_used(const struct hmoe_synth_rules *rs, struct hmoe_err *err) {
+    for (int i = 0; !rs->preset && i < rs->n; i++)
+        if (!rs->r[i].uses)
+            return HMOE_RAISE(err, HMOE_ERR_ARG,
+                              "--mix: rule '%s' types no tensor of this file (an earlier rule takes them, the pattern "
+                              "matches no name, or it gives a quantized type to norms/routers, which stay float); "
+                              "'hmoe info' lists the tensor names",
+                              rs->r[i].text);
+    return HMOE_OK;
 }

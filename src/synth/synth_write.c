@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/fp16.h"
 #include "synth_impl.h"
 
 #define ALIGN 32u
@@ -22,9 +23,15 @@ enum hmoe_status hmoe_synth_plan_init(struct hmoe_synth_plan *plan, const struct
         return HMOE_RAISE(err, HMOE_ERR_ARG, "unknown preset '%s' (valid: %s)", o->preset ? o->preset : "",
                           hmoe_synth_preset_names());
     const char *mix_name = o->mix ? o->mix : p->default_mix ? p->default_mix : "q4_k_m";
-    plan->mix = hmoe_synth_find_mix(mix_name);
+    if (hmoe_synth_mix_is_rules(mix_name)) {
+        enum hmoe_status st = hmoe_synth_rules_parse(mix_name, &plan->rules, &plan->mix, err);
+        if (st) return st;
+    } else {
+        plan->mix = hmoe_synth_find_mix(mix_name);
+    }
     if (!plan->mix)
-        return HMOE_RAISE(err, HMOE_ERR_ARG, "unknown mix '%s' (valid: %s)", mix_name, hmoe_synth_mix_names());
+        return HMOE_RAISE(err, HMOE_ERR_ARG, "unknown mix '%s' (valid: %s, a rule preset: %s, or REGEX=TYPE,...)",
+                          mix_name, hmoe_synth_mix_names(), hmoe_synth_rule_preset_names());
     plan->preset = *p;
     if (o->n_layers > 0) {
         if (o->n_layers > 4096) return HMOE_RAISE(err, HMOE_ERR_ARG, "--layers %u is out of range (1..4096)", o->n_layers);
@@ -55,6 +62,7 @@ enum hmoe_status hmoe_synth_plan_init(struct hmoe_synth_plan *plan, const struct
     for (size_t i = 0; i < plan->n_tensors; i++) {
         struct hmoe_synth_tensor *t = &plan->tensors[i];
         t->type = hmoe_synth_type_for_tensor(&plan->preset, plan->mix, t->name, t->layer, t->n_dims, t->ne[0]);
+        if (plan->rules) hmoe_synth_rules_apply(plan->rules, t->name, t->n_dims, t->ne[0], &t->type);
         uint64_t rows = (uint64_t)t->ne[1] * (uint64_t)t->ne[2] * (uint64_t)t->ne[3];
         if (!hmoe_synth_can_fill(t->type) || !hmoe_mul_u64(hmoe_row_bytes(t->type, t->ne[0]), rows, &t->n_bytes)) {
             enum hmoe_type ty = t->type;
@@ -64,6 +72,10 @@ enum hmoe_status hmoe_synth_plan_init(struct hmoe_synth_plan *plan, const struct
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "synth cannot write tensor %s as %s", name, hmoe_type_name(ty));
         }
         plan->data_bytes += (t->n_bytes + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    if (plan->rules && hmoe_synth_rules_check_used(plan->rules, err)) {
+        hmoe_synth_plan_free(plan);
+        return HMOE_ERR_ARG;
     }
     if (plan->routing.kind == HMOE_SYNTH_ROUTING_ZIPF) {
         /* fail before writing anything if the file cannot carry the routing channel */
@@ -83,6 +95,7 @@ enum hmoe_status hmoe_synth_plan_init(struct hmoe_synth_plan *plan, const struct
 
 void hmoe_synth_plan_free(struct hmoe_synth_plan *plan) {
     hmoe_gguf_free(plan->vocab_src);
+    hmoe_synth_rules_free(plan->rules);
     free(plan->tensors);
     memset(plan, 0, sizeof *plan);
 }
@@ -162,13 +175,19 @@ static float f32_value(int role, double z) {
     }
 }
 
-/* Norms, routers and the other F32 parameters (f32_value; the zipf router), F32. */
+/* Norms, routers and the other float parameters (f32_value; the zipf router), as F32, or F16 /
+ * BF16 where a --mix rule asks for it (rounded from the same F32 values). */
 static enum hmoe_status emit_f32(struct wctx *c, const struct hmoe_synth_tensor *t, size_t index) {
     const struct hmoe_synth_preset *p = &c->plan->preset;
     uint64_t n = (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
+    const size_t eb = t->type == HMOE_TYPE_F32 ? 4 : 2;
     if (t->role == SYNTH_FFN_ROUTER && c->zipf) {
         synth_route_router(&c->route, t->layer, c->route.router);
-        return emit(c, c->route.router, (size_t)n * sizeof(float));
+        if (eb == 4) return emit(c, c->route.router, (size_t)n * sizeof(float));
+        uint16_t *h = (uint16_t *)c->buf; /* (a router is far smaller than the chunk buffer) */
+        for (uint64_t j = 0; j < n; j++)
+            h[j] = t->type == HMOE_TYPE_BF16 ? hmoe_f32_to_bf16(c->route.router[j]) : hmoe_f32_to_fp16(c->route.router[j]);
+        return emit(c, h, (size_t)n * 2);
     }
     struct synth_rng rng;
     synth_rng_init(&rng, c->plan->seed, 0x7e500000u + index);
@@ -188,7 +207,11 @@ static enum hmoe_status emit_f32(struct wctx *c, const struct hmoe_synth_tensor 
             }
             f[j] = v;
         }
-        enum hmoe_status st = emit(c, f, k * sizeof(float));
+        if (eb == 2) { /* narrow in place: element j is read before slot j is written */
+            uint16_t *h = (uint16_t *)f;
+            for (size_t j = 0; j < k; j++) h[j] = t->type == HMOE_TYPE_BF16 ? hmoe_f32_to_bf16(f[j]) : hmoe_f32_to_fp16(f[j]);
+        }
+        enum hmoe_status st = emit(c, f, k * eb);
         if (st != HMOE_OK) return st;
     }
     return HMOE_OK;
@@ -239,10 +262,11 @@ static enum hmoe_status emit_zipf_rows(struct wctx *c, const struct hmoe_synth_t
 
 static enum hmoe_status emit_tensor(struct wctx *c, size_t index) {
     const struct hmoe_synth_tensor *t = &c->plan->tensors[index];
+    const bool float_type = t->type == HMOE_TYPE_F32 || t->type == HMOE_TYPE_F16 || t->type == HMOE_TYPE_BF16;
     bool is_f32_param =
-        t->type == HMOE_TYPE_F32 && (t->n_dims == 1 || t->role == SYNTH_FFN_ROUTER || t->role == SYNTH_SSM_CONV ||
-                                     t->role == SYNTH_SSM_A || t->role == SYNTH_NORM || t->role == SYNTH_BIAS ||
-                                     t->role == SYNTH_RESID_BIAS); /* {1, H}, {n, G} vectors, {n, E} biases */
+        float_type && (t->n_dims == 1 || t->role == SYNTH_FFN_ROUTER || t->role == SYNTH_SSM_CONV ||
+                       t->role == SYNTH_SSM_A || t->role == SYNTH_NORM || t->role == SYNTH_BIAS ||
+                       t->role == SYNTH_RESID_BIAS); /* {1, H}, {n, G} vectors, {n, E} biases */
     if (is_f32_param) return emit_f32(c, t, index);
     struct synth_pool *pool;
     enum hmoe_status st = get_pool(c, t->type, &pool);
@@ -293,7 +317,8 @@ static enum hmoe_status add_metadata(struct hmoe_gguf_writer *w, const struct hm
                                      struct hmoe_err *err) {
     const struct hmoe_synth_preset *p = &plan->preset;
     char name[128], routing[64];
-    snprintf(name, sizeof name, "synthetic %s %s", p->name, hmoe_synth_mix_name(plan->mix));
+    snprintf(name, sizeof name, "synthetic %s %s", p->name,
+             plan->rules ? hmoe_synth_rules_label(plan->rules) : hmoe_synth_mix_name(plan->mix));
     if (plan->routing.kind == HMOE_SYNTH_ROUTING_ZIPF) snprintf(routing, sizeof routing, "zipf:%g", plan->routing.zipf_s);
     else snprintf(routing, sizeof routing, "uniform");
     enum hmoe_status st = hmoe_gguf_writer_add_str(w, "general.architecture", p->arch->name, err);
