@@ -199,7 +199,9 @@ struct hmoe_ctx_params {
 };
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p);
 
-/* Parse a KV cache type name (f32|f16|bf16|q8_0, case-insensitive). */
+/* Parse a KV cache type name (one of HMOE_KV_TYPE_NAMES, case-insensitive), as llama.cpp's
+ * -ctk/-ctv spell them. */
+#define HMOE_KV_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl"
 bool hmoe_kv_type_from_name(const char *name, enum hmoe_type *out);
 
 struct hmoe_ctx;
