@@ -166,7 +166,7 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     rs->att_tok = (int)tok;
     rs->att_scores = calloc(nt * tok * G * (n_ctx + 32), sizeof(float)); /* rows of a chunk: up to n_ctx + 32 apart */
     rs->att_q = calloc(nt * tok * G, rs->att_q_bytes);
-    rs->att_v = calloc(nt * Dv, sizeof(float));
+    rs->att_v = calloc(nt * HMOE_MAX(D, Dv), sizeof(float)); /* also a K row of a context shift (kv_shift.c) */
     rs->att_o = calloc(nt * tok * G * Dv, sizeof(float));
     rs->k_cache = calloc(L, sizeof *rs->k_cache);
     rs->v_cache = calloc(L, sizeof *rs->v_cache);
