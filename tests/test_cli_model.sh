@@ -111,6 +111,10 @@ check "cli run --context-shift --keep -1: with one position after the kept promp
 $H logits -m "$MINI" --ids 1,2 -c 100000 -t 1 >/dev/null 2>"$T/err"
 rc=$?; grep -q "context size 100000 exceeds the model's context_length 4096: possible training context overflow" "$T/err"
 check "cli logits -c 100000: allowed past context_length with a warning" $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err")"
+$H bench -m "$MINI" -d 4200 -p 8 -n 2 -r 1 -t 1 -ctk q4_0 -ctv q4_0 -o json >"$T/out" 2>"$T/err"
+rc=$?; grep -q "context size 4208 exceeds the model's context_length 4096" "$T/err" && grep -q '"n_depth": *4200' "$T/out"
+check "cli bench -d 4200 with a q4_0 cache: runs past context_length with a warning (as llama-bench)" \
+    $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err") $(head -c 300 "$T/out")"
 $H logits -m "$MINI" --ids 1,x >/dev/null 2>"$T/err"; rc=$?
 check "cli logits: a bad id list is a usage error (exit 2)" $(( rc != 2 )) "rc $rc: $(cat "$T/err")"
 $H logits -m "$MINI" --ids 4101 -t 1 >/dev/null 2>"$T/err"

@@ -257,12 +257,7 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
     }
     const int max_n = HMOE_MAX(list_max(cfg->p, cfg->np), list_max(cfg->n, cfg->nn));
     mo.n_ctx = HMOE_MAX(list_max(cfg->d, cfg->nd) + max_n, 1);
-    if (mo.n_ctx > model->cfg.n_ctx_train) {
-        fprintf(stderr, "hmoe: depth + tokens (%d) exceed the model's context_length %d; lower -d, -p or -n\n",
-                mo.n_ctx, model->cfg.n_ctx_train);
-        hmoe_model_free(model);
-        return HMOE_EXIT_USAGE;
-    }
+    /* depth + tokens past the model's context_length: the context keeps them with a warning (ctx.c), as llama-bench */
     struct bench_run b = {.n_vocab = model->cfg.n_vocab, .reps = cfg->reps, .warmup = cfg->warmup,
                           .rng = 0x9e3779b97f4a7c15ull};
     b.logits = malloc((size_t)model->cfg.n_vocab * sizeof *b.logits);

@@ -180,8 +180,8 @@ int hmoe_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (n_ids > (size_t)n_ctx) {
-        fprintf(stderr, "hmoe: the prompt is %zu tokens but the context holds %d; raise -c/--ctx-size (the model allows "
-                        "up to %d)\n", n_ids, n_ctx, model->cfg.n_ctx_train);
+        fprintf(stderr, "hmoe: the prompt is %zu tokens but the context holds %d; raise -c/--ctx-size (the model's "
+                        "context_length is %d)\n", n_ids, n_ctx, model->cfg.n_ctx_train);
         rc = HMOE_EXIT_ERROR;
         goto done;
     }

@@ -248,9 +248,8 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
                                  : 0;
     if (p.n_ctx > HMOE_MAX(cfg->n_ctx_train, n_ctx_scaled))
         HMOE_WARN("context size %d exceeds the model's context_length %d: possible training context overflow "
-                  "(for YaRN: --rope-scaling yarn --rope-scale %d --yarn-orig-ctx %d)",
-                  p.n_ctx, cfg->n_ctx_train, (p.n_ctx + cfg->n_ctx_train - 1) / HMOE_MAX(1, cfg->n_ctx_train),
-                  cfg->n_ctx_train);
+                  "(YaRN: --rope-scaling yarn --rope-scale S --yarn-orig-ctx N with S x N >= %d; Qwen3: 4 and 32768)",
+                  p.n_ctx, cfg->n_ctx_train, p.n_ctx);
     if (p.n_threads <= 0) p.n_threads = hmoe_cpu_physical_cores();
     if (p.n_threads > 1024) p.n_threads = 1024;
     if (p.n_ubatch <= 0) p.n_ubatch = 512;
@@ -364,7 +363,7 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
     if ((int64_t)pos0 + n > c->p.n_ctx)
         return HMOE_RAISE(err, HMOE_ERR_RANGE,
                           "context full: %d tokens at position %d need a context of %lld positions but it holds %d; "
-                          "raise -c/--ctx-size (this model allows up to %d)",
+                          "raise -c/--ctx-size (the model's context_length is %d)",
                           n, pos0, (long long)pos0 + n, c->p.n_ctx, c->m->cfg.n_ctx_train);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V)
