@@ -154,7 +154,7 @@ int main(void) {
            NEEDLES("but the context holds 8; raise -c/--ctx-size"));
     snprintf(cmd, sizeof cmd, "./hmoe run -m %s -p hi -ctk q3_k", model);
     expect("run: unknown KV cache type: usage error listing the types", cmd, 2,
-           NEEDLES("unknown KV cache type 'q3_k' (use f32, f16, bf16 or q8_0"));
+           NEEDLES("unknown KV cache type 'q3_k' (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl"));
 
     /* --help for every subcommand; no arguments and an unknown command are usage errors. */
     static const char *const cmds[] = {"run", "chat", "bench", "info", "tokenize", "template", "logits", "synth"};

@@ -99,9 +99,22 @@ check "cli run: prompt longer than -c is an error saying how much is needed" $((
 $H run -m "$MINI" -p "$text" -c 45 -n 20 --temp 0 --ignore-eos -t 1 >/dev/null 2>"$T/err"
 rc=$?; grep -q 'context full after 45 tokens (-c 45)' "$T/err"
 check "cli run: generation stops with a message when the context fills" $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err")"
+$H run -m "$MINI" -p "$text" -c 45 -n 60 --temp 0 --ignore-eos --context-shift --keep 8 -t 1 -v >/dev/null 2>"$T/err"
+rc=$?; n=$(grep -a '^generated ids:' "$T/err" | tr ',' '\n' | grep -c '[0-9]')
+grep -aq 'context shifted 3 times (--context-shift, --keep 8)' "$T/err"
+check "cli run --context-shift --keep 8: 60 tokens from a 39-token prompt in -c 45 (3 shifts of 18)" \
+    $(( rc != 0 || n != 60 || $? )) "rc $rc, $n ids: $(tail -3 "$T/err")"
+$H run -m "$MINI" -p "$text" -c 40 -n 20 --temp 0 --ignore-eos --context-shift --keep -1 -t 1 >/dev/null 2>"$T/err"
+rc=$?; grep -aq 'context full after 40 tokens (-c 40)' "$T/err"
+check "cli run --context-shift --keep -1: with one position after the kept prompt nothing can shift (context full)" \
+    $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err")"
 $H logits -m "$MINI" --ids 1,2 -c 100000 -t 1 >/dev/null 2>"$T/err"
-rc=$?; grep -q "context size 100000 exceeds the model's context_length 4096; using 4096" "$T/err"
-check "cli logits -c 100000: capped at context_length with a warning" $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err")"
+rc=$?; grep -q "context size 100000 exceeds the model's context_length 4096: possible training context overflow" "$T/err"
+check "cli logits -c 100000: allowed past context_length with a warning" $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err")"
+$H bench -m "$MINI" -d 4200 -p 8 -n 2 -r 1 -t 1 -ctk q4_0 -ctv q4_0 -o json >"$T/out" 2>"$T/err"
+rc=$?; grep -q "context size 4208 exceeds the model's context_length 4096" "$T/err" && grep -q '"n_depth": *4200' "$T/out"
+check "cli bench -d 4200 with a q4_0 cache: runs past context_length with a warning (as llama-bench)" \
+    $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err") $(head -c 300 "$T/out")"
 $H logits -m "$MINI" --ids 1,x >/dev/null 2>"$T/err"; rc=$?
 check "cli logits: a bad id list is a usage error (exit 2)" $(( rc != 2 )) "rc $rc: $(cat "$T/err")"
 $H logits -m "$MINI" --ids 4101 -t 1 >/dev/null 2>"$T/err"

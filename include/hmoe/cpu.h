@@ -88,6 +88,14 @@ void hmoe_cpu_attn_wsum(enum hmoe_type vt, int64_t n_pos, const void *v, size_t 
 void hmoe_cpu_attn_scores(enum hmoe_type kt, int64_t D, const void *k, size_t k_stride, int64_t n_pos, const void *q,
                           size_t q_stride, int n_h, float *s, size_t s_stride);
 
+/* One K or V row of n floats (a multiple of t's block size) into KV cache type t at dst
+ * (hmoe_row_bytes(t, n) bytes): a copy for F32, the activation quantizer for F16/BF16/Q8_0
+ * (bit-identical), the type table's weight quantizer for Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL.
+ * hmoe_cpu_attn_kv_type_ok says whether this build has everything attention needs for t
+ * as a cache type (the store, the read-back, the dot product with its activation format). */
+bool hmoe_cpu_attn_kv_type_ok(enum hmoe_type t);
+void hmoe_cpu_attn_kv_store(enum hmoe_type t, const float *src, void *dst, int64_t n);
+
 /* Softmax of n scores in place after scaling by `scale`, as ggml's soft_max: max-subtracted,
  * binary32 exponentials (the AVX-512 path within 2 ulp of expf), their sum in double, one
  * multiply by the inverse. */

@@ -207,7 +207,9 @@ struct hmoe_ctx_params {
 };
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p);
 
-/* Parse a KV cache type name (f32|f16|bf16|q8_0, case-insensitive). */
+/* Parse a KV cache type name (one of HMOE_KV_TYPE_NAMES, case-insensitive), as llama.cpp's
+ * -ctk/-ctv spell them. */
+#define HMOE_KV_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl"
 bool hmoe_kv_type_from_name(const char *name, enum hmoe_type *out);
 
 struct hmoe_ctx;
@@ -272,6 +274,12 @@ void hmoe_ctx_reset_stats(struct hmoe_ctx *c);
  * So truncate stays cheap, n_past becomes n_keep as always, and a rewind costs at most a
  * re-prefill from the last checkpoint (recurrent.c). */
 void hmoe_ctx_truncate(struct hmoe_ctx *c, int n_keep);
+/* llama.cpp's context shift: drop the cached positions [n_keep, n_keep + n_discard) and move
+ * the later ones down by n_discard (K re-rotated to its new position), so n_past falls by
+ * n_discard and decoding continues at the new n_past. CPU caches of models without
+ * recurrent layers only: a GPU context or a recurrent model is HMOE_ERR_UNSUPPORTED with a
+ * message; bad bounds (n_discard < 1, n_keep + n_discard > n_past) are HMOE_ERR_ARG. */
+enum hmoe_status hmoe_ctx_shift(struct hmoe_ctx *c, int n_keep, int n_discard, struct hmoe_err *err);
 void hmoe_ctx_reset(struct hmoe_ctx *c);
 /* Remember the recurrent state at the current n_past (a few slots, oldest replaced) so a
  * later truncate to this position or after it is cheap. Call it where a rewind is expected

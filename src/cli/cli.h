@@ -161,15 +161,15 @@ struct hmoe_cli_model_opts {
 #define HMOE_CLI_MODEL_OPTS(o)                                                                                   \
     HMOE_OPT_HEADING("model and context"),                                                                     \
     {"--model", "-m", "FILE", "GGUF model file (required)", HMOE_OPT_STR, &(o).model_path},                    \
-    {"--ctx-size", "-c", "N", "KV cache size in tokens (default 4096; logits: the number of ids); capped at "  \
-     "the model's context_length", HMOE_OPT_INT, &(o).n_ctx},                                                  \
+    {"--ctx-size", "-c", "N", "KV cache size in tokens (default 4096; logits: the number of ids); above "  \
+     "the model's context_length with a warning", HMOE_OPT_INT, &(o).n_ctx},                                                  \
     {"--threads", "-t", "N", "CPU threads (default: physical cores)", HMOE_OPT_INT, &(o).n_threads},           \
     {"--ubatch-size", "-ub", "N", "tokens per forward micro-batch (default 512)", HMOE_OPT_INT, &(o).n_ubatch}, \
     {"--batch-size", "-b", "N", "logical batch size (accepted for llama.cpp compatibility; prompts are split "  \
      "into -ub micro-batches)", HMOE_OPT_INT, &(o).n_batch},                                                    \
-    {"--cache-type-k", "-ctk", "TYPE", "KV cache type for K: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR, \
+    {"--cache-type-k", "-ctk", "TYPE", "KV cache type for K: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (default f16)", HMOE_OPT_STR, \
      &(o).cache_type_k},                                                                                        \
-    {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR, \
+    {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (default f16)", HMOE_OPT_STR, \
      &(o).cache_type_v},                                                                                        \
     {"--rope-scaling", NULL, "TYPE", "RoPE scaling none|linear|yarn (default: from the model)", HMOE_OPT_STR,   \
      &(o).rope_scaling},                                                                                        \

@@ -210,7 +210,7 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
     struct hmoe_ctx_params cp;
     hmoe_ctx_params_default(&cp);
     if (!hmoe_kv_type_from_name(o->cache_type_k, &cp.type_k) || !hmoe_kv_type_from_name(o->cache_type_v, &cp.type_v)) {
-        fprintf(stderr, "hmoe: unknown KV cache type '%s' (use f32, f16, bf16 or q8_0 with -ctk/-ctv)\n",
+        fprintf(stderr, "hmoe: unknown KV cache type '%s' (use " HMOE_KV_TYPE_NAMES " with -ctk/-ctv)\n",
                 hmoe_kv_type_from_name(o->cache_type_k, &cp.type_k) ? o->cache_type_v : o->cache_type_k);
         return HMOE_EXIT_USAGE;
     }

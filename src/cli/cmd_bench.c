@@ -260,12 +260,7 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
     }
     const int max_n = HMOE_MAX(list_max(cfg->p, cfg->np), list_max(cfg->n, cfg->nn));
     mo.n_ctx = HMOE_MAX(list_max(cfg->d, cfg->nd) + max_n, 1);
-    if (mo.n_ctx > model->cfg.n_ctx_train) {
-        fprintf(stderr, "hmoe: depth + tokens (%d) exceed the model's context_length %d; lower -d, -p or -n\n",
-                mo.n_ctx, model->cfg.n_ctx_train);
-        hmoe_model_free(model);
-        return HMOE_EXIT_USAGE;
-    }
+    /* depth + tokens past the model's context_length: the context keeps them with a warning (ctx.c), as llama-bench */
     struct bench_run b = {.n_vocab = model->cfg.n_vocab, .reps = cfg->reps, .warmup = cfg->warmup,
                           .rng = 0x9e3779b97f4a7c15ull};
     b.logits = malloc((size_t)model->cfg.n_vocab * sizeof *b.logits);
@@ -381,9 +376,9 @@ int hmoe_cmd_bench(int argc, char **argv) {
          HMOE_OPT_INT, &n_batch},
         {"--repetitions", "-r", "N", "timed runs per test (default 5)", HMOE_OPT_INT, &reps},
         {"--output", "-o", "FMT", "md (default), json, jsonl or csv, to stdout", HMOE_OPT_STR, &out_fmt},
-        {"--cache-type-k", "-ctk", "TYPE", "KV cache type for K: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR,
+        {"--cache-type-k", "-ctk", "TYPE", "KV cache type for K: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (default f16)", HMOE_OPT_STR,
          &type_k},
-        {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0 (default f16)", HMOE_OPT_STR,
+        {"--cache-type-v", "-ctv", "TYPE", "KV cache type for V: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (default f16)", HMOE_OPT_STR,
          &type_v},
         {"--no-warmup", NULL, NULL, "skip the uncounted warm-up run before each test", HMOE_OPT_FLAG, &no_warmup},
         {"--no-mmap", NULL, NULL, "read the weights into RAM (transparent huge pages) instead of mapping the file",
@@ -422,7 +417,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
     }
     enum hmoe_type kt, vt;
     if (!hmoe_kv_type_from_name(type_k, &kt) || !hmoe_kv_type_from_name(type_v, &vt)) {
-        fprintf(stderr, "hmoe: unknown KV cache type '%s' (use f32, f16, bf16 or q8_0 with -ctk/-ctv)\n",
+        fprintf(stderr, "hmoe: unknown KV cache type '%s' (use " HMOE_KV_TYPE_NAMES " with -ctk/-ctv)\n",
                 hmoe_kv_type_from_name(type_k, &kt) ? type_v : type_k);
         return HMOE_EXIT_USAGE;
     }

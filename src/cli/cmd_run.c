@@ -1,10 +1,11 @@
 /* cmd_run.c — `hmoe run -m FILE -p PROMPT [-n N] [sampling flags] [--chat]`: one-shot
  * completion. Tokenizes the prompt (optionally wrapped as one user turn of the model's chat
  * template), prefills it, then samples and streams tokens through the UTF-8-safe streaming
- * detokenizer until an end-of-generation token, -n tokens or a full context, and prints
- * llama.cpp-style timings to stderr. Ctrl+C during the prefill or the generation stops after
- * the micro-batch (or token) in progress, prints what was done and its timings and exits 130;
- * a second Ctrl+C leaves at once. Shape: parse flags, build model/context/vocab/sampler,
+ * detokenizer until an end-of-generation token, -n tokens or a full context (with
+ * --context-shift: the oldest half after --keep tokens is dropped and generation goes on, as
+ * llama.cpp's llama-cli does), and prints llama.cpp-style timings to stderr. Ctrl+C during the
+ * prefill or the generation stops after the micro-batch (or token) in progress, prints what was
+ * done and its timings and exits 130; a second Ctrl+C leaves at once. Shape: parse flags, build model/context/vocab/sampler,
  * generate, free in reverse (style-examples.md §1).
  */
 #include <signal.h>
@@ -89,10 +90,10 @@ int hmoe_cmd_run(int argc, char **argv) {
     hmoe_sampler_params_default(&sp);
     const char *prompt_arg = NULL, *prompt_file = NULL;
     struct hmoe_cli_chat_args ca = {0};
-    int n_predict = 128;
+    int n_predict = 128, n_keep = 0;
     int64_t seed = -1;
     bool chat = false, no_think = false, no_display = false, no_escape = false, escape = false, ignore_eos = false,
-         verbose = false;
+         verbose = false, ctx_shift = false;
     const struct hmoe_opt opts[] = {
         {"--prompt", "-p", "TEXT", "prompt text (escapes such as \\n are processed; see --no-escape)", HMOE_OPT_STR,
          &prompt_arg},
@@ -104,6 +105,11 @@ int hmoe_cmd_run(int argc, char **argv) {
          &no_think},
         HMOE_CLI_CHAT_TEMPLATE_OPTS(ca),
         {"--ignore-eos", NULL, NULL, "keep generating after end-of-generation tokens", HMOE_OPT_FLAG, &ignore_eos},
+        {"--context-shift", NULL, NULL,
+         "when the context is full, drop the oldest half of it after the --keep tokens and go on (CPU KV cache)",
+         HMOE_OPT_FLAG, &ctx_shift},
+        {"--keep", "-k", "N", "with --context-shift: prompt tokens never dropped (default 0, -1 = the whole prompt)",
+         HMOE_OPT_INT, &n_keep},
         {"--no-display-prompt", NULL, NULL, "do not echo the prompt before the completion", HMOE_OPT_FLAG,
          &no_display},
         {"--escape", "-e", NULL, "process escapes in -p (the default; accepted for llama.cpp compatibility)",
@@ -131,6 +137,10 @@ int hmoe_cmd_run(int argc, char **argv) {
         fprintf(stderr, "hmoe: -n must be -1 or more\n");
         return HMOE_EXIT_USAGE;
     }
+    if (n_keep < -1) {
+        fprintf(stderr, "hmoe: --keep must be -1 (the whole prompt) or more\n");
+        return HMOE_EXIT_USAGE;
+    }
     if ((rc = hmoe_cli_sampler_check(&sp))) return rc;
     hmoe_cli_sampler_seed(&sp, seed);
 
@@ -153,6 +163,7 @@ int hmoe_cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     float *logits = NULL;
     int32_t *gen = NULL;
+    size_t gen_cap = 0;
     bool ds_ok = false, sa_set = false;
     struct sigaction old_sa;
     rc = hmoe_cli_model_open(&mo, &model, &ctx);
@@ -181,8 +192,8 @@ int hmoe_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (n_ids > (size_t)n_ctx) {
-        fprintf(stderr, "hmoe: the prompt is %zu tokens but the context holds %d; raise -c/--ctx-size (the model allows "
-                        "up to %d)\n", n_ids, n_ctx, model->cfg.n_ctx_train);
+        fprintf(stderr, "hmoe: the prompt is %zu tokens but the context holds %d; raise -c/--ctx-size (the model's "
+                        "context_length is %d)\n", n_ids, n_ctx, model->cfg.n_ctx_train);
         rc = HMOE_EXIT_ERROR;
         goto done;
     }
@@ -192,9 +203,18 @@ int hmoe_cmd_run(int argc, char **argv) {
               n_ctx, hmoe_type_name(hmoe_ctx_get_params(ctx)->type_k), hmoe_type_name(hmoe_ctx_get_params(ctx)->type_v),
               hmoe_ctx_kv_bytes(ctx) / 1048576.0, hmoe_ctx_get_params(ctx)->n_threads,
               hmoe_cpu_path_name(hmoe_cpu_path()), hmoe_cpu_amx_status(), (unsigned long long)sp.seed);
+    if (ctx_shift) { /* a GPU cache or a recurrent model cannot shift: say so before generating */
+        struct hmoe_err e2 = {0};
+        if (hmoe_ctx_shift(ctx, 0, 0, &e2) == HMOE_ERR_UNSUPPORTED) {
+            rc = hmoe_cli_fail(&e2);
+            goto done;
+        }
+    }
     if (verbose) print_ids("prompt ids", ids, (int)n_ids);
     logits = malloc((size_t)model->cfg.n_vocab * sizeof *logits);
-    gen = malloc((size_t)n_ctx * sizeof *gen); /* at most n_ctx tokens can be generated */
+    /* at most n_ctx tokens without a context shift; with one the buffer grows */
+    gen_cap = (size_t)(n_predict >= 0 && n_predict < n_ctx ? HMOE_MAX(1, n_predict) : n_ctx);
+    gen = malloc(gen_cap * sizeof *gen);
     hmoe_detok_stream_init(&ds, vocab, false);
     ds_ok = true;
     if (!logits || !gen) {
@@ -227,7 +247,11 @@ int hmoe_cmd_run(int argc, char **argv) {
         }
     }
     const double t_prompt = hmoe_time_s();
-    int n_gen = 0, n_eval = 0, n_sample = 0, n_past = n_done;
+    /* As llama.cpp: --keep counts prompt tokens (-1 or more than the prompt: all of it), plus
+     * the BOS token when the vocabulary adds one. */
+    const int keep = (n_keep < 0 || (size_t)n_keep > n_ids ? (int)n_ids : n_keep) +
+                     (n_keep >= 0 && (size_t)n_keep < n_ids && vocab->add_bos ? 1 : 0);
+    int n_gen = 0, n_eval = 0, n_sample = 0, n_past = n_done, n_shifts = 0;
     double eval_s = 0, sample_s = 0;
     bool ctx_full = false;
     while (!sigint_count && (n_predict < 0 || n_gen < n_predict)) {
@@ -236,6 +260,16 @@ int hmoe_cmd_run(int argc, char **argv) {
         sample_s += hmoe_time_s() - ts;
         n_sample++;
         if (!ignore_eos && hmoe_vocab_is_eog(vocab, id)) break;
+        if ((size_t)n_gen == gen_cap) {
+            int32_t *g2 = realloc(gen, 2 * gen_cap * sizeof *gen);
+            if (!g2) {
+                fprintf(stderr, "hmoe: out of memory\n");
+                rc = HMOE_EXIT_ERROR;
+                goto done;
+            }
+            gen = g2;
+            gen_cap *= 2;
+        }
         gen[n_gen++] = id;
         hmoe_sampler_accept(smp, id);
         size_t len = 0;
@@ -245,6 +279,17 @@ int hmoe_cmd_run(int argc, char **argv) {
             fflush(stdout);
         }
         if (n_predict >= 0 && n_gen >= n_predict) break;
+        if (n_past >= n_ctx && ctx_shift && n_past - keep >= 2) {
+            /* llama.cpp's context shift: half of what follows the kept prefix goes */
+            const int n_discard = (n_past - keep) / 2;
+            if (hmoe_ctx_shift(ctx, keep, n_discard, &err)) {
+                rc = hmoe_cli_fail(&err);
+                goto done;
+            }
+            n_past -= n_discard;
+            n_shifts++;
+            HMOE_INFO("context shift: dropped positions %d..%d, %d left", keep, keep + n_discard - 1, n_past);
+        }
         if (n_past >= n_ctx) {
             ctx_full = true;
             break;
@@ -266,6 +311,7 @@ int hmoe_cmd_run(int argc, char **argv) {
     if ((rc = hmoe_cli_stdout_check(rc))) goto done;
     const double t_end = hmoe_time_s();
     if (verbose) print_ids("generated ids", gen, n_gen);
+    if (n_shifts) fprintf(stderr, "hmoe: context shifted %d times (--context-shift, --keep %d)\n", n_shifts, keep);
     if (ctx_full)
         fprintf(stderr, "hmoe: context full after %d tokens (-c %d); stopping. Raise -c/--ctx-size to generate more.\n",
                 n_past, n_ctx);

@@ -1,7 +1,8 @@
 /* attn_scores.c — hmoe_cpu_attn_scores (cpu.h): the attention's scores of n_h queries against
  * n_pos cached keys, on the path hmoe_cpu_init() picked: the AVX-512 kernel for F32/F16/BF16
- * caches (attn_scores_avx512.c), else the type table's gemv/gemm kernels (Q8_0 caches, other
- * CPUs, head_dim over HMOE_CPU_ATTN_MAX_DIM), which compute the same dot products.
+ * caches (attn_scores_avx512.c), else the type table's gemv/gemm kernels (the block caches
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; other CPUs; head_dim over HMOE_CPU_ATTN_MAX_DIM),
+ * which compute the same dot products.
  */
 #include "cpu_impl.h"
 

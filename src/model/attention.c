@@ -1,15 +1,15 @@
 /* attention.c — causal GQA self-attention over the KV cache (qwen3moe.md §4.3 steps 6-9, §6).
- * The batch's K/V rows are stored first (converted to the cache type: f32 copy, or the
- * cpu.h activation quantizer for f16/bf16/q8_0, whose output format is the type itself),
- * then each work item (token, KV head, slice of its query heads) scores its queries
+ * The batch's K/V rows are stored first (converted to the cache type by cpu.h
+ * hmoe_cpu_attn_kv_store: f32 copy, activation quantizer for f16/bf16/q8_0, weight quantizer
+ * for q4_0/q4_1/q5_0/q5_1/iq4_nl), then each work item (token, KV head, slice of its query heads) scores its queries
  * against the cached keys (cpu.h hmoe_cpu_attn_scores, the queries converted to the K
  * type's partner format, as llama.cpp does) and applies softmax in f32 (sum in double,
  * hmoe_cpu_softmax_scaled). K is stored head-major, [Hkv][n_ctx] rows of head_dim, so a
  * KV head's keys are one contiguous run (position-major rows of all heads put 3/4 of every
  * 1 KB stride between the rows a head reads). V of f32/f16/bf16 caches is stored transposed,
  * [Hkv][Dv][n_ctx], so the weighted sum over positions is cpu.h's hmoe_cpu_attn_wsum with
- * the probabilities in f32; q8_0 V stays in rows (its blocks run along head_dim) and is
- * accumulated row by row in f32. Two jobs of the cpu.h thread team per layer (the cache
+ * the probabilities in f32; a V of a block type (q8_0, q4_*, q5_*, iq4_nl) stays in rows
+ * (its blocks run along head_dim) and is accumulated row by row in f32. Two jobs of the cpu.h thread team per layer (the cache
  * store runs on the caller for a decoded token). At 4000 cached positions these score and
  * sum kernels make decode 1.45x as fast as a scalar dot product per position (58 against
  * 40 tok/s on an AVX-512 desktop).
@@ -23,10 +23,7 @@
 #include "hmoe/cpu.h"
 #include "model/model_impl.h"
 
-static void kv_store(enum hmoe_type t, const float *src, void *dst, int64_t n) {
-    if (t == HMOE_TYPE_F32) memcpy(dst, src, (size_t)n * sizeof(float));
-    else hmoe_cpu_quantize_act(t, src, dst, n);
-}
+static void kv_store(enum hmoe_type t, const float *src, void *dst, int64_t n) { hmoe_cpu_attn_kv_store(t, src, dst, n); }
 
 /* One hmoe_model_attention call as the pool's work items see it. */
 struct att_call {

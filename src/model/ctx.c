@@ -2,8 +2,9 @@
  * allocated once (model_impl.h), and hmoe_ctx_decode, which checks positions and token
  * ids, splits the tokens into micro-batches and runs the architecture's forward pass.
  * KV cache layout per layer: K as [n_ctx][Hkv] rows of head_dim elements in the cache type
- * (q8_0 blocks of 32 along head_dim, quants.md §3.5); V the same for q8_0, transposed to
- * [Hkv][head_dim][n_ctx] for f32/f16/bf16 (attention.c says why). Only attention layers
+ * (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl: blocks of 32 along head_dim, quants.md §3); V the
+ * same for the block types, transposed to [Hkv][head_dim][n_ctx] for f32/f16/bf16
+ * (attention.c says why). Only attention layers
  * have a KV cache; recurrent layers keep their state in rs.rec (recurrent.c).
  */
 #include <stdio.h>
@@ -44,7 +45,9 @@ bool hmoe_gpu_mode_from_name(const char *name, enum hmoe_gpu_mode *out) {
 static const struct {
     const char *name;
     enum hmoe_type type;
-} kv_types[] = {{"f32", HMOE_TYPE_F32}, {"f16", HMOE_TYPE_F16}, {"bf16", HMOE_TYPE_BF16}, {"q8_0", HMOE_TYPE_Q8_0}};
+} kv_types[] = {{"f32", HMOE_TYPE_F32},   {"f16", HMOE_TYPE_F16},   {"bf16", HMOE_TYPE_BF16},
+                {"q8_0", HMOE_TYPE_Q8_0}, {"q4_0", HMOE_TYPE_Q4_0}, {"q4_1", HMOE_TYPE_Q4_1},
+                {"q5_0", HMOE_TYPE_Q5_0}, {"q5_1", HMOE_TYPE_Q5_1}, {"iq4_nl", HMOE_TYPE_IQ4_NL}};
 
 bool hmoe_kv_type_from_name(const char *name, enum hmoe_type *out) {
     for (size_t i = 0; i < HMOE_ARRAY_LEN(kv_types); i++)
@@ -56,24 +59,23 @@ bool hmoe_kv_type_from_name(const char *name, enum hmoe_type *out) {
 }
 
 /* A cache type must be one of kv_types, store rows of n elements (block multiple) and have
- * the kernels attention uses: convert (quantize_ref), read back (dequant_ref), dot. */
+ * the kernels attention uses (cpu.h hmoe_cpu_attn_kv_type_ok): store, read back, dot. */
 static enum hmoe_status check_kv_type(enum hmoe_type t, const char *which, int n, struct hmoe_err *err) {
     bool listed = false;
     for (size_t i = 0; i < HMOE_ARRAY_LEN(kv_types); i++) listed |= kv_types[i].type == t;
     if (!listed)
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "KV cache type %s for %s is not supported (use f32, f16, bf16 or q8_0)",
-                          hmoe_type_name(t), which);
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                          "KV cache type %s for %s is not supported (use " HMOE_KV_TYPE_NAMES ")", hmoe_type_name(t),
+                          which);
     const struct hmoe_type_info *ti = &hmoe_type_info[t];
     if (n % ti->blck != 0)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                           "KV cache type %s for %s needs the head size (%d) to be a multiple of %d; use f16", ti->name,
                           which, n, ti->blck);
-    if (t != HMOE_TYPE_F32 && (!ti->quantize_ref || !ti->dequant_ref || !ti->vec_dot_ref))
+    if (!hmoe_cpu_attn_kv_type_ok(t))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                          "KV cache type %s for %s: this build lacks its kernels (missing kernel); use f32", ti->name,
+                          "KV cache type %s for %s: this build lacks its kernels (missing kernel); use f16", ti->name,
                           which);
-    if (t == HMOE_TYPE_F32 && !ti->vec_dot_ref)
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "KV cache type f32: this build lacks the F32 dot product (missing kernel)");
     return HMOE_OK;
 }
 
@@ -164,7 +166,7 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     rs->att_tok = (int)tok;
     rs->att_scores = calloc(nt * tok * G * (n_ctx + 32), sizeof(float)); /* rows of a chunk: up to n_ctx + 32 apart */
     rs->att_q = calloc(nt * tok * G, rs->att_q_bytes);
-    rs->att_v = calloc(nt * Dv, sizeof(float));
+    rs->att_v = calloc(nt * HMOE_MAX(D, Dv), sizeof(float)); /* also a K row of a context shift (kv_shift.c) */
     rs->att_o = calloc(nt * tok * G * Dv, sizeof(float));
     rs->k_cache = calloc(L, sizeof *rs->k_cache);
     rs->v_cache = calloc(L, sizeof *rs->v_cache);
@@ -238,11 +240,16 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     if (params) p = *params;
     const struct hmoe_model_config *cfg = &m->cfg;
     if (p.n_ctx <= 0) p.n_ctx = 4096;
-    if (p.n_ctx > cfg->n_ctx_train) {
-        HMOE_WARN("context size %d exceeds the model's context_length %d; using %d (-c/--ctx-size)", p.n_ctx,
-                  cfg->n_ctx_train, cfg->n_ctx_train);
-        p.n_ctx = cfg->n_ctx_train;
-    }
+    /* As llama.cpp: a context past what the model was trained for is allowed with a warning
+     * (quality may fall, nothing breaks); with RoPE scaling the trained span is the original
+     * context times the factor. */
+    const int n_ctx_scaled = cfg->rope_scaling != HMOE_ROPE_SCALING_NONE && cfg->rope_freq_scale > 0.0f
+                                 ? (int)HMOE_MIN(2147483647.0, (double)cfg->rope_n_ctx_orig / cfg->rope_freq_scale)
+                                 : 0;
+    if (p.n_ctx > HMOE_MAX(cfg->n_ctx_train, n_ctx_scaled))
+        HMOE_WARN("context size %d exceeds the model's context_length %d: possible training context overflow "
+                  "(YaRN: --rope-scaling yarn --rope-scale S --yarn-orig-ctx N with S x N >= %d; Qwen3: 4 and 32768)",
+                  p.n_ctx, cfg->n_ctx_train, p.n_ctx);
     if (p.n_threads <= 0) p.n_threads = hmoe_cpu_physical_cores();
     if (p.n_threads > 1024) p.n_threads = 1024;
     if (p.n_ubatch <= 0) p.n_ubatch = 512;
@@ -357,7 +364,7 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
     if ((int64_t)pos0 + n > c->p.n_ctx)
         return HMOE_RAISE(err, HMOE_ERR_RANGE,
                           "context full: %d tokens at position %d need a context of %lld positions but it holds %d; "
-                          "raise -c/--ctx-size (this model allows up to %d)",
+                          "raise -c/--ctx-size (the model's context_length is %d)",
                           n, pos0, (long long)pos0 + n, c->p.n_ctx, c->m->cfg.n_ctx_train);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V)

@@ -24,7 +24,8 @@ struct hmoe_run_state {
     size_t act_row_bytes;
     float *att_scores;  /* [n_threads][att_tok * G][n_ctx + 32] attention scores -> probabilities (G = query heads per KV head) */
     uint8_t *att_q;     /* [n_threads][att_tok * G][att_q_bytes] queries in the K cache's dot format */
-    float *att_v;       /* [n_threads][Dv] one V row converted to f32 (row layout) or to type_v (transposed) */
+    float *att_v;       /* [n_threads][max(D, Dv)] one V row converted to f32 (row layout) or to type_v
+                           (transposed); one K row in f32 during a context shift (kv_shift.c) */
     float *att_o;       /* [n_threads][att_tok * G][Dv] a token chunk's outputs before they go to attn */
     size_t att_q_bytes;
     int att_tok;        /* tokens per work item of a batch's attention (they share each K/V read) */
