@@ -68,11 +68,29 @@ AMX_FLAGS := $(shell $(CC) -mamx-tile -mamx-int8 -E -x c /dev/null >/dev/null 2>
 
 C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
-LIB_SRC := $(filter-out $(CLI_SRC),$(C_SRC))
+# src/server (`hmoe serve`) needs libmicrohttpd and jansson; without them hmoe is built without
+# `serve` (SERVER=0 forces that). The server objects link into ./hmoe only, never libhmoe.
+SERVER_SRC := $(wildcard src/server/*.c)
+HAVE_SERVER_LIBS := $(shell pkg-config --exists libmicrohttpd jansson 2>/dev/null && echo 1)
+SERVER  ?= $(if $(HAVE_SERVER_LIBS),1,0)
+LIB_SRC := $(filter-out $(CLI_SRC) $(SERVER_SRC),$(C_SRC))
 CU_SRC  := $(if $(filter 1,$(CUDA)),$(wildcard src/*/*.cu),)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(if $(filter 1,$(SERVER)),$(SERVER_SRC:%.c=$(BUILD)/%.o),)
+ifeq ($(SERVER),1)
+SERVER_CFLAGS := $(shell pkg-config --cflags libmicrohttpd jansson)
+SERVER_LIBS   := $(shell pkg-config --libs libmicrohttpd jansson)
+endif
+$(CLI_OBJ) $(SERVER_OBJ): CFLAGS += -DHMOE_HAVE_SERVER=$(SERVER) $(SERVER_CFLAGS)
+# The files that test HMOE_HAVE_SERVER are rebuilt when it changes.
+SERVER_STAMP := $(BUILD)/gen/server-$(SERVER).stamp
+$(SERVER_STAMP):
+	@mkdir -p $(dir $@)
+	@rm -f $(BUILD)/gen/server-*.stamp
+	@touch $@
+$(BUILD)/src/cli/main.o $(BUILD)/src/cli/cmd_serve.o: $(SERVER_STAMP)
 LIB     := $(BUILD)/libhmoe.a
 
 empty :=
@@ -100,6 +118,9 @@ BUILD_DESC := $(CUDA_DESC), $(CC_NAME) $(OPT)$(if $(filter 1,$(SAN)), ASan+UBSan
 ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
 $(info hmoe: building with $(BUILD_DESC) into $(BUILD)/, -j$(NPROC)$(if $(GPU_CC), (GPU sm_$(GPU_CC) found),$(if $(filter 1,$(CUDA)), (no GPU found))); change with CUDA=0, CUDA_ARCH=all|"90 120", CC=clang, SAN=1, -jN)
+ifneq ($(SERVER),1)
+$(info hmoe: building without `hmoe serve`: install libmicrohttpd-dev libjansson-dev (pkg-config finds no libmicrohttpd + jansson))
+endif
 endif
 endif
 
@@ -113,8 +134,8 @@ $(FLAVOUR_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(BUILD) $(BUILD_DESC)' | cmp -s - $@ || echo '$(BUILD) $(BUILD_DESC)' > $@
 
-hmoe: $(CLI_OBJ) $(LIB) $(FLAVOUR_STAMP)
-	$(CC) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+hmoe: $(CLI_OBJ) $(SERVER_OBJ) $(LIB) $(FLAVOUR_STAMP)
+	$(CC) -o $@ $(CLI_OBJ) $(SERVER_OBJ) $(LIB) $(SERVER_LIBS) $(LDLIBS)
 
 # The commit and build options baked into hmoe --version (and bench's build_commit): rewritten
 # only when they change; "unknown" outside a git checkout (a tarball).
@@ -226,4 +247,4 @@ fuzz-run: fuzz
 clean:
 	rm -rf $(BUILD) hmoe
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(wildcard $(BUILD)/tests/*.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(wildcard $(BUILD)/tests/*.d)
