@@ -104,7 +104,9 @@ ifeq ($(CUDA),1)
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
 
-TEST_SRC  := $(wildcard tests/test_*.c)
+# tests/test_server_*.c link the server's objects: built only when the server is.
+SERVER_TEST_SRC := $(wildcard tests/test_server_*.c)
+TEST_SRC  := $(filter-out $(if $(filter 1,$(SERVER)),,$(SERVER_TEST_SRC)),$(wildcard tests/test_*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 GPU_TEST_SRC := $(wildcard tests/gpu_test_*.c)
 GPU_TEST_BIN := $(GPU_TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -177,6 +179,11 @@ $(BUILD)/%.cu.o: %.cu
 $(BUILD)/tests/%: tests/%.c $(LIB) tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/test_server_%: tests/test_server_%.c $(SERVER_OBJ) $(LIB) tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Itests -o $@ $< $(filter-out %/http.o %/server.o,$(SERVER_OBJ)) $(LIB) \
+	    $(SERVER_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

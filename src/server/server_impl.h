@@ -52,9 +52,10 @@ struct srv_gen_params {
 /* Incremental reasoning splitter: text after <think> (or from the start when the prompt left a
  * think block open) up to </think> is reasoning, the rest content. Partial tags are held back. */
 struct srv_think {
-    bool enabled, in_think, seen_content;
+    bool enabled, in_think;
+    bool seen_content;             /* past the point where <think> may open (one block, at the start) */
     bool strip_lead;               /* drop newlines at the start of the next section */
-    struct srv_buf hold;           /* bytes that may start a tag, or trailing reasoning newlines */
+    struct srv_buf hold;           /* bytes not classified yet: a tag prefix, trailing reasoning newlines */
 };
 
 struct hmoe_server;

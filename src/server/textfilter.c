@@ -63,6 +63,7 @@ void srv_think_init(struct srv_think *t, bool enabled, bool starts_inside) {
     t->enabled = enabled;
     t->in_think = enabled && starts_inside;
     t->strip_lead = t->in_think;
+    t->seen_content = t->in_think; /* the block is already open: no second one */
 }
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
@@ -75,27 +76,69 @@ static size_t tag_prefix_tail(const char *s, size_t n, const char *tag) {
     return 0;
 }
 
+/* Emit s[0..n) to the current section, dropping the newlines and spaces that start it. */
 static void emit_section(struct srv_think *t, struct srv_job *j, const char *s, size_t n, srv_emit_fn emit) {
     if (t->strip_lead) {
         while (n && (*s == '\n' || *s == '\r' || *s == ' ')) s++, n--;
         if (!n) return;
         t->strip_lead = false;
     }
-    if (!n) return;
-    if (!t->in_think && !t->seen_content) t->seen_content = true;
-    emit(j, s, n, t->in_think);
+    if (n) emit(j, s, n, t->in_think);
 }
 
-/* Reasoning ends "...\n</think>": its trailing newlines are held until more reasoning follows. */
-static void emit_reasoning_held(struct srv_think *t, struct srv_job *j, const char *s, size_t n, srv_emit_fn emit) {
-    size_t body = n;
-    while (body && s[body - 1] == '\n') body--;
-    if (body && t->hold.n) {
-        emit_section(t, j, t->hold.s, t->hold.n, emit);
+static const char *find(const char *s, size_t n, const char *tag) {
+    const size_t tl = strlen(tag);
+    for (size_t i = 0; i + tl <= n; i++)
+        if (memcmp(s + i, tag, tl) == 0) return s + i;
+    return NULL;
+}
+
+static void consume(struct srv_buf *b, size_t n) {
+    memmove(b->s, b->s + n, b->n - n);
+    b->n -= n;
+}
+
+/* Classify as much of t->hold as can be: a tag prefix, the newlines that may end the
+ * reasoning, or the whitespace before a possible <think> wait for more text. */
+static void think_run(struct srv_think *t, struct srv_job *j, srv_emit_fn emit) {
+    while (t->hold.n) {
+        char *h = t->hold.s;
+        const size_t n = t->hold.n;
+        if (t->in_think) {
+            const char *hit = find(h, n, CLOSE);
+            if (hit) {
+                size_t body = (size_t)(hit - h);
+                while (body && h[body - 1] == '\n') body--;
+                emit_section(t, j, h, body, emit);
+                consume(&t->hold, (size_t)(hit - h) + strlen(CLOSE));
+                t->in_think = false;
+                t->strip_lead = true;
+                continue;
+            }
+            size_t safe = n - tag_prefix_tail(h, n, CLOSE);
+            while (safe && h[safe - 1] == '\n') safe--;
+            emit_section(t, j, h, safe, emit);
+            consume(&t->hold, safe);
+            return;
+        }
+        if (!t->seen_content) {
+            /* the answer may open with <think> after some whitespace, nowhere else */
+            size_t k = 0;
+            while (k < n && (h[k] == '\n' || h[k] == '\r' || h[k] == ' ')) k++;
+            const size_t rest = n - k, tl = strlen(OPEN);
+            if (rest >= tl && memcmp(h + k, OPEN, tl) == 0) {
+                consume(&t->hold, k + tl);
+                t->in_think = true;
+                t->seen_content = true; /* one block only */
+                t->strip_lead = true;
+                continue;
+            }
+            if (rest < tl && memcmp(h + k, OPEN, rest) == 0) return; /* may still become <think> */
+            t->seen_content = true;
+        }
+        emit_section(t, j, h, n, emit);
         t->hold.n = 0;
     }
-    emit_section(t, j, s, body, emit);
-    srv_buf_add(&t->hold, s + body, n - body);
 }
 
 void srv_think_push(struct srv_think *t, struct srv_job *j, const char *s, size_t n, srv_emit_fn emit) {
@@ -103,66 +146,18 @@ void srv_think_push(struct srv_think *t, struct srv_job *j, const char *s, size_
         if (n) emit(j, s, n, false);
         return;
     }
-    /* Work on held bytes + the new ones (held bytes are a tag prefix or reasoning newlines). */
-    struct srv_buf w = {0};
-    const bool held_newlines = t->in_think && t->hold.n && t->hold.s[0] == '\n';
-    if (!held_newlines) {
-        srv_buf_add(&w, t->hold.s ? t->hold.s : "", t->hold.n);
-        t->hold.n = 0;
-    }
-    srv_buf_add(&w, s, n);
-    if (w.oom) {
-        srv_buf_free(&w);
-        return;
-    }
-    const char *p = w.s;
-    size_t left = w.n;
-    while (left) {
-        /* <think> opens only before any content (the model's answer starts with it). */
-        const char *tag = t->in_think ? CLOSE : (!t->seen_content ? OPEN : NULL);
-        if (!tag) {
-            emit_section(t, j, p, left, emit);
-            break;
-        }
-        const size_t tl = strlen(tag);
-        const char *hit = NULL;
-        for (size_t i = 0; i + tl <= left && !hit; i++)
-            if (memcmp(p + i, tag, tl) == 0) hit = p + i;
-        if (hit) {
-            const size_t before = (size_t)(hit - p);
-            if (t->in_think) {
-                emit_section(t, j, p, before, emit);
-                t->hold.n = 0; /* the newlines before </think> are dropped */
-            } else {
-                emit_section(t, j, p, before, emit);
-            }
-            t->in_think = !t->in_think;
-            t->strip_lead = true;
-            p = hit + tl;
-            left -= before + tl;
-            continue;
-        }
-        const size_t keep = tag_prefix_tail(p, left, tag);
-        if (t->in_think) {
-            emit_reasoning_held(t, j, p, left - keep, emit);
-        } else {
-            /* whitespace before the first tag is no content yet */
-            size_t k = 0;
-            while (!t->seen_content && k < left - keep && (p[k] == '\n' || p[k] == ' ' || p[k] == '\r')) k++;
-            if (k == left - keep && !t->seen_content) {
-                srv_buf_add(&t->hold, p, left);
-                break;
-            }
-            emit_section(t, j, p, left - keep, emit);
-        }
-        srv_buf_add(&t->hold, p + left - keep, keep);
-        break;
-    }
-    srv_buf_free(&w);
+    srv_buf_add(&t->hold, s, n);
+    if (t->hold.oom) return;
+    think_run(t, j, emit);
 }
 
 void srv_think_flush(struct srv_think *t, struct srv_job *j, srv_emit_fn emit) {
-    if (t->hold.n && !(t->in_think && t->hold.s[0] == '\n')) emit_section(t, j, t->hold.s, t->hold.n, emit);
+    if (t->enabled && !t->hold.oom) {
+        size_t n = t->hold.n;
+        if (t->in_think)
+            while (n && t->hold.s[n - 1] == '\n') n--;
+        emit_section(t, j, t->hold.s ? t->hold.s : "", n, emit);
+    }
     srv_buf_free(&t->hold);
 }
 
