@@ -29,7 +29,6 @@ struct hmoe_server_params {
     int http_threads;        /* libmicrohttpd thread pool size (default 4) */
     int conn_max;            /* open connections at most (default 64) */
     int idle_timeout_s;      /* a connection idle this long (headers included) is closed (default 30) */
-    bool metrics;            /* serve GET /metrics (llama-server: --metrics) */
     bool enable_thinking;    /* default of chat_template_kwargs.enable_thinking (--reasoning on|off) */
     bool parse_reasoning;    /* <think>...</think> into reasoning_content (--reasoning-format, default on) */
     int n_predict;           /* default max tokens of a request (-n; -1 = until the context is full) */

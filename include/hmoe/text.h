@@ -192,4 +192,99 @@ void hmoe_chat_conv_free(struct hmoe_chat_conv *conv);
  * appended to a malloc'd string. */
 char *hmoe_json_to_hf_string(const struct hmoe_json *j);
 
+/* ---------------------------------------------------------------------------------------
+ * Tool calls and reasoning in generated text (toolcall*.c)
+ *
+ * Splits what a model wrote after the generation prompt into the assistant message's content,
+ * its reasoning (<think>...</think>, or gpt-oss's analysis channel) and its tool calls, per
+ * template family (chat-templates.md §1.5, §2.3, §3; nemotron_h_moe.md §10; gpt-oss.md).
+ * Whitespace around the reasoning, at the ends of the content and next to tool calls is dropped
+ * (as llama-server does). Tool-call text that does not parse (bad JSON, a missing name, a call
+ * cut off by the token limit) stays in the content verbatim.
+ * ------------------------------------------------------------------------------------ */
+
+/* One parsed call: id "call_" + 24 letters/digits, the function name, the arguments as JSON text. */
+struct hmoe_toolcall {
+    char *id;
+    char *name;
+    char *arguments;
+};
+/* A parsed assistant message; every string malloc'd and NUL-terminated ("" when empty). */
+struct hmoe_toolcalls {
+    char *content;
+    char *reasoning;
+    struct hmoe_toolcall *calls;
+    size_t n_calls;
+};
+enum hmoe_toolcall_format {
+    HMOE_TOOLCALL_NONE,        /* reasoning split only; no tool calls */
+    HMOE_TOOLCALL_QWEN3_JSON,  /* <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> */
+    HMOE_TOOLCALL_QWEN35_XML,  /* <tool_call>\n<function=F>\n<parameter=P>\nV\n</parameter>\n</function>\n</tool_call> */
+    HMOE_TOOLCALL_NEMOTRON,    /* the XML form above (Nemotron-3 opens <think> in the prompt) */
+    HMOE_TOOLCALL_HARMONY,     /* gpt-oss: <|channel|>analysis / commentary to=functions.F / final */
+};
+
+/* The format of a template family; `jinja_text` (the GGUF's tokenizer.chat_template, NULL allowed)
+ * decides when the family is unknown or ChatML (harmony headers, <function= or <tool_call> in it). */
+enum hmoe_toolcall_format hmoe_toolcall_format_for(enum hmoe_chat_template tmpl, const char *jinja_text);
+/* "none", "qwen3-json", "qwen35-xml", "nemotron", "harmony"; NULL for an invalid value. */
+const char *hmoe_toolcall_format_name(enum hmoe_toolcall_format fmt);
+/* True when the rendered prompt ends inside an open <think> (Qwen3.5 / Nemotron-3 thinking on,
+ * Qwen3 Thinking-2507): the generated text then starts with reasoning. */
+bool hmoe_toolcall_prompt_in_think(const char *prompt, size_t len);
+
+struct hmoe_toolcall_opts {
+    /* Tool definitions as JSON text, as given to hmoe_chat_opts.tools ({"type": "function",
+     * "function": {...}} or the bare function). They type XML parameter values as llama.cpp does:
+     * a parameter whose schema is a string stays a string, others are parsed as JSON (a value that
+     * is not JSON stays a string). Untyped parameters: JSON when the value parses, else a string.
+     * NULL / 0: no schemas. A definition that is not JSON is ignored. */
+    const char *const *tools;
+    size_t n_tools;
+    bool in_think;    /* the text starts inside <think> (hmoe_toolcall_prompt_in_think of the prompt) */
+    bool think_in_content; /* --reasoning-format none: the think block stays in the content as written
+                              (tags included); `reasoning` stays empty; tool calls are still parsed */
+    uint64_t id_seed; /* 0: call ids from /dev/urandom; else the same ids for the same seed (tests) */
+};
+
+/* Parse a whole generated text. `in_think` is inferred: a </think> with no <think> before it means
+ * the text began inside the think block. Returns HMOE_OK or HMOE_ERR_NOMEM (malformed text is never
+ * an error); on error *out is zeroed. Free *out with hmoe_toolcalls_free. */
+int hmoe_toolcall_parse(enum hmoe_toolcall_format fmt, const char *text, size_t len, struct hmoe_toolcalls *out,
+                        struct hmoe_err *err);
+/* The same with options (opts NULL: all defaults, in_think false). */
+int hmoe_toolcall_parse_opts(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall_opts *opts, const char *text,
+                             size_t len, struct hmoe_toolcalls *out, struct hmoe_err *err);
+void hmoe_toolcalls_free(struct hmoe_toolcalls *tc);
+
+/* Streaming form: feed the detokenized pieces as they come; each call returns what may be shown
+ * now. Text that could be the start of a tag (a "<", "<tool_c", "<|") is held back until the next
+ * piece decides it, tool-call text is held until the call closes, and trailing whitespace until
+ * more text follows, so a stream never shows a partial tag. Feeding a text in any split, byte by
+ * byte included, then finishing gives the same message as hmoe_toolcall_parse_opts. */
+struct hmoe_toolcall_stream;
+/* What one feed / finish released. The pointers stay valid until the next call on the stream.
+ * Within one delta the reasoning came before the content; `calls` are the calls that closed
+ * during this piece, in order (calls[i].id etc. are owned by the stream). */
+struct hmoe_toolcall_delta {
+    const char *reasoning;
+    size_t reasoning_len;
+    const char *content;
+    size_t content_len;
+    const struct hmoe_toolcall *calls;
+    size_t n_calls;
+};
+int hmoe_toolcall_stream_new(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall_opts *opts,
+                             struct hmoe_toolcall_stream **out, struct hmoe_err *err);
+int hmoe_toolcall_stream_feed(struct hmoe_toolcall_stream *s, const char *piece, size_t len,
+                              struct hmoe_toolcall_delta *delta, struct hmoe_err *err);
+/* End of the generated text: releases what was held back (an unclosed tool call as content; a
+ * gpt-oss call whose <|call|> was the stop token as a call). Feeding after finish is HMOE_ERR_ARG. */
+int hmoe_toolcall_stream_finish(struct hmoe_toolcall_stream *s, struct hmoe_toolcall_delta *delta,
+                                struct hmoe_err *err);
+/* The whole message so far (after finish: the final one), as copies the caller frees. */
+int hmoe_toolcall_stream_result(const struct hmoe_toolcall_stream *s, struct hmoe_toolcalls *out,
+                                struct hmoe_err *err);
+void hmoe_toolcall_stream_free(struct hmoe_toolcall_stream *s);
+
 #endif

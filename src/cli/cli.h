@@ -59,6 +59,56 @@ int hmoe_cli_print_version(FILE *f);
 /* Print "hmoe: <message>" for an error returned by the library, and return HMOE_EXIT_ERROR. */
 int hmoe_cli_fail(const struct hmoe_err *err);
 
+/* llama.cpp flags that hmoe accepts so that a pasted llama-cli / llama-server / llama-bench command
+ * line runs (cli_compat.c). The strings are the values as given (NULL: not given); after
+ * hmoe_cli_compat_apply the parsed fields hold what `serve` needs. */
+struct hmoe_cli_compat {
+    const char *n_gpu_layers, *flash_attn, *parallel, *fit, *fit_target, *fit_ctx, *reasoning, *reasoning_format,
+        *reasoning_budget, *load_mode, *moe_cache_mib, *cache_reuse, *threads_batch;
+    bool jinja, no_jinja, mlock, mmap, metrics, no_warmup;
+    /* parsed */
+    int n_parallel;          /* -np (default 1; -1 = auto) */
+    int cache_reuse_min;     /* --cache-reuse N (default 0 = off) */
+    int reasoning_mode;      /* --reasoning: -1 auto (default), 0 off, 1 on */
+    int64_t expert_cache_mib; /* --moe-cache-mib N, or -1 */
+};
+/* The compatibility rows (--help group "llama.cpp compatibility"). */
+#define HMOE_CLI_COMPAT_OPTS(c)                                                                                  \
+    HMOE_OPT_HEADING("llama.cpp compatibility (accepted; each prints what it maps to or why it is ignored)"),   \
+    {"--n-gpu-layers", "-ngl", "N|auto|all", "0 = --gpu off; any other value: every layer goes to the GPU, the "  \
+     "experts that do not fit --vram-budget stay in RAM", HMOE_OPT_STR, &(c).n_gpu_layers},                       \
+    {"--gpu-layers", NULL, "N|auto|all", "the same as -ngl", HMOE_OPT_STR, &(c).n_gpu_layers},                    \
+    {"--flash-attn", "-fa", "on|off|auto", "ignored: attention is always the fused kernel", HMOE_OPT_STR,          \
+     &(c).flash_attn},                                                                                          \
+    {"--jinja", NULL, NULL, "ignored: the GGUF's chat template family is rendered built in (--chat-template)",    \
+     HMOE_OPT_FLAG, &(c).jinja},                                                                                \
+    {"--no-jinja", NULL, NULL, "ignored, as --jinja", HMOE_OPT_FLAG, &(c).no_jinja},                             \
+    {"--parallel", "-np", "N", "sequences at a time: one (serve queues further requests)", HMOE_OPT_STR,          \
+     &(c).parallel},                                                                                            \
+    {"--fit", "-fit", "on|off", "on is what hmoe does: placement fits --vram-budget; -c is never shrunk",         \
+     HMOE_OPT_STR, &(c).fit},                                                                                   \
+    {"--fit-target", "-fitt", "MiB", "VRAM to leave free: --vram-budget = free VRAM - MiB (default 1024)",         \
+     HMOE_OPT_STR, &(c).fit_target},                                                                            \
+    {"--fit-ctx", "-fitc", "N", "ignored: the context is -c tokens, never shrunk", HMOE_OPT_STR, &(c).fit_ctx},  \
+    {"--reasoning", "-rea", "on|off|auto", "off = --no-think (enable_thinking=false); on = --think; auto = the "   \
+     "template's default", HMOE_OPT_STR, &(c).reasoning},                                                         \
+    {"--reasoning-format", NULL, "FMT", "none|deepseek|deepseek-legacy|auto: serve's reasoning_content; run and " \
+     "chat print as --show-think / --hide-think say", HMOE_OPT_STR, &(c).reasoning_format},                       \
+    {"--reasoning-budget", NULL, "N", "ignored: no thinking budget (-n caps the answer)", HMOE_OPT_STR,           \
+     &(c).reasoning_budget},                                                                                    \
+    {"--load-mode", "-lm", "MODE", "auto|mmap: the default (mapped, preloaded); none|dio = --no-mmap; mlock: "   \
+     "as --mlock", HMOE_OPT_STR, &(c).load_mode},                                                               \
+    {"--mlock", NULL, NULL, "ignored: pages are not locked (weights are preloaded, or in RAM with --no-mmap)",    \
+     HMOE_OPT_FLAG, &(c).mlock},                                                                                \
+    {"--mmap", NULL, NULL, "the default (see --no-mmap)", HMOE_OPT_FLAG, &(c).mmap},                              \
+    {"--moe-cache-mib", NULL, "N", "VRAM for the expert cache: --vram-budget = N + what the model needs on the "  \
+     "GPU without its experts", HMOE_OPT_STR, &(c).moe_cache_mib},                                                \
+    {"--cache-reuse", NULL, "N", "serve: prompt-cache reuse (the longest common prefix is always reused); "       \
+     "ignored elsewhere", HMOE_OPT_STR, &(c).cache_reuse},                                                        \
+    {"--metrics", NULL, NULL, "serve: /metrics is always on; ignored elsewhere", HMOE_OPT_FLAG, &(c).metrics},     \
+    {"--threads-batch", "-tb", "N", "ignored: -t threads run prompt and generation", HMOE_OPT_STR,                \
+     &(c).threads_batch}
+
 /* Model and context flags shared by the commands that run a model (cli_model.c). */
 struct hmoe_cli_model_opts {
     const char *model_path;
@@ -76,6 +126,7 @@ struct hmoe_cli_model_opts {
     bool cpu_moe, no_profile;
     int n_cpu_moe, cache_fills, stream_min;
     struct hmoe_opt_strs ot;
+    struct hmoe_cli_compat compat; /* HMOE_CLI_COMPAT_OPTS rows */
 };
 /* --gpu and the placement / expert-cache flags (llama.cpp names where they exist). */
 #define HMOE_CLI_GPU_OPTS(o)                                                                                     \
@@ -133,9 +184,21 @@ struct hmoe_cli_model_opts {
      "first use, which makes the first tokens slow)", HMOE_OPT_FLAG, &(o).no_preload},                          \
     {"--no-mmap", NULL, NULL, "read the weights into RAM (transparent huge pages) instead of mapping the file: "  \
      "faster CPU decode, costs the file size in RAM and a read at start", HMOE_OPT_FLAG, &(o).no_mmap},         \
-    HMOE_CLI_GPU_OPTS(o)
+    HMOE_CLI_GPU_OPTS(o),                                                                                      \
+    HMOE_CLI_COMPAT_OPTS((o).compat),                                                                          \
+    {"--no-warmup", NULL, NULL, "ignored: there is no warm-up run (the weights are preloaded; see --no-preload)", \
+     HMOE_OPT_FLAG, &(o).compat.no_warmup}
 
 void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o);
+/* After parsing: check the llama.cpp compatibility values (a usage error names the flag and what it
+ * takes), apply those that map onto hmoe flags, and print one line per given flag to stderr saying
+ * what it maps to or why it is ignored (none with -q). `cmd` is "run", "chat", "bench", "logits" or
+ * "serve" (serve prints its own lines for -np, --metrics, --cache-reuse and --reasoning-format).
+ * Returns 0 or HMOE_EXIT_USAGE. */
+int hmoe_cli_compat_apply(const char *cmd, struct hmoe_cli_model_opts *o);
+/* The --vram-budget for the context of `model`: --vram-budget when given, else from --moe-cache-mib
+ * (printing how), else 0 (the default: free VRAM - 1024 MiB). */
+int64_t hmoe_cli_compat_vram_budget(const struct hmoe_cli_model_opts *o, const struct hmoe_model *model);
 /* Load the model and create its context from the flags; prints the error and returns an
  * exit code on failure (0 on success). Checks the plan against the memory available
  * (fails when the KV cache cannot fit, warns when weights + KV exceed it) and, unless

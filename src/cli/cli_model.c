@@ -5,6 +5,7 @@
  * token-id lists.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,10 @@ void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o) {
     o->cache_type_v = "f16";
     o->gpu = "auto";
     o->cache_fills = -1;
+    o->n_batch = INT_MIN; /* not given (-b is checked and noted by hmoe_cli_compat_apply) */
+    o->compat.n_parallel = 1;
+    o->compat.reasoning_mode = -1;
+    o->compat.expert_cache_mib = -1;
 }
 
 int hmoe_cli_model_load(const struct hmoe_cli_model_opts *o, struct hmoe_model **model) {
@@ -199,7 +204,7 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
         return HMOE_EXIT_USAGE;
     }
     if (o->cache_policy && !strcmp(o->cache_policy, "lru")) cp.sched.cache_policy = HMOE_CACHE_LRU;
-    cp.sched.vram_budget_mib = o->vram_budget_mib;
+    cp.sched.vram_budget_mib = hmoe_cli_compat_vram_budget(o, model); /* --vram-budget or --moe-cache-mib */
     cp.sched.cpu_moe = o->cpu_moe;
     cp.sched.n_cpu_moe = o->n_cpu_moe;
     cp.sched.override_tensor = o->ot.v;

@@ -392,12 +392,17 @@ int hmoe_cmd_bench(int argc, char **argv) {
         {"--quiet", "-q", NULL, "only the results on stdout: no notes, no progress bars", HMOE_OPT_FLAG, &quiet},
         {"--verbose", "-v", NULL, "print load information", HMOE_OPT_FLAG, &verbose},
         HMOE_CLI_GPU_OPTS(go),
+        HMOE_CLI_COMPAT_OPTS(go.compat),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
     int n_pos = 0;
     int rc = hmoe_opts_parse(usage, opts, argc, argv, NULL, 0, &n_pos);
     if (rc < 0) fputs(bench_help, stdout);
     if (rc) return rc < 0 ? HMOE_EXIT_OK : rc;
+    go.quiet = quiet; /* the compatibility notes follow bench's -q; loading keeps its own messages */
+    rc = hmoe_cli_compat_apply("bench", &go);
+    go.quiet = false;
+    if (rc) return rc;
     if (verbose) hmoe_log_level = HMOE_LOG_INFO;
     struct hmoe_bench_printer pr = {.f = stdout};
     if (!hmoe_bench_format_from_name(out_fmt, &pr.fmt)) {

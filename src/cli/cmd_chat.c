@@ -202,6 +202,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
     int rc = hmoe_opts_parse(usage, opts, argc, argv, pos, 0, &n_pos);
     if (rc < 0) fputs(commands_help, stdout);
     if (rc) return rc < 0 ? HMOE_EXIT_OK : rc;
+    if ((rc = hmoe_cli_compat_apply("chat", &mo))) return rc;
     if (think && no_think) {
         fprintf(stderr, "hmoe: give either --think or --no-think\nusage: %s\n", usage);
         return HMOE_EXIT_USAGE;
@@ -214,6 +215,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
         fprintf(stderr, "hmoe: -n must be -1 or more\n");
         return HMOE_EXIT_USAGE;
     }
+    if (mo.compat.reasoning_mode >= 0 && !think && !no_think) no_think = mo.compat.reasoning_mode == 0;
     if (verbose) hmoe_log_level = HMOE_LOG_INFO;
     if ((rc = hmoe_cli_sampler_check(&sp))) return rc;
     hmoe_cli_sampler_seed(&sp, seed);

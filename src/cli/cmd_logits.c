@@ -53,6 +53,7 @@ int hmoe_cmd_logits(int argc, char **argv) {
     int n_pos = 0;
     int rc = hmoe_opts_parse(usage, opts, argc, argv, pos, 0, &n_pos);
     if (rc) return rc < 0 ? HMOE_EXIT_OK : rc;
+    if ((rc = hmoe_cli_compat_apply("logits", &mo))) return rc;
     if (verbose) hmoe_log_level = HMOE_LOG_INFO;
     if (!!ids_text == !!ids_file) {
         fprintf(stderr, "hmoe: give exactly one of --ids LIST or --ids-file FILE\nusage: %s\n", usage);

@@ -107,6 +107,8 @@ int hmoe_cmd_run(int argc, char **argv) {
     int n_pos = 0;
     int rc = hmoe_opts_parse(usage, opts, argc, argv, pos, 0, &n_pos);
     if (rc) return rc < 0 ? HMOE_EXIT_OK : rc;
+    if ((rc = hmoe_cli_compat_apply("run", &mo))) return rc;
+    if (mo.compat.reasoning_mode >= 0) no_think = mo.compat.reasoning_mode == 0;
     (void)escape;
     if (verbose) hmoe_log_level = HMOE_LOG_INFO;
     if (!!prompt_arg == !!prompt_file) {

@@ -60,18 +60,18 @@ static int read_key_file(const char *path, char **key) {
     return HMOE_EXIT_OK;
 }
 
-/* One line naming what each llama-server-only flag given maps to. */
-static void print_tolerated(int n_parallel, bool metrics, int cache_reuse) {
-    char line[512] = "";
-    size_t o = 0;
-    if (n_parallel > 1)
-        o += (size_t)snprintf(line + o, sizeof line - o, " -np %d: one sequence at a time (requests queue, FIFO);",
-                              n_parallel);
-    if (metrics) o += (size_t)snprintf(line + o, sizeof line - o, " --metrics: GET /metrics on;");
-    if (cache_reuse > 0 && o < sizeof line)
-        o += (size_t)snprintf(line + o, sizeof line - o, " --cache-reuse %d: the prompt cache reuses the longest common "
-                              "prefix (no chunk shifting);", cache_reuse);
-    if (o) fprintf(stderr, "hmoe serve: llama-server flags:%s\n", line);
+/* What the llama-server flags left to serve by hmoe_cli_compat_apply map to, one line each. */
+static void print_tolerated(const struct hmoe_cli_compat *c, bool parse_reasoning) {
+    if (c->parallel)
+        fprintf(stderr, "hmoe serve: -np %s: one sequence at a time; further requests wait in the FIFO queue "
+                        "(--queue)\n", c->parallel);
+    if (c->metrics) fprintf(stderr, "hmoe serve: --metrics: GET /metrics (always served)\n");
+    if (c->cache_reuse)
+        fprintf(stderr, "hmoe serve: --cache-reuse %s: the prompt cache reuses the longest common prefix of the last "
+                        "request (no chunk shifting)\n", c->cache_reuse);
+    if (c->reasoning_format)
+        fprintf(stderr, "hmoe serve: --reasoning-format %s: %s\n", c->reasoning_format,
+                parse_reasoning ? "<think> text goes to reasoning_content" : "<think> text stays in content");
 }
 
 int hmoe_cmd_serve(int argc, char **argv) {
@@ -79,9 +79,9 @@ int hmoe_cmd_serve(int argc, char **argv) {
     hmoe_cli_model_opts_default(&mo);
     struct hmoe_server_params sp;
     hmoe_server_params_default(&sp);
-    const char *key_file = NULL, *tmpl_name = NULL, *reasoning = NULL, *reasoning_format = NULL;
+    const char *key_file = NULL, *tmpl_name = NULL;
     int64_t seed = -1;
-    int n_parallel = 1, cache_reuse = 0, max_body_mib = 16;
+    int max_body_mib = 16;
     const struct hmoe_opt opts[] = {
         HMOE_OPT_HEADING("server"),
         {"--host", NULL, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 = every interface)", HMOE_OPT_STR,
@@ -99,17 +99,8 @@ int hmoe_cmd_serve(int argc, char **argv) {
         {"--timeout", "-to", "N", "seconds an idle connection is kept open (default 30)", HMOE_OPT_INT,
          &sp.idle_timeout_s},
         {"--max-body", NULL, "MiB", "request body limit (default 16)", HMOE_OPT_INT, &max_body_mib},
-        {"--metrics", NULL, NULL, "serve Prometheus metrics at GET /metrics", HMOE_OPT_FLAG, &sp.metrics},
-        {"--parallel", "-np", "N", "accepted for llama-server compatibility: this server runs one sequence at a time",
-         HMOE_OPT_INT, &n_parallel},
-        {"--cache-reuse", NULL, "N", "accepted for llama-server compatibility: the prompt cache always reuses the "
-         "longest common prefix", HMOE_OPT_INT, &cache_reuse},
         {"--chat-template", NULL, "NAME", "chatml, qwen3, qwen35 or nemotron instead of the detected format",
          HMOE_OPT_STR, &tmpl_name},
-        {"--reasoning", NULL, "on|off", "default of enable_thinking for chat requests (default on)", HMOE_OPT_STR,
-         &reasoning},
-        {"--reasoning-format", NULL, "FMT", "deepseek (default: <think> text in reasoning_content) or none (left in "
-         "content)", HMOE_OPT_STR, &reasoning_format},
         {"--n-predict", "-n", "N", "default max tokens per request (default -1 = until the context is full)",
          HMOE_OPT_INT, &sp.n_predict},
         HMOE_CLI_SAMPLING_OPTS(sp.sampling, seed),
@@ -120,22 +111,19 @@ int hmoe_cmd_serve(int argc, char **argv) {
     int n_pos = 0;
     int rc = hmoe_opts_parse(usage, opts, argc, argv, pos, 0, &n_pos);
     if (rc) return rc < 0 ? HMOE_EXIT_OK : rc;
-    if ((rc = hmoe_cli_sampler_check(&sp.sampling))) return rc;
+    if ((rc = hmoe_cli_compat_apply("serve", &mo)) || (rc = hmoe_cli_sampler_check(&sp.sampling))) return rc;
     sp.seed_given = seed >= 0;
     hmoe_cli_sampler_seed(&sp.sampling, seed);
     if (!mo.model_path) {
         fprintf(stderr, "hmoe: -m/--model FILE is required\nusage: %s\n", usage);
         return HMOE_EXIT_USAGE;
     }
-    if (reasoning && strcmp(reasoning, "on") && strcmp(reasoning, "off") && strcmp(reasoning, "auto")) {
-        fprintf(stderr, "hmoe: --reasoning must be on, off or auto (got '%s')\n", reasoning);
-        return HMOE_EXIT_USAGE;
-    }
-    sp.enable_thinking = !reasoning || strcmp(reasoning, "off") != 0;
-    if (reasoning_format) sp.parse_reasoning = strcmp(reasoning_format, "none") != 0;
+    /* --reasoning off: thinking off unless a request asks; --reasoning-format none: <think> stays in content */
+    sp.enable_thinking = mo.compat.reasoning_mode != 0;
+    sp.parse_reasoning = !mo.compat.reasoning_format || strcmp(mo.compat.reasoning_format, "none") != 0;
     if (sp.queue_max < 0 || sp.http_threads < 1 || sp.idle_timeout_s < 1 || max_body_mib < 1 || max_body_mib > 4096 ||
-        n_parallel < 1 || sp.n_predict < -1) {
-        fprintf(stderr, "hmoe: --queue must be >= 0, --threads-http and --timeout >= 1, --max-body 1 to 4096, -np >= 1, "
+        sp.n_predict < -1) {
+        fprintf(stderr, "hmoe: --queue must be >= 0, --threads-http and --timeout >= 1, --max-body 1 to 4096, "
                         "-n >= -1\n");
         return HMOE_EXIT_USAGE;
     }
@@ -145,7 +133,7 @@ int hmoe_cmd_serve(int argc, char **argv) {
         if ((rc = read_key_file(key_file, &key))) return rc;
         sp.api_key = key;
     }
-    print_tolerated(n_parallel, sp.metrics, cache_reuse);
+    if (!mo.quiet) print_tolerated(&mo.compat, sp.parse_reasoning);
 
     /* Signals are taken by sigwait in this thread only: block them before any thread starts. */
     sigset_t sigs;

@@ -3,7 +3,8 @@
  * `tool_choice`, checked and rendered with the model's chat template (src/text). developer
  * is rendered as system, as llama-server does; text parts are joined with "\n".
  * Tool definitions and non-string tool-call arguments go to the template in the HF tojson
- * form (", " and ": "), through the same writer `hmoe template` uses.
+ * form (", " and ": "), through the same writer `hmoe template` uses. The answer's parser
+ * (reasoning, and tool calls in the template's format) is set up here from the same tools.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,8 @@ static bool read_tool_calls(json_t *m, size_t i, struct hmoe_chat_msg *out, stru
     return true;
 }
 
-char *srv_render_chat(struct hmoe_server *s, json_t *req, bool *opens_think, struct srv_error *e) {
+char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, struct hmoe_toolcall_stream **tcs,
+                      struct srv_error *e) {
     json_t *msgs = json_object_get(req, "messages"), *tools = json_object_get(req, "tools");
     json_t *choice = json_object_get(req, "tool_choice");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
@@ -215,7 +217,19 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool *opens_think, str
         out = NULL;
         goto done;
     }
-    *opens_think = srv_prompt_opens_think(out);
+    if (tcs) {
+        /* tools off (none given, or tool_choice none): calls stay content, reasoning is still split */
+        const enum hmoe_toolcall_format fmt =
+            use_tools ? hmoe_toolcall_format_for(s->tmpl, s->vocab->chat_template) : HMOE_TOOLCALL_NONE;
+        struct hmoe_toolcall_opts to = {.tools = tool_txt, .n_tools = n_tools,
+                                        .in_think = hmoe_toolcall_prompt_in_think(out, strlen(out)),
+                                        .think_in_content = !parse_reasoning};
+        if (hmoe_toolcall_stream_new(fmt, &to, tcs, &err)) {
+            srv_error_set(e, 500, NULL, "%s", err.msg);
+            free(out);
+            out = NULL;
+        }
+    }
 done:
     owned_free(&o);
     free(m);

@@ -103,8 +103,7 @@ int srv_api_detokenize(struct hmoe_server *s, json_t *req, json_t **out, struct 
 }
 
 int srv_api_apply_template(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e) {
-    bool opens = false;
-    char *prompt = srv_render_chat(s, req, &opens, e);
+    char *prompt = srv_render_chat(s, req, true, NULL, e);
     if (!prompt) return e->status;
     *out = json_pack("{s:o}", "prompt", srv_json_text(prompt, strlen(prompt)));
     free(prompt);

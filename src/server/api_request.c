@@ -248,7 +248,7 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
     }
     make_id(j->id, sizeof j->id, kind == SRV_KIND_CHAT ? "chatcmpl-" : "cmpl-");
     j->created = (long long)time(NULL);
-    bool opens_think = false, parse_reasoning = s->p.parse_reasoning;
+    bool parse_reasoning = s->p.parse_reasoning;
     json_t *so = json_object_get(req, "stream_options");
     if (!get_bool(req, "stream", &j->stream, e) || !read_gen_params(s, req, &j->gp, e)) goto fail;
     if (so && !json_is_null(so)) {
@@ -267,7 +267,7 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
             }
             parse_reasoning = strcmp(json_string_value(rfmt), "none") != 0;
         }
-        char *prompt = srv_render_chat(s, req, &opens_think, e);
+        char *prompt = srv_render_chat(s, req, parse_reasoning, &j->tcs, e);
         if (!prompt) goto fail;
         struct hmoe_err err = {0};
         size_t n = 0;
@@ -281,7 +281,6 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
     } else if (!read_prompt(s, req, j, e)) {
         goto fail;
     }
-    srv_think_init(&j->think, kind == SRV_KIND_CHAT && parse_reasoning, opens_think);
     const int n_ctx = hmoe_ctx_n_ctx(s->ctx);
     if (j->n_ids == 0) {
         srv_error_set(e, 400, kind == SRV_KIND_CHAT ? "messages" : "prompt", "the prompt is empty (no tokens)");

@@ -38,7 +38,9 @@ static json_t *chunk_base(struct srv_job *j) {
                      "created", j->created, "model", model_name(j), "system_fingerprint", "hmoe");
 }
 
-void srv_emit(struct srv_job *j, const char *s, size_t n, bool reasoning) {
+/* One content or reasoning delta. */
+static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasoning) {
+    if (!n) return;
     srv_buf_add(reasoning ? &j->reasoning : &j->content, s, n);
     if (!j->stream) return;
     json_t *text = srv_json_text(s, n);
@@ -60,7 +62,61 @@ void srv_emit(struct srv_job *j, const char *s, size_t n, bool reasoning) {
     sse_add(j, c);
 }
 
+/* OpenAI's tool-call objects; `index` numbers them within the message (stream deltas). */
+static json_t *calls_json(const struct hmoe_toolcall *calls, size_t n, size_t first_index, bool with_index) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", calls[i].id, "type", "function", "function", "name",
+                              srv_json_text(calls[i].name, strlen(calls[i].name)), "arguments",
+                              srv_json_text(calls[i].arguments, strlen(calls[i].arguments)));
+        if (c && with_index) json_object_set_new(c, "index", json_integer((json_int_t)(first_index + i)));
+        json_array_append_new(a, c);
+    }
+    return a;
+}
+
+static void emit_calls(struct srv_job *j, const struct hmoe_toolcall *calls, size_t n) {
+    if (!n) return;
+    const size_t first = j->n_calls;
+    j->n_calls += n;
+    if (!j->stream) return;
+    json_t *delta = json_object();
+    if (!j->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
+    j->sent_role = true;
+    json_object_set_new(delta, "tool_calls", calls_json(calls, n, first, true));
+    json_t *c = chunk_base(j);
+    json_object_set_new(c, "choices", json_pack("[{s:i, s:o, s:n, s:n}]", "index", 0, "delta", delta, "logprobs",
+                                                "finish_reason"));
+    sse_add(j, c);
+}
+
+static void emit_delta(struct srv_job *j, const struct hmoe_toolcall_delta *d) {
+    emit_piece(j, d->reasoning, d->reasoning_len, true);
+    emit_piece(j, d->content, d->content_len, false);
+    emit_calls(j, d->calls, d->n_calls);
+}
+
+void srv_emit_text(struct srv_job *j, const char *s, size_t n) {
+    if (!j->tcs) {
+        emit_piece(j, s, n, false);
+        return;
+    }
+    struct hmoe_toolcall_delta d;
+    struct hmoe_err err = {0};
+    if (hmoe_toolcall_stream_feed(j->tcs, s, n, &d, &err) == HMOE_OK) emit_delta(j, &d);
+    else j->out.oom = true;
+}
+
+void srv_emit_end(struct srv_job *j) {
+    if (!j->tcs) return;
+    struct hmoe_toolcall_delta d;
+    struct hmoe_err err = {0};
+    if (hmoe_toolcall_stream_finish(j->tcs, &d, &err) == HMOE_OK) emit_delta(j, &d);
+    else j->out.oom = true;
+}
+
 static const char *finish_reason(const struct srv_job *j) {
+    if (j->n_calls) return "tool_calls";
     return j->finish == SRV_FINISH_LENGTH ? "length" : "stop";
 }
 
@@ -119,8 +175,21 @@ void srv_job_complete(struct srv_job *j) {
     if (j->kind == SRV_KIND_NATIVE) {
         o = native_json(j, false);
     } else if (j->kind == SRV_KIND_CHAT) {
-        json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content", text_of(&j->content));
-        if (j->reasoning.n) json_object_set_new(msg, "reasoning_content", text_of(&j->reasoning));
+        /* the parser's final message: its trimming of whitespace near calls is authoritative */
+        struct hmoe_toolcalls tc = {0};
+        struct hmoe_err err = {0};
+        if (!j->tcs || hmoe_toolcall_stream_result(j->tcs, &tc, &err) != HMOE_OK) {
+            memset(&tc, 0, sizeof tc);
+            tc.content = strndup(j->content.s ? j->content.s : "", j->content.n);
+            tc.reasoning = strndup(j->reasoning.s ? j->reasoning.s : "", j->reasoning.n);
+        }
+        const char *content = tc.content ? tc.content : "", *reasoning = tc.reasoning ? tc.reasoning : "";
+        json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
+                                tc.n_calls && !*content ? json_null() : srv_json_text(content, strlen(content)));
+        if (*reasoning) json_object_set_new(msg, "reasoning_content", srv_json_text(reasoning, strlen(reasoning)));
+        if (tc.n_calls) json_object_set_new(msg, "tool_calls", calls_json(tc.calls, tc.n_calls, 0, false));
+        j->n_calls = tc.n_calls;
+        hmoe_toolcalls_free(&tc);
         o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id", j->id, "object",
                       "chat.completion", "created", j->created, "model", model_name(j), "system_fingerprint", "hmoe",
                       "choices", "index", 0, "message", msg, "logprobs", "finish_reason", finish_reason(j), "usage",

@@ -35,7 +35,7 @@ void srv_job_unref(struct srv_job *j) {
     for (int i = 0; i < j->gp.n_stop; i++) free(j->gp.stop[i]);
     free(j->ids);
     free(j->prompt_text);
-    srv_buf_free(&j->think.hold);
+    hmoe_toolcall_stream_free(j->tcs);
     srv_buf_free(&j->out);
     srv_buf_free(&j->content);
     srv_buf_free(&j->reasoning);
@@ -119,7 +119,7 @@ static bool feed_text(struct srv_job *j, struct srv_buf *pend, const char *s, si
     size_t emit_n = pend->n - (final ? 0 : keep);
     if (which >= 0) emit_n = at;
     pthread_mutex_lock(&j->mu);
-    srv_think_push(&j->think, j, pend->s ? pend->s : "", emit_n, srv_emit);
+    if (emit_n) srv_emit_text(j, pend->s, emit_n);
     if (which >= 0) {
         snprintf(j->stopping_word, sizeof j->stopping_word, "%s", j->gp.stop[which]);
         j->finish = SRV_FINISH_STOP_WORD;
@@ -242,7 +242,7 @@ static void run_job(struct hmoe_server *s, struct srv_job *j) {
         if (atomic_load(&s->stopping)) srv_job_fail(j, 503, "the server is shutting down");
         atomic_fetch_add(&s->m.requests_cancelled, 1);
     } else {
-        srv_think_flush(&j->think, j, srv_emit);
+        srv_emit_end(j);
         srv_job_complete(j);
         atomic_fetch_add(&s->m.requests_ok, 1);
     }

@@ -223,9 +223,6 @@ static enum MHD_Result dispatch(struct hmoe_server *s, struct MHD_Connection *c,
         return send_json(c, status, out);
     }
     case R_METRICS: {
-        if (!s->p.metrics)
-            return send_simple_error(c, 501, "not_supported_error",
-                                     "this server does not serve /metrics: start it with --metrics");
         char *txt = srv_api_metrics(s);
         if (!txt) return send_simple_error(c, 500, "server_error", "out of memory");
         const enum MHD_Result ret = send_bytes(c, 200, "text/plain; version=0.0.4", txt, strlen(txt), NULL);

@@ -49,15 +49,6 @@ struct srv_gen_params {
     bool cache_prompt;
 };
 
-/* Incremental reasoning splitter: text after <think> (or from the start when the prompt left a
- * think block open) up to </think> is reasoning, the rest content. Partial tags are held back. */
-struct srv_think {
-    bool enabled, in_think;
-    bool seen_content;             /* past the point where <think> may open (one block, at the start) */
-    bool strip_lead;               /* drop newlines at the start of the next section */
-    struct srv_buf hold;           /* bytes not classified yet: a tag prefix, trailing reasoning newlines */
-};
-
 struct hmoe_server;
 
 struct srv_job {
@@ -72,7 +63,7 @@ struct srv_job {
     int n_ids;
     char *prompt_text;             /* /completion echoes it; NULL elsewhere */
     struct srv_gen_params gp;
-    struct srv_think think;
+    struct hmoe_toolcall_stream *tcs; /* chat: reasoning and tool calls out of the text (src/text) */
     /* state */
     enum srv_job_state state;
     bool cancelled;                /* the client went away, or the server stops */
@@ -83,6 +74,7 @@ struct srv_job {
     size_t out_sent;
     struct srv_buf content, reasoning; /* the whole answer (non-stream and final usage) */
     bool sent_role;
+    size_t n_calls;                /* tool calls sent (stream) */
     int n_cached, n_prompt_eval, n_gen;
     double prompt_ms, gen_ms;
     enum srv_finish finish;
@@ -141,15 +133,8 @@ void srv_job_wake(struct srv_job *j);
 /* Index of the first complete match of a stop string in s[0..n) (its number in *which), or
  * n when none; *keep gets how many trailing bytes could still start one. */
 size_t srv_stop_scan(const struct srv_gen_params *gp, const char *s, size_t n, int *which, size_t *keep);
-void srv_think_init(struct srv_think *t, bool enabled, bool starts_inside);
-/* Split text into reasoning / content pieces, calling emit for each (never with n == 0). */
-typedef void (*srv_emit_fn)(struct srv_job *j, const char *s, size_t n, bool reasoning);
-void srv_think_push(struct srv_think *t, struct srv_job *j, const char *s, size_t n, srv_emit_fn emit);
-void srv_think_flush(struct srv_think *t, struct srv_job *j, srv_emit_fn emit);
 /* A JSON string of s[0..n) with every byte that is not well-formed UTF-8 replaced by U+FFFD. */
 json_t *srv_json_text(const char *s, size_t n);
-/* True when the rendered prompt's last turn opens a think block it does not close. */
-bool srv_prompt_opens_think(const char *prompt);
 
 /* --- request readers (api_request.c) --- */
 /* A client error: HTTP status, OpenAI error type and the field at fault. */
@@ -165,12 +150,17 @@ void srv_error_set(struct srv_error *e, int status, const char *param, const cha
 json_t *srv_parse_body(const char *body, size_t len, struct srv_error *e);
 /* Build the job of a generation request; NULL and *e on a bad request. */
 struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_t *req, struct srv_error *e);
-/* messages (+tools) rendered with the model's template: a malloc'd prompt, or NULL and *e. */
-char *srv_render_chat(struct hmoe_server *s, json_t *req, bool *opens_think, struct srv_error *e);
+/* messages (+tools) rendered with the model's template: a malloc'd prompt, or NULL and *e. With
+ * `tcs`, also the parser of the answer (tool-call format of the template when tools are on). */
+char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, struct hmoe_toolcall_stream **tcs,
+                      struct srv_error *e);
 
 /* --- response writers (api_response.c) --- */
 json_t *srv_error_json(const struct srv_error *e);
-void srv_emit(struct srv_job *j, const char *s, size_t n, bool reasoning); /* an answer delta */
+/* Generated text (after the stop strings): through the chat parser when there is one, then out. */
+void srv_emit_text(struct srv_job *j, const char *s, size_t n);
+/* End of the text: what the chat parser held back. */
+void srv_emit_end(struct srv_job *j);
 void srv_job_complete(struct srv_job *j);  /* final chunks, or the whole body (caller holds j->mu) */
 void srv_job_fail(struct srv_job *j, int status, const char *msg); /* caller holds j->mu */
 

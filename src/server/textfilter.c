@@ -1,9 +1,8 @@
 /* textfilter.c — what happens to generated text between the detokenizer and the client:
  * stop strings (found across token boundaries; a tail that may still become one is held
- * back so that a stream never shows part of a stop string), the <think>…</think> split into
- * reasoning_content and content (llama-server's default "deepseek" reasoning format: the
- * tags themselves and the newlines around them are dropped), and JSON strings that stay
- * valid whatever bytes a random-weight model produces.
+ * back so that a stream never shows part of a stop string), and JSON strings that stay
+ * valid whatever bytes a random-weight model produces. (Reasoning and tool calls are split
+ * out of chat answers by src/text's toolcall parser.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,109 +57,6 @@ size_t srv_stop_scan(const struct srv_gen_params *gp, const char *s, size_t n, i
     return first;
 }
 
-void srv_think_init(struct srv_think *t, bool enabled, bool starts_inside) {
-    memset(t, 0, sizeof *t);
-    t->enabled = enabled;
-    t->in_think = enabled && starts_inside;
-    t->strip_lead = t->in_think;
-    t->seen_content = t->in_think; /* the block is already open: no second one */
-}
-
-static const char OPEN[] = "<think>", CLOSE[] = "</think>";
-
-/* Length of the longest tail of s[0..n) that is a proper prefix of tag. */
-static size_t tag_prefix_tail(const char *s, size_t n, const char *tag) {
-    const size_t tl = strlen(tag);
-    for (size_t t = HMOE_MIN(tl - 1, n); t > 0; t--)
-        if (memcmp(s + n - t, tag, t) == 0) return t;
-    return 0;
-}
-
-/* Emit s[0..n) to the current section, dropping the newlines and spaces that start it. */
-static void emit_section(struct srv_think *t, struct srv_job *j, const char *s, size_t n, srv_emit_fn emit) {
-    if (t->strip_lead) {
-        while (n && (*s == '\n' || *s == '\r' || *s == ' ')) s++, n--;
-        if (!n) return;
-        t->strip_lead = false;
-    }
-    if (n) emit(j, s, n, t->in_think);
-}
-
-static const char *find(const char *s, size_t n, const char *tag) {
-    const size_t tl = strlen(tag);
-    for (size_t i = 0; i + tl <= n; i++)
-        if (memcmp(s + i, tag, tl) == 0) return s + i;
-    return NULL;
-}
-
-static void consume(struct srv_buf *b, size_t n) {
-    memmove(b->s, b->s + n, b->n - n);
-    b->n -= n;
-}
-
-/* Classify as much of t->hold as can be: a tag prefix, the newlines that may end the
- * reasoning, or the whitespace before a possible <think> wait for more text. */
-static void think_run(struct srv_think *t, struct srv_job *j, srv_emit_fn emit) {
-    while (t->hold.n) {
-        char *h = t->hold.s;
-        const size_t n = t->hold.n;
-        if (t->in_think) {
-            const char *hit = find(h, n, CLOSE);
-            if (hit) {
-                size_t body = (size_t)(hit - h);
-                while (body && h[body - 1] == '\n') body--;
-                emit_section(t, j, h, body, emit);
-                consume(&t->hold, (size_t)(hit - h) + strlen(CLOSE));
-                t->in_think = false;
-                t->strip_lead = true;
-                continue;
-            }
-            size_t safe = n - tag_prefix_tail(h, n, CLOSE);
-            while (safe && h[safe - 1] == '\n') safe--;
-            emit_section(t, j, h, safe, emit);
-            consume(&t->hold, safe);
-            return;
-        }
-        if (!t->seen_content) {
-            /* the answer may open with <think> after some whitespace, nowhere else */
-            size_t k = 0;
-            while (k < n && (h[k] == '\n' || h[k] == '\r' || h[k] == ' ')) k++;
-            const size_t rest = n - k, tl = strlen(OPEN);
-            if (rest >= tl && memcmp(h + k, OPEN, tl) == 0) {
-                consume(&t->hold, k + tl);
-                t->in_think = true;
-                t->seen_content = true; /* one block only */
-                t->strip_lead = true;
-                continue;
-            }
-            if (rest < tl && memcmp(h + k, OPEN, rest) == 0) return; /* may still become <think> */
-            t->seen_content = true;
-        }
-        emit_section(t, j, h, n, emit);
-        t->hold.n = 0;
-    }
-}
-
-void srv_think_push(struct srv_think *t, struct srv_job *j, const char *s, size_t n, srv_emit_fn emit) {
-    if (!t->enabled) {
-        if (n) emit(j, s, n, false);
-        return;
-    }
-    srv_buf_add(&t->hold, s, n);
-    if (t->hold.oom) return;
-    think_run(t, j, emit);
-}
-
-void srv_think_flush(struct srv_think *t, struct srv_job *j, srv_emit_fn emit) {
-    if (t->enabled && !t->hold.oom) {
-        size_t n = t->hold.n;
-        if (t->in_think)
-            while (n && t->hold.s[n - 1] == '\n') n--;
-        emit_section(t, j, t->hold.s ? t->hold.s : "", n, emit);
-    }
-    srv_buf_free(&t->hold);
-}
-
 /* Length of the well-formed UTF-8 character at s (no overlongs, no surrogates, <= U+10FFFF), or 0. */
 static size_t utf8_char_len(const unsigned char *s, size_t n) {
     const unsigned c = s[0];
@@ -198,13 +94,4 @@ json_t *srv_json_text(const char *s, size_t n) {
     json_t *j = b.oom ? NULL : json_stringn(b.s ? b.s : "", b.n);
     srv_buf_free(&b);
     return j;
-}
-
-bool srv_prompt_opens_think(const char *prompt) {
-    const char *turn = prompt, *p;
-    while ((p = strstr(turn, "<|im_start|>")) != NULL) turn = p + 1;
-    const char *open = NULL;
-    for (p = turn; (p = strstr(p, OPEN)) != NULL; p++) open = p;
-    if (!open) return false;
-    return strstr(open, CLOSE) == NULL;
 }
