@@ -104,6 +104,23 @@ $H template -m "$MINI" -i "$T/conv2.json" > "$T/tmpl2.txt" 2>/dev/null
 [ "$code" = 200 ] && cmp -s "$T/tmpl2.txt" "$T/got_tmpl2.txt"
 check "serve: developer renders as system, text parts joined with a newline" $? "$code $(cat "$T/body")"
 
+# tools: rendered by the template (as hmoe template renders them); a call and its result accepted back
+TOOLS='[{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]'
+TURNS='[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"18 C, sunny"}]'
+printf '{"messages":%s,"tools":%s}' "$TURNS" "$TOOLS" > "$T/conv3.json"
+$H template -m "$MINI" -i "$T/conv3.json" > "$T/tmpl3.txt" 2>/dev/null
+code=$(post /apply-template "$(cat "$T/conv3.json")")
+jq_ "$T/body" 'd["prompt"]' > "$T/got_tmpl3.txt"
+[ "$code" = 200 ] && [ -s "$T/tmpl3.txt" ] && cmp -s "$T/tmpl3.txt" "$T/got_tmpl3.txt" && grep -q '<tools>' "$T/got_tmpl3.txt" &&
+    grep -q '<tool_response>' "$T/got_tmpl3.txt"
+check "serve: tools, a tool call and its tool result render as hmoe template" $? "$code $(diff "$T/tmpl3.txt" "$T/got_tmpl3.txt" | head -5)"
+code=$(post /v1/chat/completions "{\"messages\":$TURNS,\"tools\":$TOOLS,\"tool_choice\":\"auto\",\"max_tokens\":6}")
+[ "$code" = 200 ] && [ "$(jq_ "$T/body" 'd["choices"][0]["finish_reason"] in ("length","stop","tool_calls")')" = True ]
+check "serve: chat with tools and a tool round trip answers" $? "$code $(cat "$T/body")"
+code=$(post /v1/chat/completions "{\"messages\":$TURNS,\"tools\":$TOOLS,\"tool_choice\":\"none\",\"max_tokens\":2}")
+[ "$code" = 200 ]
+check "serve: tool_choice none" $? "$code $(cat "$T/body")"
+
 # chat, greedy: the same text as `hmoe run --chat` (the server's --temp 0 default), without the
 # whitespace at its ends (the chat answer's parser drops it, as llama-server does)
 $H run $MODEL_OPTS --chat -p "Hi there" -n 12 --temp 0 --no-display-prompt > "$T/run.txt" 2>/dev/null

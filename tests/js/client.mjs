@@ -44,6 +44,20 @@ await check("chat.completions.create stream", async () => {
   assert(text === greedy, `streamed ${JSON.stringify(text)}`);
   assert(finish === "length" && usage && usage.completion_tokens === 12, `finish ${finish} usage ${JSON.stringify(usage)}`);
 });
+await check("tools round trip (tools, an assistant tool call, the tool's result)", async () => {
+  const tools = [{ type: "function", function: { name: "get_weather", description: "Weather of a city",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+  const first = await client.chat.completions.create({ model, messages, tools, max_tokens: 6 });
+  assert(["length", "stop", "tool_calls"].includes(first.choices[0].finish_reason), JSON.stringify(first));
+  const r = await client.chat.completions.create({
+    model, tools, max_tokens: 4,
+    messages: [...messages,
+      { role: "assistant", content: null,
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city": "Paris"}' } }] },
+      { role: "tool", tool_call_id: "call_1", content: "18 C, sunny" }],
+  });
+  assert(r.choices[0].message.role === "assistant" && r.usage.prompt_tokens > 40, JSON.stringify(r));
+});
 await check("completions.create", async () => {
   const r = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 8, temperature: 0 });
   assert(typeof r.choices[0].text === "string" && r.usage.completion_tokens === 8, JSON.stringify(r));
