@@ -6,11 +6,12 @@
 #   make CC=clang     gcc >= 10 and clang >= 14 both build it
 #   make test         build and run the test suite (last line: "N passed, N failed")
 #   make sanitize     the same suite on an ASan + UBSan build (objects in build/san; same as
-#                     make SAN=1 test)
+#                     make SAN=1 test); make sanitize-server: only the server's tests
 #   make test-gpu     GPU tests (needs a GPU; CI only compiles them: make gpu-tests)
 #   make bench        build the benchmarks in bench/
 #   make demo         build, benchmark a synthetic model (hmoe bench) and generate a few tokens with it
-#   make fuzz         libFuzzer targets (clang, ASan/UBSan): the GGUF parser, model config + vocabulary
+#   make fuzz         libFuzzer targets (clang, ASan/UBSan): the GGUF parser, model config + vocabulary,
+#                     the server's request readers
 #
 # Sources are found by wildcard: every src/*/*.c is part of libhmoe; files named
 # *_avx2.c / *_avx512.c get their own -m flags (the CPU picks a path at run time, so the
@@ -126,7 +127,7 @@ endif
 endif
 endif
 
-.PHONY: all test sanitize test-gpu gpu-tests bench demo fuzz clean FORCE
+.PHONY: all test sanitize sanitize-server test-gpu gpu-tests bench demo fuzz clean FORCE
 all: hmoe
 
 # ./hmoe is one file whichever flavour (SAN=1 or not) built it last: the stamp changes when the
@@ -198,6 +199,12 @@ test: hmoe $(TEST_BIN)
 sanitize:
 	$(MAKE) SAN=1 test
 
+# The server's tests alone on the ASan + UBSan build (./hmoe is then the sanitized one).
+SERVER_TEST_BIN := $(patsubst tests/%.c,build/san/tests/%,$(SERVER_TEST_SRC))
+sanitize-server:
+	$(MAKE) SAN=1 hmoe $(SERVER_TEST_BIN)
+	HMOE_SHARED=$(SHARED) ./tests/run.sh $(SERVER_TEST_BIN) tests/test_server.sh
+
 test-gpu: hmoe $(GPU_TEST_BIN)
 	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run_gpu.sh
 
@@ -228,7 +235,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-
               -D_DEFAULT_SOURCE -Iinclude -Isrc -DHMOE_HAVE_CUDA=0
 FUZZ_DIR := $(BUILD)/fuzz
 .PHONY: fuzz-run fuzz-seeds
-fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model fuzz-seeds
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model $(if $(filter 1,$(SERVER)),$(FUZZ_DIR)/fuzz_server) fuzz-seeds
 # types.c points at the reference kernels, so the whole (CPU-only, portable) kernels dir comes along.
 $(FUZZ_DIR)/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
 	@mkdir -p $(dir $@)
@@ -240,6 +247,11 @@ $(FUZZ_LIB): FORCE
 	$(MAKE) --no-print-directory CC=$(FUZZ_CC) CUDA=0 SAN=1 SAN_EXTRA=-fsanitize=fuzzer-no-link BUILD=$(FUZZ_DIR)/obj $@
 $(FUZZ_DIR)/fuzz_model: tests/fuzz_model.c $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp -o $@ $< $(FUZZ_LIB) -lm -lpthread
+# fuzz_server: request bodies through every endpoint's reader (the server's sources built with the fuzzer
+# flags, the tiny fixture model's vocabulary and template); seeds in tests/data/fuzz-server.
+$(FUZZ_DIR)/fuzz_server: tests/fuzz_server.c $(SERVER_SRC) $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(SERVER_CFLAGS) -fopenmp -o $@ tests/fuzz_server.c $(SERVER_SRC) $(FUZZ_LIB) \
+	    $(SERVER_LIBS) -lm -lpthread
 FUZZ_SEED_MODELS := $(wildcard $(SHARED)/fixtures/models/*.gguf)
 fuzz-seeds:
 	@mkdir -p $(FUZZ_DIR)/seeds-gguf $(FUZZ_DIR)/seeds-model $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/corpus-model
@@ -250,6 +262,8 @@ fuzz-run: fuzz
 	    $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/seeds-gguf tests/data/fuzz-corpus tests/data/gguf-good tests/data/gguf-bad
 	$(FUZZ_DIR)/fuzz_model -max_total_time=$(FUZZ_TIME) -max_len=1400000 -rss_limit_mb=4096 \
 	    $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/seeds-model
+	$(if $(filter 1,$(SERVER)),mkdir -p $(FUZZ_DIR)/corpus-server && $(FUZZ_DIR)/fuzz_server \
+	    -max_total_time=$(FUZZ_TIME) -max_len=65536 $(FUZZ_DIR)/corpus-server tests/data/fuzz-server)
 
 clean:
 	rm -rf $(BUILD) hmoe

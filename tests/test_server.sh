@@ -348,6 +348,8 @@ check "serve: still answers correctly after every malformed request" $? "$code $
 
 # --- 4 clients x 10 requests: stream, non-stream, and streams dropped after the first bytes ------
 ok0=$(curl -s "${AUTH[@]}" "$URL/metrics" | awk '$1=="hmoe:requests_ok_total"{print $2}')
+rss() { awk '/^VmRSS:/{print $2}' "/proc/$(pgrep -P "$SPID" hmoe || echo "$SPID")/status" 2>/dev/null; }
+rss0=$(rss)
 client() { # client N: 10 requests; writes one line per request: kind status
     local n=$1 i
     for i in $(seq 0 9); do
@@ -370,10 +372,14 @@ cat "$T"/client*.txt > "$T/all.txt"
 full=$(grep -c '^full 200$' "$T/all.txt"); dropped=$(grep -c '^dropped' "$T/all.txt"); broken=$(grep -c '^broken' "$T/all.txt")
 [ $((full + dropped)) = 40 ] && [ "$broken" = 0 ]
 check "serve: 4 clients x 10 mixed requests: every one answered whole ($full full, $dropped dropped)" $? "$(sort "$T/all.txt" | uniq -c)"
+for n in 1 2 3 4; do client $n; done # 40 more, one client at a time: the resident set must not grow
+rss1=$(rss)
+[ -n "$rss0" ] && [ -n "$rss1" ] && [ "$rss1" -le $((rss0 + 16384)) ]
+check "serve: resident memory flat over 80 requests (${rss0:-?} -> ${rss1:-?} KiB)" $? "rss $rss0 -> $rss1 KiB"
 sleep 0.5
 ok1=$(curl -s "${AUTH[@]}" "$URL/metrics" | awk '$1=="hmoe:requests_ok_total"{print $2}')
 cancelled=$(curl -s "${AUTH[@]}" "$URL/metrics" | awk '$1=="hmoe:requests_cancelled_total"{print $2}')
-[ -n "$ok0" ] && [ $(( ok1 - ok0 )) -ge "$full" ] && [ $(( ok1 - ok0 )) -le 40 ] && [ "${cancelled:-0}" -ge 1 ]
+[ -n "$ok0" ] && [ $(( ok1 - ok0 )) -ge "$full" ] && [ $(( ok1 - ok0 )) -le 80 ] && [ "${cancelled:-0}" -ge 1 ]
 check "serve: /metrics counts the answered requests and the dropped streams as cancelled" $? "ok $ok0 -> $ok1 (full $full), cancelled $cancelled"
 code=$(req GET /metrics)
 grep -q '^llamacpp:tokens_predicted_total ' "$T/body" && grep -q '^llamacpp:requests_deferred ' "$T/body" &&
