@@ -414,12 +414,24 @@ kill -TERM "$SPID"; timeout 20 tail --pid="$SPID" -f /dev/null; wait "$SPID"; rc
 check "serve: SIGTERM -> exit 0" $? "rc $rc $(tail -n 3 "$T/s1.log")"
 
 # --- queue limit: --queue 0, a long request running, the next one gets 503 + Retry-After -------
-start_server "$T/s2.log" --queue 0 --temp 0
+printf '%s\n' "$KEY" > "$T/key.txt"
+start_server "$T/s2.log" --queue 0 --temp 0 --api-key-file "$T/key.txt" --timeout 2
 wait_ready "$URL"
-curl -s -N --max-time 60 -d '{"prompt":"a","n_predict":900,"ignore_eos":true,"stream":true}' "$URL/completion" > "$T/long.txt" &
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "${AUTH[@]}" "$URL/v1/models")
+code2=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/v1/models")
+[ "$code" = 200 ] && [ "$code2" = 401 ]
+check "serve: --api-key-file: the key of its first line is required" $? "with key $code, without $code2"
+# a client that sends half a header and goes quiet is dropped after --timeout 2
+exec 5<>/dev/tcp/127.0.0.1/"${URL##*:}" && printf 'GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: ' >&5
+sleep 3
+timeout 2 cat <&5 >/dev/null; rc=$?
+exec 5>&-
+[ $rc != 124 ]
+check "serve: an idle half-sent header is closed after --timeout" $? "the connection was still open after 3 s"
+curl -s -N --max-time 60 "${AUTH[@]}" -d '{"prompt":"a","n_predict":900,"ignore_eos":true,"stream":true}' "$URL/completion" > "$T/long.txt" &
 LONG=$!
 for _ in $(seq 1 50); do [ -s "$T/long.txt" ] && break; sleep 0.05; done
-code=$(curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' --max-time 10 -d '{"prompt":"b","n_predict":1}' "$URL/completion")
+code=$(curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' --max-time 10 "${AUTH[@]}" -d '{"prompt":"b","n_predict":1}' "$URL/completion")
 [ "$code" = 503 ] && grep -qi '^Retry-After:' "$T/hdr" && is_error_body "$T/body" 503
 check "serve: queue full -> 503 with Retry-After" $? "got $code $(cat "$T/hdr" "$T/body" | tr -d '\r' | head -c 300)"
 # SIGINT while the long stream runs: it is cut, and the server exits 0
