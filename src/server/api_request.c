@@ -157,6 +157,15 @@ static bool read_gen_params(struct hmoe_server *s, json_t *req, struct srv_gen_p
         srv_error_set(e, 400, "logprobs", "'logprobs' is not supported by this server");
         return false;
     }
+    static const char *const constrained[] = {"grammar", "json_schema"}; /* llama-server's /completion fields */
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(constrained); i++) {
+        json_t *g = json_object_get(req, constrained[i]);
+        if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
+            srv_error_set(e, 400, constrained[i], "'%s' is not supported: this server does not constrain sampling "
+                          "to a grammar", constrained[i]);
+            return false;
+        }
+    }
     json_t *rf = json_object_get(req, "response_format");
     if (rf && !json_is_null(rf)) {
         json_t *t = json_object_get(rf, "type");
