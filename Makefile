@@ -122,7 +122,7 @@ ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
 $(info hmoe: building with $(BUILD_DESC) into $(BUILD)/, -j$(NPROC)$(if $(GPU_CC), (GPU sm_$(GPU_CC) found),$(if $(filter 1,$(CUDA)), (no GPU found))); change with CUDA=0, CUDA_ARCH=all|"90 120", CC=clang, SAN=1, -jN)
 ifneq ($(SERVER),1)
-$(info hmoe: building without `hmoe serve`: install libmicrohttpd-dev libjansson-dev (pkg-config finds no libmicrohttpd + jansson))
+$(info hmoe: building without `hmoe serve` (SERVER=0, or pkg-config finds no libmicrohttpd + jansson): install libmicrohttpd-dev libjansson-dev)
 endif
 endif
 endif

@@ -441,6 +441,32 @@ timeout 10 tail --pid="$LONG" -f /dev/null
 [ $rc = 0 ] && grep -q 'SIGINT' "$T/s2.log"
 check "serve: SIGINT during a stream -> exit 0" $? "rc $rc $(tail -n 3 "$T/s2.log")"
 
+# --- qwen35moe (recurrent state): the prompt cache through a checkpoint, reasoning from the prompt's <think>
+Q35="$T/q35.gguf"
+if $H synth --preset qwen35-tiny -q -o "$Q35" 2>/dev/null; then
+    MODEL_OPTS="-m $Q35 -t 1 -c 1024 -q"
+    start_server "$T/s5.log" --temp 0
+    wait_ready "$URL"
+    code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6}')
+    [ "$code" = 200 ] && [ "$(jq_ "$T/body" 'len(d["choices"][0]["message"].get("reasoning_content",""))>0 and d["choices"][0]["message"]["content"]==""')" = True ]
+    check "serve: qwen35 thinking on: the answer starts inside <think>, so it is reasoning_content" $? "$code $(cat "$T/body")"
+    code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"chat_template_kwargs":{"enable_thinking":false}}')
+    [ "$code" = 200 ] && [ "$(jq_ "$T/body" '"reasoning_content" not in d["choices"][0]["message"] and d["usage"]["completion_tokens"]==6')" = True ]
+    check "serve: qwen35 enable_thinking false: no reasoning_content" $? "$code $(cat "$T/body")"
+    conv='{"messages":[{"role":"user","content":"Hello"},{"role":"assistant","content":"Hi!"},{"role":"user","content":"More"}],"max_tokens":6,"chat_template_kwargs":{"enable_thinking":false}'
+    post /v1/chat/completions "$conv}" >/dev/null
+    code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"},{"role":"assistant","content":"Hi!"},{"role":"user","content":"More"},{"role":"assistant","content":"Sure."},{"role":"user","content":"Again"}],"max_tokens":6,"chat_template_kwargs":{"enable_thinking":false}}')
+    cp "$T/body" "$T/q35_cached.json"
+    code2=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"},{"role":"assistant","content":"Hi!"},{"role":"user","content":"More"},{"role":"assistant","content":"Sure."},{"role":"user","content":"Again"}],"max_tokens":6,"chat_template_kwargs":{"enable_thinking":false},"cache_prompt":false}')
+    nc=$(jq_ "$T/q35_cached.json" 'd["usage"]["prompt_tokens_details"]["cached_tokens"]')
+    [ "$code" = 200 ] && [ "$code2" = 200 ] && [ "${nc:-0}" -gt 0 ] &&
+        [ "$(jq_ "$T/q35_cached.json" 'd["choices"][0]["message"]["content"]')" = "$(jq_ "$T/body" 'd["choices"][0]["message"]["content"]')" ]
+    check "serve: qwen35 prompt cache: the next turn reuses $nc tokens and answers as without the cache" $? "$code $code2 $(cat "$T/q35_cached.json") vs $(cat "$T/body")"
+    kill -TERM "$SPID"; timeout 20 tail --pid="$SPID" -f /dev/null; wait "$SPID"
+else
+    echo "serve: qwen35 checks ... skipped: hmoe synth --preset qwen35-tiny failed"
+fi
+
 # --- a bad model path fails with status 1 and a message ----------------------------------------
 timeout 20 $H serve -m "$T/missing.gguf" --port 0 -q > "$T/s3.log" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q 'missing.gguf' "$T/s3.log"
