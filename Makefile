@@ -6,13 +6,16 @@
 #   make CC=clang     gcc >= 10 and clang >= 14 both build it
 #   make test         build and run the test suite (last line: "N passed, N failed")
 #   make sanitize     the same suite on an ASan + UBSan build (objects in build/san; same as
-#                     make SAN=1 test)
+#                     make SAN=1 test); make sanitize-server: only the server's tests
 #   make test-gpu     GPU tests (needs a GPU; CI only compiles them: make gpu-tests)
 #   make bench        build the benchmarks in bench/
 #   make demo         build, benchmark a synthetic model (hmoe bench) and generate a few tokens with it
 #   make fuzz         libFuzzer targets (clang, ASan/UBSan): the GGUF parser, model config + vocabulary,
-#                     the chat template interpreter
+#                     the chat template interpreter,
+#                     the server's request readers
 #
+.DEFAULT_GOAL := all
+
 # Sources are found by wildcard: every src/*/*.c is part of libhmoe; files named
 # *_avx2.c / *_avxvnni.c / *_avx512.c get their own -m flags (the CPU picks a path at run time, so the
 # rest of the binary must stay runnable on any x86-64); *.cu files are compiled by nvcc
@@ -73,11 +76,29 @@ CFLAGS  += -DHMOE_HAVE_AVXVNNI=$(if $(AVXVNNI_FLAGS),1,0)
 
 C_SRC   := $(wildcard src/*/*.c src/model/arch/*.c src/text/jinja/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
-LIB_SRC := $(filter-out $(CLI_SRC),$(C_SRC))
+# src/server (`hmoe serve`) needs libmicrohttpd and jansson; without them hmoe is built without
+# `serve` (SERVER=0 forces that). The server objects link into ./hmoe only, never libhmoe.
+SERVER_SRC := $(wildcard src/server/*.c)
+HAVE_SERVER_LIBS := $(shell pkg-config --exists libmicrohttpd jansson 2>/dev/null && echo 1)
+SERVER  ?= $(if $(HAVE_SERVER_LIBS),1,0)
+LIB_SRC := $(filter-out $(CLI_SRC) $(SERVER_SRC),$(C_SRC))
 CU_SRC  := $(if $(filter 1,$(CUDA)),$(wildcard src/*/*.cu),)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(if $(filter 1,$(SERVER)),$(SERVER_SRC:%.c=$(BUILD)/%.o),)
+ifeq ($(SERVER),1)
+SERVER_CFLAGS := $(shell pkg-config --cflags libmicrohttpd jansson)
+SERVER_LIBS   := $(shell pkg-config --libs libmicrohttpd jansson)
+endif
+$(CLI_OBJ) $(SERVER_OBJ): CFLAGS += -DHMOE_HAVE_SERVER=$(SERVER) $(SERVER_CFLAGS)
+# The files that test HMOE_HAVE_SERVER are rebuilt when it changes.
+SERVER_STAMP := $(BUILD)/gen/server-$(SERVER).stamp
+$(SERVER_STAMP):
+	@mkdir -p $(dir $@)
+	@rm -f $(BUILD)/gen/server-*.stamp
+	@touch $@
+$(BUILD)/src/cli/main.o $(BUILD)/src/cli/cmd_serve.o: $(SERVER_STAMP)
 LIB     := $(BUILD)/libhmoe.a
 
 empty :=
@@ -91,7 +112,9 @@ ifeq ($(CUDA),1)
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
 
-TEST_SRC  := $(wildcard tests/test_*.c)
+# tests/test_server_*.c link the server's objects: built only when the server is.
+SERVER_TEST_SRC := $(wildcard tests/test_server_*.c)
+TEST_SRC  := $(filter-out $(if $(filter 1,$(SERVER)),,$(SERVER_TEST_SRC)),$(wildcard tests/test_*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 GPU_TEST_SRC := $(wildcard tests/gpu_test_*.c)
 GPU_TEST_BIN := $(GPU_TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -105,10 +128,13 @@ BUILD_DESC := $(CUDA_DESC), $(CC_NAME) $(OPT)$(if $(filter 1,$(SAN)), ASan+UBSan
 ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
 $(info hmoe: building with $(BUILD_DESC) into $(BUILD)/, -j$(NPROC)$(if $(GPU_CC), (GPU sm_$(GPU_CC) found),$(if $(filter 1,$(CUDA)), (no GPU found))); change with CUDA=0, CUDA_ARCH=all|"90 120", CC=clang, SAN=1, -jN)
+ifneq ($(SERVER),1)
+$(info hmoe: building without `hmoe serve` (SERVER=0, or pkg-config finds no libmicrohttpd + jansson): install libmicrohttpd-dev libjansson-dev)
+endif
 endif
 endif
 
-.PHONY: all test sanitize test-gpu gpu-tests bench demo fuzz clean FORCE
+.PHONY: all test sanitize sanitize-server test-gpu gpu-tests bench demo fuzz clean FORCE
 all: hmoe
 
 # ./hmoe is one file whichever flavour (SAN=1 or not) built it last: the stamp changes when the
@@ -118,8 +144,8 @@ $(FLAVOUR_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(BUILD) $(BUILD_DESC)' | cmp -s - $@ || echo '$(BUILD) $(BUILD_DESC)' > $@
 
-hmoe: $(CLI_OBJ) $(LIB) $(FLAVOUR_STAMP)
-	$(CC) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+hmoe: $(CLI_OBJ) $(SERVER_OBJ) $(LIB) $(FLAVOUR_STAMP)
+	$(CC) -o $@ $(CLI_OBJ) $(SERVER_OBJ) $(LIB) $(SERVER_LIBS) $(LDLIBS)
 
 # The commit and build options baked into hmoe --version (and bench's build_commit): rewritten
 # only when they change; "unknown" outside a git checkout (a tarball).
@@ -167,6 +193,11 @@ $(BUILD)/tests/%: tests/%.c $(LIB) tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
+$(BUILD)/tests/test_server_%: tests/test_server_%.c $(SERVER_OBJ) $(LIB) tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Itests -o $@ $< $(filter-out %/http.o %/server.o,$(SERVER_OBJ)) $(LIB) \
+	    $(SERVER_LIBS) $(LDLIBS)
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
@@ -179,6 +210,12 @@ test: hmoe $(TEST_BIN)
 # ASan + UBSan: a separate object tree (build/san), the same suite; leaks are reported too.
 sanitize:
 	$(MAKE) SAN=1 test
+
+# The server's tests alone on the ASan + UBSan build (./hmoe is then the sanitized one).
+SERVER_TEST_BIN := $(patsubst tests/%.c,build/san/tests/%,$(SERVER_TEST_SRC))
+sanitize-server:
+	$(MAKE) SAN=1 hmoe $(SERVER_TEST_BIN)
+	HMOE_SHARED=$(SHARED) ./tests/run.sh $(SERVER_TEST_BIN) tests/test_server.sh
 
 test-gpu: hmoe $(GPU_TEST_BIN)
 	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run_gpu.sh
@@ -210,7 +247,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-
               -D_DEFAULT_SOURCE -Iinclude -Isrc -DHMOE_HAVE_CUDA=0
 FUZZ_DIR := $(BUILD)/fuzz
 .PHONY: fuzz-run fuzz-seeds
-fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model $(FUZZ_DIR)/fuzz_jinja fuzz-seeds
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model $(FUZZ_DIR)/fuzz_jinja $(if $(filter 1,$(SERVER)),$(FUZZ_DIR)/fuzz_server) fuzz-seeds
 # types.c points at the reference kernels, so the whole (CPU-only, portable) kernels dir comes along.
 $(FUZZ_DIR)/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
 	@mkdir -p $(dir $@)
@@ -226,6 +263,11 @@ $(FUZZ_DIR)/fuzz_model: tests/fuzz_model.c $(FUZZ_LIB)
 $(FUZZ_DIR)/fuzz_jinja: tests/fuzz_jinja.c $(wildcard src/text/jinja/*.c) src/util/json.c src/util/err.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ -lm
+# fuzz_server: request bodies through every endpoint's reader (the server's sources built with the fuzzer
+# flags, the tiny fixture model's vocabulary and template); seeds in tests/data/fuzz-server.
+$(FUZZ_DIR)/fuzz_server: tests/fuzz_server.c $(SERVER_SRC) $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(SERVER_CFLAGS) -fopenmp -o $@ tests/fuzz_server.c $(SERVER_SRC) $(FUZZ_LIB) \
+	    $(SERVER_LIBS) -lm -lpthread
 FUZZ_SEED_MODELS := $(wildcard $(SHARED)/fixtures/models/*.gguf)
 fuzz-seeds:
 	@mkdir -p $(FUZZ_DIR)/seeds-gguf $(FUZZ_DIR)/seeds-model $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/corpus-jinja
@@ -238,8 +280,10 @@ fuzz-run: fuzz
 	    $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/seeds-model
 	$(FUZZ_DIR)/fuzz_jinja -max_total_time=$(FUZZ_TIME) -max_len=40000 -timeout=10 -dict=tests/data/fuzz_jinja.dict \
 	    $(FUZZ_DIR)/corpus-jinja tests/jinja/templates
+	$(if $(filter 1,$(SERVER)),mkdir -p $(FUZZ_DIR)/corpus-server && $(FUZZ_DIR)/fuzz_server \
+	    -max_total_time=$(FUZZ_TIME) -max_len=65536 $(FUZZ_DIR)/corpus-server tests/data/fuzz-server)
 
 clean:
 	rm -rf $(BUILD) hmoe
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(wildcard $(BUILD)/tests/*.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(wildcard $(BUILD)/tests/*.d)

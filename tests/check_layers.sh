@@ -2,7 +2,7 @@
 # check_layers.sh — the folder layering and the architecture boundary, from the #include lines
 # and the code (comments stripped) of src/ and include/hmoe/:
 #   1. includes point down (or into the same folder) along
-#        cli -> synth -> model -> sched | text -> kernels | cpu -> gguf -> base
+#        cli -> server | synth -> model -> sched | text -> kernels | cpu -> gguf -> base
 #      where base is the format headers every layer may use (common, types, fp16,
 #      quant_blocks, json, progress, sysmem: src/util and the type tables); sched and text do not
 #      include each other, kernels and cpu may;
@@ -18,10 +18,10 @@ set -u
 cd "$(dirname "$0")/.."
 exec perl -e '
 use strict; use warnings;
-my %level = (cli => 0, synth => 1, model => 2, sched => 3, text => 3, kernels => 4, cpu => 4, gguf => 5,
+my %level = (cli => 0, server => 1, synth => 1, model => 2, sched => 3, text => 3, kernels => 4, cpu => 4, gguf => 5,
              util => 6, base => 6);
 # include/hmoe headers by the layer that implements them.
-my %hdr = (synth => "synth", model => "model", arch => "model", sched => "sched", text => "text", jinja => "text", cuda => "kernels",
+my %hdr = (server => "server", synth => "synth", model => "model", arch => "model", sched => "sched", text => "text", jinja => "text", cuda => "kernels",
            cpu => "cpu", gguf => "gguf", gguf_write => "gguf", common => "base", types => "base", fp16 => "base",
            quant_blocks => "base", json => "base", progress => "base", sysmem => "base");
 my ($pass, $fail) = (0, 0);

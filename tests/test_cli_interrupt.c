@@ -139,13 +139,14 @@ int main(void) {
     const bool wrote = f && fputs(text, f) >= 0 && fclose(f) == 0;
     t_check(made && wrote, "interrupt: synthetic model and long prompt written", "synth %d, prompt %d", made, wrote);
 
-    /* run: Ctrl+C 1.5 s into a ~5 s prefill */
+    /* run: Ctrl+C 0.5 s into the prefill of ~4k tokens in micro-batches of 8 on one thread
+     * (over a second even on a fast AVX-512 core) */
     static struct pty_proc p;
-    char *run_argv[] = {"hmoe", "run", "-m", model, "-f", prompt_path, "-n", "4", "-t", "1", "-ub", "16",
+    char *run_argv[] = {"hmoe", "run", "-m", model, "-f", prompt_path, "-n", "4", "-t", "1", "-ub", "8",
                         "--gpu", "off", "--no-display-prompt", NULL};
     bool ok = made && wrote && start(&p, run_argv) == 0;
     const double t_start = now_s();
-    for (; ok && now_s() < t_start + 1.5;) ok = pump(&p, 0.05);
+    for (; ok && now_s() < t_start + 0.5;) ok = pump(&p, 0.05);
     keys(&p, "\x03");
     const double t_int = now_s();
     int rc = ok ? finish(&p, 20) : -1;
@@ -153,7 +154,7 @@ int main(void) {
     int done = -1, total = -1;
     const char *line = strstr(p.out, "[interrupted during the prompt: ");
     if (line) sscanf(line, "[interrupted during the prompt: %d of %d tokens prefilled]", &done, &total);
-    t_check(rc == 130 && line && done > 0 && done < total && done % 16 == 0 && total > 3000,
+    t_check(rc == 130 && line && done > 0 && done < total && done % 8 == 0 && total > 3000,
             "interrupt: run stops inside the prefill at a micro-batch boundary and exits 130",
             "status %d, %d of %d: %s", rc, done, total, tail(&p));
     t_check(rc == 130 && dt < 2.0, "interrupt: run exits within 2 s of the Ctrl+C", "%.2f s", dt);
@@ -167,8 +168,7 @@ int main(void) {
     t_check(ok, "interrupt: chat starts with a long system prompt", "%s", tail(&p));
     const size_t before = p.len;
     keys(&p, "hi\r");
-    const double t_turn = now_s();
-    for (; ok && now_s() < t_turn + 1.5;) ok = pump(&p, 0.05);
+    ok = ok && wait_for(&p, "prefill [", 30);
     const bool answered_early = strstr(p.out + before, "[prompt ") != NULL;
     keys(&p, "\x03");
     const double t_int2 = now_s();

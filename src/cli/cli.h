@@ -305,5 +305,6 @@ int hmoe_cmd_run(int argc, char **argv);
 int hmoe_cmd_chat(int argc, char **argv);
 int hmoe_cmd_bench(int argc, char **argv);
 int hmoe_cmd_synth(int argc, char **argv);
+int hmoe_cmd_serve(int argc, char **argv);
 
 #endif

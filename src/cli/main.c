@@ -14,6 +14,7 @@ struct command {
 static const struct command commands[] = {
     {"run", hmoe_cmd_run, "one-shot completion of a prompt"},
     {"chat", hmoe_cmd_chat, "interactive multi-turn chat"},
+    {"serve", hmoe_cmd_serve, "OpenAI-compatible HTTP server (llama-server endpoints)"},
     {"bench", hmoe_cmd_bench, "tokens/s self-benchmark (llama-bench conventions)"},
     {"info", hmoe_cmd_info, "print a GGUF model's architecture, hyperparameters and tensor sizes"},
     {"tokenize", hmoe_cmd_tokenize, "text -> token ids (llama-tokenize format)"},

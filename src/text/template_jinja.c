@@ -156,11 +156,41 @@ enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const 
         }
         for (size_t i = 0; i < n1; i++) joined.items[i] = f->kwargs->items[i], joined.keys[i] = f->kwargs->keys[i];
         for (size_t i = 0; i < n2; i++) joined.items[n1 + i] = kwargs->items[i], joined.keys[n1 + i] = kwargs->keys[i];
-        struct hmoe_jinja_chat chat = {.messages = messages, .tools = tools && tools->n ? tools : NULL,
+        /* "content": null (what API clients send beside tool_calls) reads as "", as llama.cpp
+         * passes it: templates test `'</think>' in content`, which null would fail. Shallow
+         * copies of the messages that have it; everything else is shared. */
+        static char empty_text[] = "";
+        static struct hmoe_json empty_str = {.kind = HMOE_JSON_STRING, .str = empty_text};
+        struct hmoe_json msgs_copy = *messages;
+        struct hmoe_json *objs = calloc(messages->n + 1, sizeof *objs);
+        struct hmoe_json **msg_items = calloc(messages->n + 1, sizeof *msg_items);
+        struct hmoe_json ***obj_items = calloc(messages->n + 1, sizeof *obj_items);
+        if (!objs || !msg_items || !obj_items) {
+            free(objs), free(msg_items), free(obj_items), free(joined.items), free(joined.keys);
+            return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        }
+        msgs_copy.items = msg_items;
+        for (size_t i = 0; i < messages->n; i++) {
+            struct hmoe_json *m = messages->items[i];
+            msg_items[i] = m;
+            const struct hmoe_json *c = hmoe_json_get(m, "content");
+            if (m->kind != HMOE_JSON_OBJECT || !c || c->kind != HMOE_JSON_NULL) continue;
+            objs[i] = *m;
+            if (!(obj_items[i] = calloc(m->n, sizeof *obj_items[i]))) continue; /* out of memory: left as null */
+            for (size_t k = 0; k < m->n; k++)
+                obj_items[i][k] = strcmp(m->keys[k], "content") == 0 ? &empty_str : m->items[k];
+            objs[i].items = obj_items[i];
+            msg_items[i] = &objs[i];
+        }
+        struct hmoe_jinja_chat chat = {.messages = &msgs_copy, .tools = tools && tools->n ? tools : NULL,
                                        .add_generation_prompt = o->add_generation_prompt,
                                        .enable_thinking = o->enable_thinking, .bos_token = f->bos_token,
                                        .eos_token = f->eos_token, .kwargs = &joined};
         enum hmoe_status st = hmoe_jinja_render_chat(f->jinja, &chat, NULL, out, err);
+        for (size_t i = 0; i < messages->n; i++) free(obj_items[i]);
+        free(obj_items);
+        free(msg_items);
+        free(objs);
         free(joined.items);
         free(joined.keys);
         return st;

@@ -1,0 +1,180 @@
+/* server_impl.h — private to src/server: the server, a request (job) and the pieces that
+ * pass one between the HTTP threads (http.c), the request readers and response writers
+ * (api_*.c) and the engine thread (engine.c).
+ *
+ * Ownership: a job is reference counted (the HTTP side holds one reference until
+ * libmicrohttpd reports the request completed, the engine one while it is queued or
+ * running). Every field below "state" is guarded by job->mu.
+ */
+#ifndef HMOE_SERVER_IMPL_H
+#define HMOE_SERVER_IMPL_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "hmoe/server.h"
+
+#define SRV_MAX_STOP 16        /* stop strings per request */
+#define SRV_MAX_STOP_LEN 256   /* bytes per stop string */
+
+/* A growable byte buffer; `oom` set on the first failed allocation (appends become no-ops). */
+struct srv_buf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+};
+void srv_buf_add(struct srv_buf *b, const char *p, size_t n);
+void srv_buf_free(struct srv_buf *b);
+
+enum srv_kind {
+    SRV_KIND_CHAT,        /* POST /v1/chat/completions */
+    SRV_KIND_COMPLETIONS, /* POST /v1/completions */
+    SRV_KIND_NATIVE,      /* POST /completion (llama-server's own shape) */
+};
+
+enum srv_job_state { SRV_JOB_QUEUED, SRV_JOB_RUNNING, SRV_JOB_DONE };
+
+/* Why generation ended (finish_reason / stop_type). */
+enum srv_finish { SRV_FINISH_NONE, SRV_FINISH_STOP_EOG, SRV_FINISH_STOP_WORD, SRV_FINISH_LENGTH };
+
+struct srv_gen_params {
+    struct hmoe_sampler_params sp; /* repeat_penalty applied by the engine with the two below */
+    float presence_penalty, frequency_penalty;
+    int n_predict;                 /* -1: until the context is full */
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    bool ignore_eos;
+    bool cache_prompt;
+};
+
+struct hmoe_server;
+
+struct srv_job {
+    pthread_mutex_t mu;
+    int refs;
+    struct hmoe_server *srv;
+    enum srv_kind kind;
+    bool stream, include_usage;
+    char id[48];
+    long long created;
+    int32_t *ids;                  /* the prompt */
+    int n_ids;
+    char *prompt_text;             /* /completion echoes it; NULL elsewhere */
+    struct srv_gen_params gp;
+    struct hmoe_toolcall_stream *tcs; /* chat: reasoning and tool calls out of the text (src/text) */
+    /* state */
+    enum srv_job_state state;
+    bool cancelled;                /* the client went away, or the server stops */
+    struct MHD_Connection *conn;
+    int fd;                        /* the client's socket, peeked for a hang-up while generating */
+    bool suspended, released;      /* connection suspended by us / request completed by MHD */
+    struct srv_buf out;            /* stream: SSE bytes not yet handed to MHD */
+    size_t out_sent;
+    struct srv_buf content, reasoning; /* the whole answer (non-stream and final usage) */
+    bool sent_role;
+    size_t n_calls;                /* tool calls sent (stream) */
+    int n_cached, n_prompt_eval, n_gen;
+    double prompt_ms, gen_ms;
+    enum srv_finish finish;
+    char stopping_word[SRV_MAX_STOP_LEN + 1];
+    int http_status;               /* non-stream: status of `body` */
+    struct srv_buf body;           /* non-stream: the response */
+    struct srv_job *next;          /* queue link */
+};
+
+struct srv_metrics {
+    atomic_ullong prompt_tokens, prompt_us, gen_tokens, gen_us, n_decode;
+    atomic_ullong requests_ok, requests_error, requests_cancelled, requests_rejected;
+    atomic_int processing, deferred;
+};
+
+struct hmoe_server {
+    struct hmoe_server_params p;
+    char *host_copy, *alias_copy, *key_copy;
+    struct MHD_Daemon *mhd;
+    int port;
+    atomic_bool ready, stopping;
+    /* the model, set once by hmoe_server_set_model */
+    const struct hmoe_model *model;
+    struct hmoe_ctx *ctx;
+    const struct hmoe_vocab *vocab;
+    const struct hmoe_chat_fmt *fmt; /* the model's chat format: its Jinja template or a built-in one */
+    char *model_path, *model_name;
+    long long started;
+    /* queue and engine */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    struct srv_job *q_head, *q_tail;
+    int q_len;
+    pthread_t engine;
+    bool engine_started;
+    int32_t *kv_ids;               /* tokens held in the KV cache, [n_ctx] */
+    int n_kv;
+    float *logits, *logits_pen;    /* [n_vocab]: raw, and with the penalties applied */
+    int *pen_count;                /* [n_vocab] scratch for the penalties */
+    struct srv_metrics m;
+    struct hmoe_ctx_stats stats;   /* the context's statistics after the last job (under qmu) */
+    int n_kv_seen;                 /* n_kv after the last job (under qmu) */
+};
+
+/* --- jobs and the engine (engine.c) --- */
+struct srv_job *srv_job_new(struct hmoe_server *s, enum srv_kind kind);
+void srv_job_unref(struct srv_job *j);
+/* Queue a job; false when the queue is full (the caller answers 503). */
+bool srv_engine_submit(struct hmoe_server *s, struct srv_job *j);
+enum hmoe_status srv_engine_start(struct hmoe_server *s, struct hmoe_err *err);
+void srv_engine_stop(struct hmoe_server *s);
+/* Wake the HTTP side of a job (caller holds j->mu). */
+void srv_job_wake(struct srv_job *j);
+
+/* --- text pipeline (textfilter.c) --- */
+/* Index of the first complete match of a stop string in s[0..n) (its number in *which), or
+ * n when none; *keep gets how many trailing bytes could still start one. */
+size_t srv_stop_scan(const struct srv_gen_params *gp, const char *s, size_t n, int *which, size_t *keep);
+/* A JSON string of s[0..n) with every byte that is not well-formed UTF-8 replaced by U+FFFD. */
+json_t *srv_json_text(const char *s, size_t n);
+
+/* --- request readers (api_request.c) --- */
+/* A client error: HTTP status, OpenAI error type and the field at fault. */
+struct srv_error {
+    int status;
+    const char *type;              /* "invalid_request_error", "authentication_error", ... */
+    char param[64];
+    char msg[512];
+};
+void srv_error_set(struct srv_error *e, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Parse a request body into a JSON object (errors: 400 with the position). */
+json_t *srv_parse_body(const char *body, size_t len, struct srv_error *e);
+/* Build the job of a generation request; NULL and *e on a bad request. */
+struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_t *req, struct srv_error *e);
+/* messages (+tools) rendered with the model's template: a malloc'd prompt, or NULL and *e. With
+ * `tcs`, also the parser of the answer (tool-call format of the template when tools are on). */
+char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, struct hmoe_toolcall_stream **tcs,
+                      struct srv_error *e);
+
+/* --- response writers (api_response.c) --- */
+json_t *srv_error_json(const struct srv_error *e);
+/* Generated text (after the stop strings): through the chat parser when there is one, then out. */
+void srv_emit_text(struct srv_job *j, const char *s, size_t n);
+/* End of the text: what the chat parser held back. */
+void srv_emit_end(struct srv_job *j);
+void srv_job_complete(struct srv_job *j);  /* final chunks, or the whole body (caller holds j->mu) */
+void srv_job_fail(struct srv_job *j, int status, const char *msg); /* caller holds j->mu */
+
+/* --- libmicrohttpd callbacks (http.c) --- */
+enum MHD_Result srv_http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                 const char *version, const char *upload, size_t *upload_size, void **con_cls);
+void srv_http_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe);
+
+/* --- the other endpoints (api_info.c): status and a JSON reply, or a text reply --- */
+int srv_api_models(struct hmoe_server *s, json_t **out);
+int srv_api_props(struct hmoe_server *s, json_t **out);
+int srv_api_tokenize(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
+int srv_api_detokenize(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
+int srv_api_apply_template(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
+char *srv_api_metrics(struct hmoe_server *s);
+
+#endif
