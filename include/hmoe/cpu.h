@@ -139,7 +139,5 @@ struct hmoe_cpu_lanes {
 };
 void hmoe_cpu_lanes_init(struct hmoe_cpu_lanes *l, int64_t n_items, int n_lanes);
 int64_t hmoe_cpu_lanes_next(struct hmoe_cpu_lanes *l, int tid);
-/* false when HMOE_LANES=0 (read once): decode jobs then take items in plain order (comparisons). */
-bool hmoe_cpu_lanes_enabled(void);
 
 #endif

@@ -122,17 +122,27 @@ enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struc
                                            const float *x, int n_tok, const int32_t *sel, const float *wsel,
                                            const uint8_t *mask, float *out, struct hmoe_err *err);
 
-/* Phase times of the batched (n_tok > 1) calls since the last take, kept only when the
- * environment had HMOE_MOE_TIMING=1 at hmoe_sched_moe_init (else all zero): route (routing or
- * taking it, per-token quantization), group (counting sort + row gather), gate_up, z (its own
- * quantization job, when not fused), down, sum (the weighted sum; inside down when
- * HMOE_MOE_BATCH=0), total; experts and pairs summed over the calls. take copies and resets. */
+/* Phase times of the batched (n_tok > 1) calls since the last take: route (routing or taking
+ * it, per-token quantization), group (counting sort + row gather), gate_up, z (its own
+ * quantization job, when not fused), down, sum (the weighted sum), total; experts and pairs
+ * summed over the calls. take copies and resets. */
 enum { HMOE_MOE_PH_ROUTE, HMOE_MOE_PH_GROUP, HMOE_MOE_PH_GATE_UP, HMOE_MOE_PH_Z, HMOE_MOE_PH_DOWN, HMOE_MOE_PH_SUM,
        HMOE_MOE_PH_TOTAL, HMOE_MOE_PH_COUNT };
 struct hmoe_sched_moe_times {
     uint64_t calls, experts, pairs;
     double ms[HMOE_MOE_PH_COUNT];
 };
+/* Work-item sizes of the CPU MoE jobs. A batch: gate/up items per thread and largest chunk
+ * (rows), down items per thread and largest chunk; a decoded token: the last expert's down rows
+ * in dn_tail_items items (task_gate_up_down). The layout changes which thread computes a row,
+ * never the bits of a result; tests set finer chunks to run items across experts and threads. */
+struct hmoe_sched_moe_chunks {
+    int gu_per_thread, gu_max_rows, dn_per_thread, dn_max_rows, dn_tail_items;
+};
+void hmoe_sched_moe_chunks_default(struct hmoe_sched_moe_chunks *c);
+/* ERR_ARG when a count is outside 1..64 or a chunk under 16 rows. */
+enum hmoe_status hmoe_sched_moe_set_chunks(struct hmoe_sched_moe *s, const struct hmoe_sched_moe_chunks *c,
+                                           struct hmoe_err *err);
 void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out);
 const char *hmoe_sched_moe_phase_name(int phase);
 

@@ -744,11 +744,11 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
             s.cpu_wait_us_per_layer, (unsigned long long)s.fills, s.pcie_gbps);
         if (h->cpu_phases) {
             OUT("  CPU expert phase: %.1f GB/s (%.2f MB in %.1f us per layer with CPU misses, %.1f such layers per "
-                "token, %s, %d threads); the team's RAM read probe at init (8-byte loads over one pinned layer) "
+                "token, work items, %d threads); the team's RAM read probe at init (8-byte loads over one pinned layer) "
                 "%.1f GB/s%s",
                 s.cpu_phase_gbps, (double)h->cpu_phase_bytes / (double)h->cpu_phases / 1e6, s.cpu_phase_us_per_layer,
                 (double)h->cpu_phases / (double)s.steps,
-                h->cpu_old ? "HMOE_HYB_CPU=old: three-phase split" : "work items", h->nt, s.ram_probe_gbps,
+                h->nt, s.ram_probe_gbps,
                 s.ram_probe_gbps > 0 ? "" : " (no pinned layer to probe)");
             if (s.ram_probe_gbps > 0) OUT(" -> %.0f %% of it", 100.0 * s.cpu_phase_gbps / s.ram_probe_gbps);
             OUT("\n");

@@ -171,8 +171,7 @@ struct hmoe_sched_hybrid {
         double pred_cpu_ms, pred_gpu_ms;                  /* count mode: the model's ends (CPU layers) */
     } sp_batch, sp_total;
     /* CPU team of a decode step (hybrid_cpu.c) */
-    bool cpu_old;                      /* HMOE_HYB_CPU=old: the three-phase split with team barriers */
-    int cpu_items;                     /* HMOE_HYB_ITEMS: work items per thread and phase */
+    int cpu_items;                     /* work items per thread and phase (hybrid_cpu.c) */
     struct hyb_sync *sync;             /* [n_layer] */
     float *ypart;                      /* [k][d] each missed expert's down output */
     /* CPU expert phase and handoff statistics (hybrid.c, from the step's stamps) */
