@@ -31,8 +31,8 @@ enum hmoe_cpu_path hmoe_cpu_path(void);
 const char *hmoe_cpu_path_name(enum hmoe_cpu_path p);
 
 /* True when batched Q4_K / Q6_K gemm calls run on AMX int8 tiles (AVX-512 path and the CPU
- * passed a run-time AMX check; on by default, HMOE_AMX=0 forces it off;
- * HMOE_AMX_MIN_TOK sets the smallest batch, default 16). hmoe_cpu_amx_status() says the
+ * passed a run-time AMX check; on by default, HMOE_AMX=0 forces it off; batches of at least
+ * 16 tokens). hmoe_cpu_amx_status() says the
  * same in words for -v / bench output, with the reason when AMX is unusable. */
 bool hmoe_cpu_amx(void);
 const char *hmoe_cpu_amx_status(void);

@@ -181,6 +181,11 @@ struct hmoe_sched_gpu_params {
     bool prefetch;             /* --prefetch on: predict layer L+1's experts from layer L's state and copy
                                   the uncached ones into dynamic slots on a side stream during the token */
     int prefetch_max;          /* copies per layer and token (0 = default 2) */
+    double prefill_cpu_share;  /* hybrid prefill split: share of each streamed layer's uncached experts on
+                                  CPU threads, 0..1 (0: none); negative = planned from measured costs
+                                  (the default) */
+    int stream_chunk_experts;  /* experts per streamed prefill chunk; 0 = HMOE_SCHED_STREAM_CHUNK_EXPERTS
+                                  (tests use fewer to get several chunks per layer on tiny models) */
 };
 void hmoe_sched_gpu_params_default(struct hmoe_sched_gpu_params *p);
 
@@ -339,35 +344,13 @@ struct hmoe_sched_moe_bufs {
 /* Prefill of RAM layer il for n tokens: the experts stream to the GPU in double-buffered chunks
  * (micro-batches of at least the break-even size, when a streaming buffer was planned), else CPU
  * threads compute the MoE from hf. Either way the result is added to x on `stream`. In a streamed
- * micro-batch CPU threads compute part of the uncached experts at the same time, for the GPU's
- * routing (HMOE_PREFILL_CPU_SHARE=x in (0, 1] forces the share; auto, the default, sizes it per
- * layer from the measured window (hmoe_sched_split_plan); 0 is off); the CPU's part runs as a host
- * function on a side stream, so the call returns without waiting for it. HMOE_PREFILL_SPLIT=count
- * (the default) reads each streamed layer's routing back after its router (the call waits for it):
- * experts without tokens are neither copied nor computed and the CPU takes the lightest
- * (hmoe_sched_split_by_count); index: the CPU takes the last uncached experts by index. */
+ * micro-batch the call reads the layer's routing back after its router (it waits for it): experts
+ * without tokens are neither copied nor computed, and CPU threads take the lightest of the others
+ * (hmoe_sched_split_by_count; the params' prefill_cpu_share forces their share) for the GPU's
+ * routing, as a host function on a side stream, so the call returns without waiting for them. */
 enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                            void *stream, struct hmoe_err *err);
 
-/* The prefill split's planner, one layer and micro-batch size, all times measured (ms). */
-struct hmoe_sched_split_plan_in {
-    double window_ms; /* GPU work after the router with every uncached expert streamed (<= 0: unknown) */
-    double fixed_ms;  /* CPU side before its first expert: rows to the host, host function start */
-    double cpu_ms;    /* CPU threads per expert at this batch size (<= 0: unknown) */
-    double stream_ms; /* GPU time one streamed expert costs: its copy at the measured PCIe rate */
-    double add_ms;    /* GPU: adding the CPU's sum from mapped host memory */
-    double layer_ms;  /* the layer with no CPU part (<= 0: use window_ms) */
-    double margin_ms; /* the CPU aims to finish this much before the GPU's groups */
-    double min_gain;  /* share of layer_ms a split must save, else none (0.02) */
-    double damping;   /* share of the way to a larger target taken per update (0, 1] */
-    double prev;      /* the previous plan (<= 0: none, the target is taken at once) */
-    int nu;           /* uncached experts of the layer */
-};
-/* Experts (fractional; the caller takes the floor) the CPU computes: the n at which the CPU part
- * (fixed + n * cpu) ends margin_ms before the GPU's groups (window - n * stream), clamped to
- * [0, nu]; 0 when a rate is unknown or n * stream - add saves less than min_gain * layer; moving up
- * from prev by damping of the way, down at once. */
-double hmoe_sched_split_plan(const struct hmoe_sched_split_plan_in *p);
 
 /* The split by token count (HMOE_PREFILL_SPLIT=count, split_count.c): after a streamed layer's
  * router, of the m candidate experts (uncached, not in the chunk prefetched before the routing)

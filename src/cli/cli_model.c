@@ -187,9 +187,7 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
         fprintf(stderr, "hmoe: unknown --prefetch '%s' (use on or off)\n", o->prefetch);
         return HMOE_EXIT_USAGE;
     }
-    const char *pf_env = getenv("HMOE_PREFETCH");
-    cp.sched.prefetch = o->prefetch ? !strcmp(o->prefetch, "on") : (pf_env && !strcmp(pf_env, "1"));
-    if (getenv("HMOE_PREFETCH_MAX")) cp.sched.prefetch_max = atoi(getenv("HMOE_PREFETCH_MAX"));
+    cp.sched.prefetch = o->prefetch && !strcmp(o->prefetch, "on");
     if (o->cache_policy && strcmp(o->cache_policy, "lfu") && strcmp(o->cache_policy, "lru")) {
         fprintf(stderr, "hmoe: unknown --cache-policy '%s' (use lfu or lru)\n", o->cache_policy);
         return HMOE_EXIT_USAGE;

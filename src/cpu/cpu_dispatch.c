@@ -27,8 +27,8 @@ static enum hmoe_cpu_path cpu_path = HMOE_CPU_SCALAR;    /* what we run */
 static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id */
 
 /* AMX: the check runs once (amx_checked); the mode in effect and the token threshold are
- * set with the path. On by default wherever the run-time check passes (validated on the H200
- * machine's Xeon, bench/cpu_results.md); HMOE_AMX=0 turns it off. The threshold: AMX loses to
+ * set with the path. On by default wherever the run-time check passes (validated on a
+ * Sapphire Rapids Xeon); HMOE_AMX=0 turns it off. The threshold: AMX loses to
  * the VNNI kernels at 8 tokens and wins from 16 (bench_cpu_gemm_amx). */
 #ifndef HMOE_AMX_DEFAULT
 #define HMOE_AMX_DEFAULT HMOE_CPU_AMX_ON
@@ -111,12 +111,6 @@ static enum hmoe_cpu_amx_mode amx_resolve_locked(enum hmoe_cpu_amx_mode want, en
 
 static enum hmoe_cpu_amx_mode amx_from_env(void) {
     const char *e = getenv("HMOE_AMX");
-    const char *t = getenv("HMOE_AMX_MIN_TOK");
-    if (t && *t) {
-        int v = atoi(t);
-        if (v >= 1) amx_min_tok = v;
-        else HMOE_WARN("HMOE_AMX_MIN_TOK=%s is not a positive token count; using %d\n", t, amx_min_tok);
-    }
     if (!e || !*e) return HMOE_AMX_DEFAULT;
     if (!strcmp(e, "0") || !strcasecmp(e, "off")) return HMOE_CPU_AMX_OFF;
     if (!strcmp(e, "1") || !strcasecmp(e, "on")) return HMOE_CPU_AMX_ON;

@@ -331,8 +331,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     /* A large ubatch at a small budget may leave no room for two 32-expert staging chunks: rather than
      * giving up streaming (prefill of RAM layers on CPU threads, ~20x slower on the H200), halve the
      * chunk down to 4 experts (more, smaller copy/compute steps of the same bytes). */
-    const char *chunk_env = getenv("HMOE_STREAM_CHUNK"); /* tests: several chunks per layer on tiny models */
-    int chunk = chunk_env && atoi(chunk_env) > 0 ? atoi(chunk_env) : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
+    int chunk = c->p.sched.stream_chunk_experts > 0 ? c->p.sched.stream_chunk_experts : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
     while (!st) {
         struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
                                            .fixed_bytes = attn + head + kv + act,

@@ -99,40 +99,23 @@ static enum hmoe_status seed(struct hmoe_sched_hybrid *h, const uint64_t *counts
     return st;
 }
 
-/* Prefill split between CPU threads and streaming (hybrid_prefill.c): HMOE_PREFILL_CPU_SHARE
- * (0: off, every uncached expert streams; unset or auto: each layer's CPU part planned from its
- * measured window, none where it would not pay; x in (0, 1]: that share of each layer's uncached
- * experts on CPU threads), the routing's page-locked landing place, the CPU's mapped sum, a side
- * stream, two sets of timing events and the planner's state. On by default since the planner
- * sizes the CPU part from the measured window (branch hybpf2; the earlier rate model overfilled it
- * and lost 15 % at 10 GiB, bench/gpu_results.md). */
-static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
-    h->split_share = -1; /* unset, empty or auto: planned */
-    const char *v = getenv("HMOE_PREFILL_CPU_SHARE");
-    if (v && *v && strcmp(v, "auto")) {
-        char *end = NULL;
-        const double x = strtod(v, &end);
-        if (end == v || *end || !(x >= 0 && x <= 1))
-            return HMOE_RAISE(err, HMOE_ERR_ARG,
-                              "HMOE_PREFILL_CPU_SHARE=%s: expected a number from 0 to 1 (the share of each layer's "
-                              "uncached experts that CPU threads compute in a streamed prefill), 0 (off), or auto "
-                              "(the default: planned per layer from measured times)",
-                              v);
-        h->split_share = x;
-    }
-    /* HMOE_PREFILL_SPLIT=count (the default) | index: which uncached experts the CPU takes (see
-     * hybrid_prefill.c). Count mode reads every streamed layer's routing back, so it keeps the
-     * split's buffers with HMOE_PREFILL_CPU_SHARE=0 too (then no CPU part, experts without tokens
-     * still skipped); index with 0 streams every uncached expert (the path before the split). */
-    const char *sv = getenv("HMOE_PREFILL_SPLIT");
-    if (sv && *sv && strcmp(sv, "count") && strcmp(sv, "index"))
+/* Prefill split between CPU threads and streaming (hybrid_prefill.c, hybrid_split.c): on with
+ * streaming and micro-batches of more than one token. The CPU's part: the sched params' forced
+ * share of each layer's uncached experts (0: none; experts without tokens are still skipped), else
+ * (the default) chosen per layer after its router from measured costs. Here: the routing's
+ * page-locked landing place, the CPU's mapped sum, a side stream, two sets of timing events and
+ * the planner's state. */
+static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, const struct hmoe_sched_gpu_params *sp,
+                                   struct hmoe_err *err) {
+    const double x = sp->prefill_cpu_share;
+    if (!(x < 0 || x <= 1))
         return HMOE_RAISE(err, HMOE_ERR_ARG,
-                          "HMOE_PREFILL_SPLIT=%s: expected count (the default: after each layer's router the CPU "
-                          "takes the experts with the fewest tokens, experts without tokens are skipped) or index "
-                          "(the last uncached experts by index, fixed before the routing)",
-                          sv);
-    h->split_count = h->stream && h->n_ub > 1 && !(sv && !strcmp(sv, "index"));
-    h->split_on = h->stream && h->n_ub > 1 && (h->split_share != 0 || h->split_count);
+                          "prefill CPU share %g: expected 0 to 1 (the share of each layer's uncached experts that "
+                          "CPU threads compute in a streamed prefill) or negative (planned per layer from measured "
+                          "times, the default)",
+                          x);
+    h->split_share = x < 0 ? -1 : x;
+    h->split_on = h->stream && h->n_ub > 1;
     if (!h->split_on) return HMOE_OK;
     const size_t nk = (size_t)h->n_ub * (size_t)h->k, nd = (size_t)h->n_ub * (size_t)h->d;
     enum hmoe_status st = hmoe_cuda_host_alloc(nk * sizeof(int32_t), false, (void **)&h->sp_ids, err);
@@ -143,12 +126,12 @@ static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, struct hmoe_err 
     if (!st && (!(h->plan_l = calloc((size_t)h->n_layer * HYB_PLAN_CLASSES, sizeof *h->plan_l)) ||
                 !(h->sp_w0s = calloc((size_t)h->n_layer, sizeof *h->sp_w0s))))
         st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    if (!st && h->split_count &&
+    if (!st &&
         (!(h->cnt_hist = calloc((size_t)h->n_layer * (size_t)h->E, sizeof *h->cnt_hist)) ||
          !(h->cnt_tok = calloc((size_t)h->E, sizeof *h->cnt_tok)) || !(h->pf_first = calloc((size_t)h->E, sizeof *h->pf_first)) ||
          !(h->cnt_l = calloc((size_t)h->n_layer * HYB_PLAN_CLASSES, sizeof *h->cnt_l))))
         st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    if (!st && h->split_count) hmoe_hyb_count_init(h);
+    if (!st) hmoe_hyb_count_init(h);
     if (!st) st = hmoe_cuda_stream_create(&h->sp_stream, err);
     for (int i = 0; i < 2 && !st; i++) {
         for (int j = 0; j < 5 && !st; j++) st = hmoe_cuda_event_create(&h->ev_sp[i][j], err);
@@ -354,7 +337,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         st = hmoe_cuda_host_alloc((size_t)h->n_ub * d * 4, false, (void **)&h->pf_h, err);
         if (!st) st = hmoe_cuda_host_alloc((size_t)h->n_ub * d * 4, false, (void **)&h->pf_out, err);
     }
-    if (!st) st = split_init(h, err);
+    if (!st) st = split_init(h, p->sched, err);
     if (st) return st;
 
     /* Pin the expert ranges (copies become DMA), measure PCIe, pick the cache-copy rate. */
@@ -700,14 +683,14 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
     if (h->stream) {
         const struct hyb_split_acc *a = &h->sp_total;
         const double L = a->layers ? (double)a->layers : 1.0, G = a->gpu_layers ? (double)a->gpu_layers : 1.0;
-        if (!h->split_on) OUT("  prefill split: off (HMOE_PREFILL_CPU_SHARE=0): every uncached expert streams\n");
+        if (!h->split_on) OUT("  prefill split: off (one-token micro-batches): every uncached expert streams\n");
         else if (h->split_share == 0)
-            OUT("  prefill split: off (HMOE_PREFILL_CPU_SHARE=0): no CPU part; experts without tokens are still "
-                "skipped (HMOE_PREFILL_SPLIT=index too: every uncached expert streams)\n");
-        else if (h->split_share >= 0) OUT("  prefill split: CPU threads take %.0f%% of each layer's uncached experts (HMOE_PREFILL_CPU_SHARE)\n",
-                                          100.0 * h->split_share);
-        else OUT("  prefill split: adaptive (the default; HMOE_PREFILL_CPU_SHARE=0 turns it off): each layer's CPU part "
-                 "planned from its measured window, none where it does not pay\n");
+            OUT("  prefill split: no CPU part (CPU share 0); experts without tokens are still skipped\n");
+        else if (h->split_share > 0)
+            OUT("  prefill split: CPU threads take %.0f%% of each layer's uncached experts (forced share)\n",
+                100.0 * h->split_share);
+        else OUT("  prefill split: adaptive (the default): after each layer's router CPU threads take the experts with "
+                 "the fewest tokens as far as the measured costs allow; experts without tokens are skipped\n");
         if (a->layers)
             OUT("  prefill split: %llu micro-batches, %llu layers: per layer %.1f experts on CPU threads / %.1f streamed / "
                 "%.1f cached, CPU %.2f ms, GPU %.2f ms (streamed part %.2f); rates CPU %.3f ms/expert at %.0f tokens, "
@@ -723,12 +706,7 @@ void hmoe_sched_hybrid_report(const struct hmoe_sched_hybrid *h, char *buf, size
                 100.0 * (double)a->cpu_layers / L, a->cpu_layers ? a->fixed_ms / (double)a->cpu_layers : 0.0,
                 a->cpu_layers ? a->wait_ms / (double)a->cpu_layers : 0.0,
                 a->cpu_layers ? a->add_ms / (double)a->cpu_layers : 0.0, (unsigned long long)a->off_layers);
-        if (h->split_on)
-            OUT("  prefill split by %s (HMOE_PREFILL_SPLIT=%s)%s\n", h->split_count ? "token count" : "index",
-                h->split_count ? "count" : "index",
-                h->split_count ? ": after each layer's router the CPU takes the experts with the fewest tokens, "
-                                 "experts without tokens are skipped" : ": the last uncached experts by index");
-        if (h->split_count && a->layers)
+        if (h->split_on && a->layers)
             OUT("  prefill split by count: %llu layers; totals: %llu prefetched, %llu skipped (no tokens), %llu on CPU "
                 "threads (%llu pairs), %llu streamed after the router; copy engine dry at the decision in %llu; "
                 "lightest-first violations %llu\n",
