@@ -146,7 +146,7 @@ enum hmoe_status hmoe_sched_moe_set_chunks(struct hmoe_sched_moe *s, const struc
 void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out);
 const char *hmoe_sched_moe_phase_name(int phase);
 
-/* --- GPU placement, expert cache and hybrid CPU+GPU scheduling (issue #6) -------------------- */
+/* --- GPU placement, expert cache and hybrid CPU+GPU scheduling ------------------------------ */
 
 /* Who computes an expert that has no GPU copy during decode (--moe-miss). */
 enum hmoe_moe_miss {
@@ -419,7 +419,7 @@ struct hmoe_sched_hybrid_stats {
      * over the layers with CPU misses; missed-expert bytes / that time */
     double cpu_phase_gbps, cpu_phase_us_per_layer;
     double ram_probe_gbps;           /* the same thread team reading one resident expert range (init) */
-    /* Handoff per layer with misses (issue #6: <= 30 us): GPU publish -> the CPU sees it (counted
+    /* Handoff per layer with misses (target <= 30 us): GPU publish -> the CPU sees it (counted
      * where the CPU was already waiting), CPU release -> the GPU sees it (where the GPU was already
      * waiting), from GPU %globaltimer stamps and a host clock calibrated against it (+- clock_rtt_us
      * / 2); their sum needs no calibration (layers where both sides waited). 0 = no such layer. */

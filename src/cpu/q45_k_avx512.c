@@ -244,7 +244,7 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
  *  - floats: one double FMA per block for the 4 rows' sums and mins, as k45_gemv4.
  * Per row and block 6 multiplies and 4 shuffles instead of 9 and 5; in-cache decode on one
  * core of this VM (768 rows x 2048, thread CPU time, alternating): 36.6 -> 43-44 GB/s of
- * weights (bench/cpu_results.md, dec7). */
+ * weights. */
 struct k45_dec_act {
     int8_t qs[256];   /* V0, V1, V2, V3 order (see above) */
     int16_t bp[32];   /* 128-bit lane k: [bp(2k), bp(2k+1)] x4, bp(j) = bsums[2j] + bsums[2j+1] */

@@ -99,7 +99,7 @@ static enum hmoe_status attention(struct hmoe_ctx *c, int il, int64_t n, struct 
     TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
     const float scale = 1.0f / sqrtf((float)D);
     if (n == 1)
-        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch, g->o, NULL, s,
+        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, 0, g->attn_scratch, g->o, NULL, s,
                                   err));
     else
         /* f32 CUDA-core prefill attention unless HMOE_ATTN_PREFILL=mma: the tensor-core kernel matches

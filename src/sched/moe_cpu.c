@@ -479,7 +479,7 @@ static void task_down_expert(void *arg, int64_t it, int tid) {
 
 /* Decode, gate/up and down in one job: items [0, n_gu) are task_gate_up's, then the items of
  * m->dn over the active experts' down rows end to end (whole experts, the last one in short
- * items: the threads end the job within a short item of each other, cpu_results.md dec8).
+ * items: the threads end the job within a short item of each other).
  * A down item of expert a first waits until a's gate/up items are done. That wait cannot
  * deadlock: items are claimed in increasing order, so every gate/up item is claimed (and
  * running or done) before any down item is; and it is short, because expert a's gate/up was
