@@ -231,8 +231,8 @@ enum hmoe_status hmoe_cuda_moe_combine(const void *d_plan, const float *d_ye, in
  * Output: y_f32 (optionally + add, add may equal y_f32), y_f16, or (int8 path, nrows % 32 == 0)
  * y_q8_1 rows as hmoe_cuda_quantize_q8_1 would write them from the f32 result: exactly one.
  * The int8 path stages 256-column groups of the weights in shared memory when ncols % 256 == 0
- * (environment HMOE_MMQ=old: the previous kernel that unpacks from global memory; HMOE_MMQ_BM=32|64
- * forces the token tile, else 64 from ~24 plan rows per expert or 64 dense tokens on). */
+ * and they fit (else it unpacks from global memory); the token tile is 64 from ~24 plan rows per
+ * expert or 64 dense tokens on, else 32. */
 struct hmoe_cuda_gemm_args {
     struct hmoe_cuda_experts w;     /* dense: n_expert = 1, expert_stride_bytes = 0 */
     const void *w_up;               /* optional second matrix for the fused gate/up */

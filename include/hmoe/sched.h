@@ -352,7 +352,7 @@ enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, 
                                            void *stream, struct hmoe_err *err);
 
 
-/* The split by token count (HMOE_PREFILL_SPLIT=count, split_count.c): after a streamed layer's
+/* The prefill split by token count (split_count.c): after a streamed layer's
  * router, of the m candidate experts (uncached, not in the chunk prefetched before the routing)
  * those without tokens are skipped, CPU threads take the lightest (fewest tokens) while their
  * predicted end, start + job + sum of (expert + pair * tokens), stays margin_ms before the GPU's,
@@ -410,7 +410,7 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefetch_fills;         /* experts the prefetch copied into slots */
     uint64_t prefetch_used;          /* of those, chosen by the router in the same token */
     int n_transfer_layers;           /* RAM layers whose misses the GPU computes */
-    /* prefill split (HMOE_PREFILL_CPU_SHARE=x or auto): streamed layers since init / reset */
+    /* prefill split: streamed layers since init / reset */
     uint64_t prefill_split_layers;   /* RAM layers of streamed micro-batches that were timed */
     uint64_t prefill_cpu_experts;    /* uncached experts CPU threads computed instead of streaming */
     double prefill_split_cpu_ms;     /* CPU threads on those experts */

@@ -143,7 +143,7 @@ void hmoe_cli_model_preload(const struct hmoe_model *model, bool show_progress) 
          * the faults of this loop in the MADV_HUGEPAGE mapping (gguf_open.c) read the file in
          * 2 MiB folios that decode then reads through one TLB entry each (2.6 GB model from
          * an evicted cache: 100 % of it in 2 MiB folios instead of 88 %, same load time;
-         * bench/cpu_results.md dec8). The kernel still reads ahead of the faults. */
+         * measured on the 2-core machine). The kernel still reads ahead of the faults. */
         for (size_t i = 0; i < len; i += page) acc ^= g->base[off + i];
         hmoe_progress_update(&bar, off + len);
     }

@@ -33,12 +33,12 @@ static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id *
 #ifndef HMOE_AMX_DEFAULT
 #define HMOE_AMX_DEFAULT HMOE_CPU_AMX_ON
 #endif
-#define HMOE_AMX_MIN_TOK_DEFAULT 16
+#define AMX_MIN_TOK_DEFAULT 16
 static bool amx_checked, amx_ok;
 static const char *amx_why = "not checked";
 static enum hmoe_cpu_amx_mode amx_want = HMOE_CPU_AMX_OFF; /* asked for (HMOE_AMX, test hook) */
 static enum hmoe_cpu_amx_mode amx_mode = HMOE_CPU_AMX_OFF; /* in effect on the current path */
-static int amx_min_tok = HMOE_AMX_MIN_TOK_DEFAULT;
+static int amx_min_tok = AMX_MIN_TOK_DEFAULT;
 
 static uint64_t read_xcr0(void) {
     uint32_t lo, hi;

@@ -14,11 +14,11 @@
  * Version 2 decode (attn_decode1_kernel, one launch): one block per query head and cache range,
  * ranges cut from the length at run time (one range up to 128 positions, else the last block of a
  * head merges them), optionally with the QK-norm + RoPE + KV store of the new token inside: 11.1
- * us per layer on the H200 at depth 65 against 19.4 + 3.4 for v1's two kernels + the store kernel.
- * Version 3 decode (default; HMOE_ATTN_DECODE=old = v2): the block first asks L2 for its K/V rows
- * (prefetch), and the RoPE angles (double precision) are computed by the whole block at once into
- * shared memory instead of n_rot/64 in series by every lane of warps 0 and 1; same results.
- * H200, depth 65: 8.7 us per layer (v2 11.1), ~2.2 us less per layer in the decode step.
+ * us per layer on the H200 at depth 65 against 19.4 + 3.4 for two kernels + the store kernel.
+ * The block first asks L2 for its K/V rows (prefetch), and the RoPE angles (double precision) are
+ * computed by the whole block at once into shared memory instead of n_rot/64 in series by every
+ * lane of warps 0 and 1; same results. H200, depth 65: 8.7 us per layer (11.1 without), ~2.2 us
+ * less per layer in the decode step.
  */
 #include <math.h>
 #include <stdlib.h>

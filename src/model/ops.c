@@ -169,7 +169,7 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
      * burst) and drains at its end (look-ahead clamped to the item), and with the page
      * look-ahead (tile_impl.h) the LM head's 594 items of 256 rows lost that per item: its
      * phase took 4-7 % less time with 1024-row items (149 of 1.7 MB) in tokens alternated
-     * within one run (bench/cpu_results.md, cpuperf6). */
+     * within one run. */
     int64_t chunk = total_rows / ((int64_t)nt * 8);
     const int64_t chunk_max = ntok == 1 ? 1024 : 256;
     m.chunk = chunk < 16 ? 16 : chunk > chunk_max ? chunk_max : (chunk + 15) / 16 * 16;

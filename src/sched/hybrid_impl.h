@@ -256,7 +256,7 @@ enum hmoe_status hmoe_hyb_prefetch_upload(struct hmoe_sched_hybrid *h, void *str
 
 /* hybrid_cpu.c */
 enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err);
-/* Team buffers and the HMOE_HYB_CPU / HMOE_HYB_ITEMS switches (after h->n_layer, k, d, nt, ad). */
+/* Team buffers and the work-item count (after h->n_layer, k, d, nt, ad). */
 enum hmoe_status hmoe_hyb_cpu_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err);
 void hmoe_hyb_cpu_free(struct hmoe_sched_hybrid *h);
 /* Host monotonic clock, ns (the stamps of the handoff statistics). */
