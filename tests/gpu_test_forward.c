@@ -92,7 +92,7 @@ struct mode {
     bool prefetch;
 };
 static int ctx_threads = 2;          /* CPU threads of the contexts opened next */
-static double ctx_cpu_share = -1;    /* their prefill_cpu_share (< 0: planned, the default) */
+static double ctx_cpu_share = 0;     /* their prefill_cpu_share (0: planned, the default; < 0: none) */
 static int ctx_stream_chunk = 0;     /* their stream_chunk_experts (0: the default) */
 
 static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, const struct mode *md, struct hmoe_err *err) {
@@ -304,9 +304,9 @@ static struct count_totals count_totals(const char *rep) {
 static void check_preseeded(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
     char name[512];
     struct hmoe_err err = {0};
-    ctx_cpu_share = 0; /* the CPU's part is checked by check_count_split */
+    ctx_cpu_share = -1; /* no CPU part; the CPU's part is checked by check_count_split */
     struct hmoe_ctx *c = open_ctx(m, md, &err);
-    ctx_cpu_share = -1;
+    ctx_cpu_share = 0;
     snprintf(name, sizeof name, "%s [%s] cache filled at load (no profile)", k->name, md->label);
     if (!c) {
         t_check(0, name, "%s", err.msg);
@@ -339,7 +339,7 @@ static void check_preseeded(const struct kind *k, struct golden *gd, const struc
     hmoe_ctx_free(c);
 }
 
-/* The prefill split (ctx_cpu_share = share set by the caller) on a
+/* The prefill split (a forced CPU share set by the caller, 0 = none) on a
  * prompt of n_tok tokens (0: the longest): per RAM layer every uncached expert is in exactly one of
  * the prefetched first chunk, skipped (no tokens), the CPU's or streamed after the router; exactly
  * the prefetched and streamed ones were copied; the CPU took the lightest, and none with share 0;
@@ -435,20 +435,20 @@ static void check_default_split(const struct kind *k, struct golden *gd, const s
  * uncached expert after the first chunk on CPU threads), then the planned default (logits only;
  * check_default_split checks its accounting). */
 static void run_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
-    static const double shares[] = {0.0, 0.3, 1.0, -1.0};
+    static const double shares[] = {-1.0, 0.3, 1.0, 0.0}; /* none, forced, forced, planned */
     for (size_t i = 0; i < HMOE_ARRAY_LEN(shares); i++) {
         char label[256];
-        if (shares[i] >= 0) snprintf(label, sizeof label, "%s, prefill CPU share %.1f", md->label, shares[i]);
+        if (shares[i] != 0) snprintf(label, sizeof label, "%s, prefill CPU share %.1f", md->label, HMOE_MAX(shares[i], 0.0));
         else snprintf(label, sizeof label, "%s, prefill CPU share planned (measured)", md->label);
         struct mode sm = *md;
         sm.label = label;
         ctx_cpu_share = shares[i];
         run_mode(k, gd, m, &sm, false);
-        if (shares[i] >= 0) {
-            check_count_split(k, gd, m, &sm, shares[i], 0);
-            check_count_split(k, gd, m, &sm, shares[i], 2);
+        if (shares[i] != 0) {
+            check_count_split(k, gd, m, &sm, HMOE_MAX(shares[i], 0.0), 0);
+            check_count_split(k, gd, m, &sm, HMOE_MAX(shares[i], 0.0), 2);
         }
-        ctx_cpu_share = -1;
+        ctx_cpu_share = 0;
     }
 }
 
@@ -613,7 +613,7 @@ static void run_kind(const struct kind *k) {
             ctx_cpu_share = 1.5;
             struct hmoe_err e1 = {0};
             struct hmoe_ctx *cb = open_ctx(m, &ncmoe, &e1);
-            ctx_cpu_share = -1;
+            ctx_cpu_share = 0;
             t_check(!cb && strstr(e1.msg, "prefill CPU share 1.5"), "prefill CPU share 1.5 refused", "%s",
                     cb ? "opened (expected a refusal)" : e1.msg);
             hmoe_ctx_free(cb);

@@ -181,9 +181,10 @@ struct hmoe_sched_gpu_params {
     bool prefetch;             /* --prefetch on: predict layer L+1's experts from layer L's state and copy
                                   the uncached ones into dynamic slots on a side stream during the token */
     int prefetch_max;          /* copies per layer and token (0 = default 2) */
-    double prefill_cpu_share;  /* hybrid prefill split: share of each streamed layer's uncached experts on
-                                  CPU threads, 0..1 (0: none); negative = planned from measured costs
-                                  (the default) */
+    double prefill_cpu_share;  /* hybrid prefill split: 0 = CPU threads' part planned from measured costs
+                                  (the default); x in (0, 1] = that share of each streamed layer's
+                                  uncached experts; negative = no CPU part (experts without tokens are
+                                  still skipped) */
     int stream_chunk_experts;  /* experts per streamed prefill chunk; 0 = HMOE_SCHED_STREAM_CHUNK_EXPERTS
                                   (tests use fewer to get several chunks per layer on tiny models) */
 };

@@ -102,20 +102,20 @@ static enum hmoe_status seed(struct hmoe_sched_hybrid *h, const uint64_t *counts
 
 /* Prefill split between CPU threads and streaming (hybrid_prefill.c, hybrid_split.c): on with
  * streaming and micro-batches of more than one token. The CPU's part: the sched params' forced
- * share of each layer's uncached experts (0: none; experts without tokens are still skipped), else
- * (the default) chosen per layer after its router from measured costs. Here: the routing's
- * page-locked landing place, the CPU's mapped sum, a side stream, two sets of timing events and
- * the planner's state. */
+ * share of each layer's uncached experts (negative: none; experts without tokens are still
+ * skipped), else (0, the default) chosen per layer after its router from measured costs. Here:
+ * the routing's page-locked landing place, the CPU's mapped sum, a side stream, two sets of timing
+ * events and the planner's state. */
 static enum hmoe_status split_init(struct hmoe_sched_hybrid *h, const struct hmoe_sched_gpu_params *sp,
                                    struct hmoe_err *err) {
     const double x = sp->prefill_cpu_share;
-    if (!(x < 0 || x <= 1))
+    if (!(x <= 1))
         return HMOE_RAISE(err, HMOE_ERR_ARG,
-                          "prefill CPU share %g: expected 0 to 1 (the share of each layer's uncached experts that "
-                          "CPU threads compute in a streamed prefill) or negative (planned per layer from measured "
-                          "times, the default)",
+                          "prefill CPU share %g: expected a share in (0, 1] of each layer's uncached experts that CPU "
+                          "threads compute in a streamed prefill, 0 (planned per layer from measured times, the "
+                          "default) or negative (no CPU part)",
                           x);
-    h->split_share = x < 0 ? -1 : x;
+    h->split_share = x == 0 ? -1 : x < 0 ? 0 : x; /* here: < 0 planned, 0 none */
     h->split_on = h->stream && h->n_ub > 1;
     if (!h->split_on) return HMOE_OK;
     const size_t nk = (size_t)h->n_ub * (size_t)h->k, nd = (size_t)h->n_ub * (size_t)h->d;

@@ -18,7 +18,6 @@ void hmoe_sched_gpu_params_default(struct hmoe_sched_gpu_params *p) {
     p->moe_miss = HMOE_MOE_MISS_AUTO;
     p->cache_policy = HMOE_CACHE_LFU;
     p->cache_fills_per_token = -1;
-    p->prefill_cpu_share = -1;
 }
 
 bool hmoe_moe_miss_from_name(const char *name, enum hmoe_moe_miss *out) {
