@@ -108,9 +108,9 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
     for (int k = 0; k < R * T; k++) out[k] = (float)_mm512_reduce_add_pd(acc[k]);
 }
 
-/* Decode path for rows longer than k45_gemv_dec's prepared buffer (one token, 4 rows;
- * before dec7 the only decode path): the same integer sums in a layout that needs fewer
- * instructions per block, which matters because decode must keep up with RAM:
+/* Decode path for rows longer than k45_gemv_dec's prepared buffer (one token, 4 rows): the
+ * same integer sums in a layout that needs fewer instructions per block, which matters because
+ * decode must keep up with RAM:
  *  - quants: two 64-byte loads; low / high nibbles of qs[0..63] are sub-blocks (0, 2) and
  *    (1, 3) — elements [0..31 | 64..95] and [32..63 | 96..127] — so the activations are
  *    loaded in that order instead (two 32-byte halves, shared by the 4 rows);

@@ -30,7 +30,7 @@ static inline size_t hmoe_prefetch_distance(size_t row_bytes, int R) {
 /* The streaming decode gemv (HMOE_DEFINE_GEMV_STREAM, the Q4_K/Q5_K decode in
  * q45_k_avx512.c) looks ahead much less: 8 KiB. Why: since the page look-ahead below touches
  * every page before the block prefetches reach it, the 32 KiB block look-ahead only cost
- * speed (dec7, 2 threads streaming real Q4_K_M weights, distances alternated in one process:
+ * speed (2 threads streaming real Q4_K_M weights, distances alternated in one process:
  * Q4_K gate/up with the prepared-row kernel 51-53 GB/s at 32 KiB, 56-57 at 16 KiB, 62 at 8 KiB, 59-60
  * at one tile; the Q6_K LM head 40 at 32 KiB, 53 at 16 KiB, 59-61 at 8 KiB, and 66-68 at
  * 8 KiB with q6k_gemv4's one prefetch per line). */

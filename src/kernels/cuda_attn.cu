@@ -342,7 +342,7 @@ __device__ __forceinline__ void attn_rope_table(const struct hmoe_cuda_rope &rp,
 
 /* Fused decode (hmoe_cuda_attn_decode_fused): block (q head h, range s) of a grid n_head x
  * max_split; the ranges are cut from the length at run time (>= 128 positions each), blocks past
- * the last range exit. One query row per block: a short dependency chain per warp (v1's blocks
+ * the last range exit. One query row per block: a short dependency chain per warp (blocks that
  * carried the G rows of a kv head: G times the work in series behind each load), and the G blocks
  * of a kv head read the same K/V rows, mostly from L2. One range: the block normalises and
  * writes the result itself. Several: each writes its partial (max, sum, o) and the last block of

@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(128) mmq_kernel(struct mmq_params p) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * int8 path (version 2): tile BM tokens x BN features x 64, the weight tile unpacked by
+ * int8 path, unpacking from global memory: tile BM tokens x BN features x 64, the weight tile unpacked by
  * TR::q8chunk to int8 codes + per-16 scale/offset, activations q8_1 (int8 + per-32 scale).
  * Per 32 (or 16 for TR::q8_sub16) of K: C = mma.sync s8 (exact int32), then in f32
  *   acc += C * (d_a * scale_w) + offset_w * (d_a * sum of the activation quants)
@@ -615,8 +615,9 @@ static const char *gemm_prepare(const struct hmoe_cuda_gemm_args *a, struct mmq_
     return NULL;
 }
 
-/* Version 3 where its shared memory fits the device (the opt-in limit per block: 227 KiB on
- * sm_90, ~99 KiB on sm_86/89/120, where the widest staged tiles do not fit), else version 2.
+/* The staged kernel where its shared memory fits the device (the opt-in limit per block: 227 KiB
+ * on sm_90, ~99 KiB on sm_86/89/120, where the widest staged tiles do not fit), else the one that
+ * unpacks from global memory.
  * Decided once per instantiation (one device type per process). */
 template <class TR, int BM, int BN, bool GATEUP>
 static void mmq8_launch_raw(const struct mmq_params &p, dim3 grid, cudaStream_t st) {

@@ -104,10 +104,10 @@ __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_
     }
 }
 
-/* Version 3, one row without a residual add (the decode step's attention-input norm): the row is
+/* One row without a residual add (the decode step's attention-input norm): the row is
  * split over n/128 blocks of 4 warps. Every block sums the squares of the whole row (8 KB from L2
  * for n = 2048) and normalises and quantizes only its own 128 values, so the q8_1 blocks are made
- * in parallel instead of 8 in series per warp (v2's single block: 6-7 us under ncu on the H200).
+ * in parallel instead of 8 in series per warp (one block per row: 6-7 us under ncu on the H200).
  * An add is not taken: blocks would race on the x they write and the others read. */
 #define NORM1_WARPS 4
 __global__ void __launch_bounds__(NORM1_WARPS * 32) rmsnorm1_kernel(struct hmoe_cuda_rmsnorm_args a) {

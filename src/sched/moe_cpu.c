@@ -414,7 +414,7 @@ static void down_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
 }
 
 /* o = w * y and o += w * y over n floats, 8 lanes at a time (GNU vector extension; -O2's
- * cheap vectoriser leaves the plain loops scalar: 0.36 % of decode CPU samples, dec8).
+ * cheap vectoriser leaves the plain loops scalar: 0.36 % of decode CPU samples).
  * Every element gets the same single-precision product and sum as the scalar loop. */
 typedef float v8f __attribute__((vector_size(32)));
 
