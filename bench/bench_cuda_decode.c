@@ -3,17 +3,11 @@
  * the fraction of the HBM roofline, before the real forward pass exists (follow-up task).
  *
  * Build: make bench (a CUDA build).
- * Run: ./build/bench/bench_cuda_decode [--mix iq2_xxs] [--pos N] [--router-split]
- *        [--mode unfused|fused|pdl|default] [--quick] [--env "A=x B=y;C=z;..."]
- * --env: the step is captured and timed once per ';'-separated set of environment settings (each
- * set replaces the previous one's variables): the kernel switches of cuda_attn.cu / cuda_moe.cu
- * are read at capture, so one run compares the variants. --quick: no per-class ablation.
- * Modes (the first three by default): "default" is the forward pass's default single-token step
- * (fused attention, norm+router+top-k, then gate/up, quantize, down as three launches); "unfused" is the launch-per-operation step below; "fused" uses
- * every fused decode launcher of cuda.h (norm+router+top-k, gate/up+quantize, down+next norm,
- * qk-norm+rope+KV store+attention: 6-7 launches per layer; the forward pass's default leaves out
- * the two MoE ones, which measured slower: HMOE_FUSE_MOE in src/model/gpu_init.c); "pdl" is
- * "fused" with programmatic dependent launch (sm_90+).
+ * Run: ./build/bench/bench_cuda_decode [--mix iq2_xxs] [--pos N] [--router-split] [--mode unfused|fused] [--quick]
+ * --quick: no per-class ablation. Modes (both by default): "fused" is the forward pass's
+ * single-token step (qk-norm + rope + KV store + attention in one launch, norm + router + top-k in
+ * one, then gate/up, quantize, down as three launches); "unfused" is the launch-per-operation step
+ * below (the step of layers the fused launchers do not take).
  * Per layer (11-12 launches): rmsnorm->q8_1, one q|k|v matvec (q, k, v weights back to back; v
  * separate where its type differs), qk-norm+rope+KV store, flash-decoding attention writing q8_1,
  * o matvec + residual, rmsnorm->f32+q8_1, router + top-k (one launch), fused gate+up of the 8
@@ -69,15 +63,13 @@ struct layer {
 
 int main(int argc, char **argv) {
     int iq2 = 0, pos = 64, router_split = 0, mode_only = -1, quick = 0;
-    const char *envsets = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--router-split")) router_split = 1;
         else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
             ++i;
-            mode_only = !strcmp(argv[i], "unfused") ? 0 : !strcmp(argv[i], "fused") ? 1 : !strcmp(argv[i], "default") ? 3 : 2;
+            mode_only = !strcmp(argv[i], "unfused") ? 0 : !strcmp(argv[i], "fused") ? 1 : -2;
         }
         else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--env") && i + 1 < argc) envsets = argv[++i];
         else if (!strcmp(argv[i], "--mix") && i + 1 < argc) iq2 = !strcmp(argv[++i], "iq2_xxs");
         else if (!strcmp(argv[i], "--pos") && i + 1 < argc) pos = atoi(argv[++i]);
     }
@@ -172,41 +164,18 @@ int main(int argc, char **argv) {
                                      "o matvec + residual", "router (+ top-k if fused)", "top-k", "experts gate+up", "quantize z",
                                      "experts down + residual", "LM head"};
     enum { NCLS = 11 };
-    static const char *mode_name[] = {"unfused", "fused", "fused + programmatic dependent launch", "default"};
-    /* variant sets: "A=x B=y;C=z" -> sets of NAME=VALUE words; set 0 = the environment as given */
-    char envbuf[1024] = "";
-    if (envsets) snprintf(envbuf, sizeof envbuf, ";%s", envsets); /* the first, empty set: as given */
-    char prev[1024] = "";
-    for (char *set = envbuf, *next; set; set = next) {
-    next = strchr(set, ';');
-    if (next) *next++ = 0;
-    if (envsets) {
-        /* undo the previous set, apply this one */
-        for (char *w = strtok(prev, " "); w; w = strtok(NULL, " ")) {
-            char *eq = strchr(w, '=');
-            if (eq) *eq = 0;
-            unsetenv(w);
-        }
-        snprintf(prev, sizeof prev, "%s", set);
-        char tmp[1024];
-        snprintf(tmp, sizeof tmp, "%s", set);
-        for (char *w = strtok(tmp, " "); w; w = strtok(NULL, " ")) {
-            char *eq = strchr(w, '=');
-            if (eq) *eq = 0, setenv(w, eq + 1, 1);
-        }
-        printf("== variant: %s\n", *set ? set : "(defaults)");
+    if (mode_only == -2) {
+        fprintf(stderr, "bench_cuda_decode: --mode takes unfused or fused\n");
+        return 2;
     }
-    for (int mode = 0; mode < 4; mode++) {
-    if (mode_only >= 0 ? mode != mode_only : mode == 3) continue;
-    if (mode == 2 && !hmoe_cuda_pdl_supported()) {
-        printf("mode %s: not supported by this device\n", mode_name[mode]);
-        continue;
-    }
-    const int fused = mode >= 1, moe_fused = mode == 1 || mode == 2;
+    static const char *mode_name[] = {"unfused", "fused"};
+    for (int mode = 0; mode < 2; mode++) {
+    if (mode_only >= 0 && mode != mode_only) continue;
+    const int fused = mode == 1;
     double t_full = 0.0;
     for (int skip = -1; skip < (quick ? 0 : NCLS); skip++) {
         if (skip == 6 && (!router_split || fused)) continue; /* top-k is fused into the router launch */
-        if ((skip == 8 && moe_fused) || (skip == 2 && fused)) continue; /* quantize in gate/up, qk-norm+rope in attention */
+        if (skip == 2 && fused) continue; /* qk-norm+rope in attention */
         struct hmoe_cuda_graph *g = NULL;
         check(hmoe_cuda_graph_capture_begin(ctx, &err), &err, "capture");
         int launches = 0;
@@ -214,8 +183,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < L; i++) {
             struct layer *y = &ly[i];
             struct hmoe_cuda_rmsnorm_args n1 = {.x = x, .x_stride = DM, .w = y->norm1, .eps = 1e-6f, .nrows = 1, .n = DM, .out_q8_1 = hq};
-            if (!moe_fused || i == 0) GO(0, hmoe_cuda_rmsnorm(&n1, stream, &err));
-            if (fused) hmoe_cuda_set_pdl(mode == 2);
+            GO(0, hmoe_cuda_rmsnorm(&n1, stream, &err));
             const int fused_v = y->tv == y->tq;
             struct hmoe_cuda_mmv_args m = {.type = y->tq, .w = y->wq, .row_bytes = hmoe_row_bytes(y->tq, DM),
                                            .nrows = (NH + (fused_v ? 2 : 1) * NKV) * HD, .ncols = DM, .x = hq, .x_stride_bytes = qd,
@@ -243,16 +211,9 @@ int main(int argc, char **argv) {
                                                               .n_expert = NE, .k = NK, .logits = logits, .ids = ids, .weights = wts,
                                                               .counter = counter, .out_f32 = hf, .out_q8_1 = hq};
                 GO(5, hmoe_cuda_moe_router_norm_topk(&ra, stream, &err));
-                if (!moe_fused) { /* the forward pass's default */
-                    GO(7, hmoe_cuda_moe_gate_up(&y->gate, &y->up, ids, NK, NK, hq, qd, z, FF, stream, &err));
-                    GO(8, hmoe_cuda_quantize_q8_1(z, FF, NK, FF, zq, stream, &err));
-                    GO(9, hmoe_cuda_moe_down(&y->down, ids, wts, 1, NK, zq, qf, x, DM, stream, &err));
-                    continue;
-                }
-                GO(7, hmoe_cuda_moe_gate_up_q8(&y->gate, &y->up, ids, NK, NK, hq, qd, z, FF, zq, counter + 16, stream, &err));
-                const struct hmoe_cuda_norm_out no = {.norm_w = i + 1 < L ? ly[i + 1].norm1 : out_norm, .eps = 1e-6f, .out_f32 = hf,
-                                                      .out_q8_1 = hq, .counters = counter + 8};
-                GO(9, hmoe_cuda_moe_down_norm(&y->down, ids, wts, 1, NK, zq, qf, x, DM, &no, stream, &err));
+                GO(7, hmoe_cuda_moe_gate_up(&y->gate, &y->up, ids, NK, NK, hq, qd, z, FF, stream, &err));
+                GO(8, hmoe_cuda_quantize_q8_1(z, FF, NK, FF, zq, stream, &err));
+                GO(9, hmoe_cuda_moe_down(&y->down, ids, wts, 1, NK, zq, qf, x, DM, stream, &err));
                 continue;
             }
             struct hmoe_cuda_rmsnorm_args n2 = {.x = x, .x_stride = DM, .w = y->norm2, .eps = 1e-6f, .nrows = 1, .n = DM, .out_f32 = hf,
@@ -271,12 +232,11 @@ int main(int argc, char **argv) {
             GO(9, hmoe_cuda_moe_down(&y->down, ids, wts, 1, NK, zq, qf, x, DM, stream, &err));
         }
         struct hmoe_cuda_rmsnorm_args nf = {.x = x, .x_stride = DM, .w = out_norm, .eps = 1e-6f, .nrows = 1, .n = DM, .out_q8_1 = hq};
-        if (!moe_fused) GO(0, hmoe_cuda_rmsnorm(&nf, stream, &err));
+        GO(0, hmoe_cuda_rmsnorm(&nf, stream, &err));
         struct hmoe_cuda_mmv_args ml = {.type = HMOE_TYPE_Q6_K, .w = w_out, .row_bytes = hmoe_row_bytes(HMOE_TYPE_Q6_K, DM), .nrows = NV,
                                         .ncols = DM, .x = hq, .x_stride_bytes = qd, .ntok = 1, .y = lm, .y_stride = NV};
         GO(10, hmoe_cuda_mmv(&ml, stream, &err));
 #undef GO
-        hmoe_cuda_set_pdl(false);
         check(hmoe_cuda_graph_capture_end(ctx, &g, &err), &err, "capture end");
         double t[9];
         for (int r = -2; r < 9; r++) {
@@ -305,7 +265,6 @@ int main(int argc, char **argv) {
                    (t_full - ms) * 1e3 / (skip == 10 ? 1 : L));
         }
         hmoe_cuda_graph_free(g);
-    }
     }
     }
     hmoe_cuda_ctx_free(ctx);

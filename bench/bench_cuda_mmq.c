@@ -10,8 +10,7 @@
  *     plan, fused gate/up GEMM (gathered tokens), down GEMM (int8: + quantizing z), combine;
  *     Q4_K/Q6_K and the IQ2_XXS mix (IQ2_XXS gate/up, IQ3_XXS down), int8 and f16 paths.
  *     TFLOP/s counts 2*m*n*k of the useful rows. int8q: the engine's int8 pipeline (gate/up
- *     writes q8_1 rows, no quantize kernel). HMOE_MMQ=old selects the int8 kernel that unpacks
- *     weights from global memory (version 2), so one run per setting compares the kernels.
+ *     writes q8_1 rows, no quantize kernel).
  *  5. the attention products of one layer at 512 tokens (q|k Q4_K 4608 x 2048, v Q6_K 512 x 2048,
  *     o Q4_K 2048 x 4096): dequantize-to-f16 alone, dequant + cuBLAS, int8 mma
  *  6. the router of 512 tokens (F32 128 x 2048): F32 matvec vs cuBLAS FP32 GEMM
@@ -431,9 +430,7 @@ int main(void) {
     }
 
     /* 4. MoE FFN of one layer */
-    const char *mm = getenv("HMOE_MMQ");
-    printf("\nMoE FFN, one Qwen3-30B-A3B layer (128 experts, top 8, 768 x 2048), int8 kernel %s:\n",
-           mm && !strcmp(mm, "old") ? "version 2 (HMOE_MMQ=old)" : "version 3 (staged)");
+    printf("\nMoE FFN, one Qwen3-30B-A3B layer (128 experts, top 8, 768 x 2048), int8 kernel with staged weights:\n");
     const int quick = getenv("HMOE_BENCH_QUICK") != NULL;
     bench_moe(HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, roof, 2);
     bench_moe(HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ3_XXS, 512, roof, 2);

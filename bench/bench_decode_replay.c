@@ -9,7 +9,7 @@
  * 0.6-4.7 MB at scattered offsets (each run starts a new stream) plus the 255 MB LM head,
  * with ~30 points where every thread waits for the others. This is the best time those reads
  * can take on the machine, so hmoe's decode tok/s divided by this tok/s says how much of
- * the reachable memory rate decode uses (bench/cpu_results.md, replay).
+ * the reachable memory rate decode uses (bench/README.md).
  * Experts are drawn uniformly (8 distinct of 128 per layer and token, fixed seed).
  *
  * Build: make bench CUDA=0

@@ -5,7 +5,7 @@
  * variant is checked against the type table's scalar references (small case), then each variant's
  * missed-expert bytes / step time is reported in GB/s next to the RAM read bandwidth of the same
  * thread count over the same buffer (bench_util.h), measured in this run. Variants alternate step
- * by step: work items (HMOE_HYB_ITEMS 1 and 2 per thread) and the old three-phase split.
+ * by step: 1 and 2 work items per thread and phase.
  *
  * Build: make bench CUDA=0    Run: ./build/bench/bench_hyb_cpu [-t threads] [-e experts] [-L layers] [-s steps]
  */
@@ -18,10 +18,9 @@
 
 struct variant {
     const char *name;
-    bool old;
     int items;
 };
-static const struct variant variants[] = {{"work items x1", false, 1}, {"work items x2", false, 2}, {"old 3-phase", true, 1}};
+static const struct variant variants[] = {{"work items x1", 1}, {"work items x2", 2}};
 #define N_VAR (sizeof variants / sizeof variants[0])
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
@@ -57,7 +56,6 @@ static int check(int nt) {
     for (size_t v = 0; v < N_VAR; v++) {
         struct hyb_fake f;
         if (hyb_fake_init(&f, 3, 2048, 768, 16, 8, nt, HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 5)) return 1;
-        f.h.cpu_old = variants[v].old;
         f.h.cpu_items = variants[v].items;
         float *ref = malloc(2048 * sizeof *ref);
         for (int m = 1; m <= 8; m *= 2) {
@@ -121,7 +119,6 @@ int main(int argc, char **argv) {
         double t[N_VAR] = {0};
         for (int s = 0; s < steps + 1; s++)
             for (size_t v = 0; v < N_VAR; v++) {
-                f.h.cpu_old = variants[v].old;
                 f.h.cpu_items = variants[v].items;
                 publish_all(&f, ++seq, m);
                 struct hmoe_err err = {0};

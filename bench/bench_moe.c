@@ -252,7 +252,7 @@ int main(int argc, char **argv) {
     printf("prefill pp%d: %.1f tok/s (%.1f ms), %.1f GMAC/s over %.0f M MAC/token\n", ntok, ntok / best_pp,
            best_pp * 1e3, macs * ntok / best_pp / 1e9, macs / 1e6);
     if (iq2)
-        printf("llama.cpp on the same file, 2 threads (issue #9): pp512 75.8 tok/s, tg64 25.5 tok/s\n");
+        printf("llama.cpp on the same file, 2 threads: pp512 75.8 tok/s, tg64 25.5 tok/s\n");
     else
         printf("llama.cpp on the same file, 2 threads (baselines.md): pp512 159.9 tok/s, tg64 26.2 tok/s\n");
     return 0;

@@ -2,18 +2,18 @@
  * src/sched/moe_cpu.c) alone, on the MoE weights of a real GGUF (the synthetic Qwen3-30B-A3B file),
  * for a prefill micro-batch: n tokens with a random top-k routing, subsets of n experts per call
  * (a new random subset per layer, as the planner's list differs per layer). First the layouts are
- * checked (a subset's output bit for bit across HMOE_MOE_BATCH layouts, and the outputs of a
+ * checked (a subset's output bit for bit across the work-item layouts, and the outputs of a
  * partition of all experts summed against hmoe_sched_moe_ffn with its own routing, 1e-5 of a row's
  * largest value), then each layout's ms per call, per expert, the slope between the smallest and
  * largest subset (what the planner sees as "CPU ms per expert") and moe_cpu.c's phases
- * (HMOE_MOE_TIMING) are reported, with the read bandwidth of the same threads over the mapped
+ * are reported, with the read bandwidth of the same threads over the mapped
  * expert weights (the roofline, measured in this run) next to the weight bytes per second.
  * -g sleeps between calls (the team's workers go to sleep as between the split's layers), -S runs
  * memory-streaming threads beside the job (as the copy engine streams during the split).
  *
  * Build: make bench CUDA=0
  * Run:   ./build/bench/bench_moe_subset -m q4.gguf [-t 16] [-p 512] [-e 4,8,16,32] [-L layers]
- *        [-r rounds] [-g gap_us] [-S stream threads] [-V layouts 0,1,2,3] [-M]
+ *        [-r rounds] [-g gap_us] [-S stream threads] [-V layouts 0,1,2] [-M]
  *        -M: the file read into huge-page RAM (--no-mmap) instead of 4 KiB page-cache pages.
  */
 #include <math.h>
@@ -25,23 +25,26 @@
 #include "hmoe/model.h"
 #include "hmoe/sched.h"
 
-/* The layouts compared (environment of moe_cpu.c, set before each call). */
+/* The work-item layouts compared (hmoe_sched_moe_set_chunks before each call); 0 = the default. */
 static const struct layout {
-    const char *name, *batch, *dn_max, *dn_pt, *gu_pt, *gu_max;
+    const char *name;
+    int dn_max, dn_pt, gu_pt, gu_max; /* 0: the default's value */
 } layouts[] = {
-    {"old (32-row down over all experts)", "0", "", "", "", ""},
-    {"new (gather job, down by expert)", "1", "", "", "", ""},
-    {"new, down whole experts", "1", "2048", "1", "", ""},
-    {"new, gate/up 4 items/thread", "1", "", "", "4", "768"},
+    {"default (gather job, down by expert)", 0, 0, 0, 0},
+    {"down whole experts", 2048, 1, 0, 0},
+    {"gate/up 4 items/thread", 0, 0, 4, 768},
 };
 #define N_LAYOUT (int)(sizeof layouts / sizeof layouts[0])
 
-static void use_layout(int v) {
-    setenv("HMOE_MOE_BATCH", layouts[v].batch, 1);
-    setenv("HMOE_MOE_DN_MAX", layouts[v].dn_max, 1);
-    setenv("HMOE_MOE_DN_PT", layouts[v].dn_pt, 1);
-    setenv("HMOE_MOE_GU_PT", layouts[v].gu_pt, 1);
-    setenv("HMOE_MOE_GU_MAX", layouts[v].gu_max, 1);
+static void use_layout(struct hmoe_sched_moe *s, int v) {
+    struct hmoe_sched_moe_chunks c;
+    hmoe_sched_moe_chunks_default(&c);
+    if (layouts[v].dn_max) c.dn_max_rows = layouts[v].dn_max;
+    if (layouts[v].dn_pt) c.dn_per_thread = layouts[v].dn_pt;
+    if (layouts[v].gu_pt) c.gu_per_thread = layouts[v].gu_pt;
+    if (layouts[v].gu_max) c.gu_max_rows = layouts[v].gu_max;
+    struct hmoe_err e = {0};
+    if (hmoe_sched_moe_set_chunks(s, &c, &e)) fprintf(stderr, "bench_moe_subset: %s\n", e.msg);
 }
 
 /* Random routing: k distinct experts of E per token, weights positive and summing to 1. */
@@ -106,7 +109,7 @@ int main(int argc, char **argv) {
     const char *file = NULL;
     int nt = 16, n_tok = 512, n_layer_max = 0, rounds = 2, gap_us = 0, n_stream = 0;
     bool no_mmap = false;
-    int sizes[8] = {4, 8, 16, 32}, n_sizes = 4, vlist[8] = {0, 1, 2, 3}, n_v = N_LAYOUT;
+    int sizes[8] = {4, 8, 16, 32}, n_sizes = 4, vlist[8] = {0, 1, 2}, n_v = N_LAYOUT;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "-M")) no_mmap = true, i--;
@@ -131,11 +134,10 @@ int main(int argc, char **argv) {
         }
     if (!file || nt < 1 || n_tok < 2 || rounds < 1 || n_sizes < 1) {
         fprintf(stderr, "usage: bench_moe_subset -m FILE.gguf [-t threads] [-p tokens] [-e 4,8,16,32] [-L layers] "
-                        "[-r rounds] [-g gap_us] [-S stream threads] [-V 0,1,2,3] [-M]\n");
+                        "[-r rounds] [-g gap_us] [-S stream threads] [-V 0,1,2] [-M]\n");
         return 2;
     }
     (void)bench_alloc_touched;
-    setenv("HMOE_MOE_TIMING", "1", 1);
     hmoe_cpu_init();
     struct hmoe_err err = {0};
     struct hmoe_model *m = NULL;
@@ -186,7 +188,7 @@ int main(int argc, char **argv) {
     /* Correctness: layer 0, the full FFN's own routing; the partition into 16-expert subsets sums
      * to it, and every layout gives the same bits for one subset. */
     int bad = 0;
-    use_layout(1);
+    use_layout(s, 0);
     if (hmoe_sched_moe_ffn(s, &mw[0], x, n_tok, ref, &err)) {
         fprintf(stderr, "bench_moe_subset: %s\n", err.msg);
         return 1;
@@ -212,7 +214,7 @@ int main(int argc, char **argv) {
            worst > 1e-5 ? "FAIL" : "ok");
     pick_subset(mask, E, 16);
     for (int i = 0; i < n_v; i++) {
-        use_layout(vlist[i]);
+        use_layout(s, vlist[i]);
         if (hmoe_sched_moe_ffn_subset(s, &mw[0], x, n_tok, sel, w, mask, i ? out : ref, &err)) return 1;
         if (i == 0) continue;
         long mis = -1;
@@ -244,7 +246,7 @@ int main(int argc, char **argv) {
         for (int si = 0; si < n_sizes; si++) {
             route_random(n_tok, E, k, sel, w);
             for (int vi = 0; vi < n_v; vi++) {
-                use_layout(vlist[vi]);
+                use_layout(s, vlist[vi]);
                 struct hmoe_sched_moe_times tk;
                 hmoe_sched_moe_times_take(s, &tk);
                 double tsum = 0;

@@ -1,4 +1,4 @@
-/* bench_synth_routing.c — how skewed the routing of synthetic files is (issue #6): for each
+/* bench_synth_routing.c — how skewed the routing of synthetic files is: for each
  * file, expert-selection frequencies per layer over a stream of random token ids (top-10
  * share, entropy, share of experts reused by the next token), next to the ideal of the
  * file's hmoe.synth.routing (zipf:S: Gumbel top-k sampling with p ∝ 1/rank^S, simulated).

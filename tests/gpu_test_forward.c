@@ -10,9 +10,9 @@
  * (--cpu-moe; --n-cpu-moe 2; an automatic VRAM budget small enough to leave experts in RAM with
  * cache slots) for decode and for both hybrid prefill paths (CPU threads, streamed chunks), the
  * latter also with --moe-miss transfer, --prefetch on and both (and that those paths ran), and the
- * prefill split between CPU threads and streaming (HMOE_PREFILL_CPU_SHARE 0.3 / 1.0 / auto:
- * logits vs golden, and exactly the experts outside the CPU's share streamed; unset, the default,
- * is the planned split: CPU threads take part and streamed + CPU experts cover the uncached ones).
+ * prefill split between CPU threads and streaming (forced CPU shares 0 / 0.3 / 1.0 and the planned
+ * default: logits vs golden, every uncached expert prefetched, skipped, on the CPU or streamed; the
+ * default gives CPU threads a part and streamed + CPU + skipped experts cover the uncached ones).
  * HMOE_TEST_HYBRID_CACHE=1 runs only the expert-cache modes of the Q4_K_M model (compute-sanitizer),
  * HMOE_TEST_HYBRID_DECODE=1 only its --cpu-moe decode cases (CPU team sizes, handoff statistics),
  * HMOE_TEST_XFER_ONLY=1 only its transfer / prefetch cases (HMOE_TEST_HYB_BUDGET=N: that budget, no search).
@@ -91,7 +91,9 @@ struct mode {
     const char *moe_miss;     /* NULL: the default (auto) */
     bool prefetch;
 };
-static int ctx_threads = 2; /* CPU threads of the contexts opened next */
+static int ctx_threads = 2;          /* CPU threads of the contexts opened next */
+static double ctx_cpu_share = 0;     /* their prefill_cpu_share (0: planned, the default; < 0: none) */
+static int ctx_stream_chunk = 0;     /* their stream_chunk_experts (0: the default) */
 
 static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, const struct mode *md, struct hmoe_err *err) {
     struct hmoe_ctx_params cp;
@@ -111,6 +113,8 @@ static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, const struct mode *
         return NULL;
     }
     cp.sched.prefetch = md->prefetch;
+    cp.sched.prefill_cpu_share = ctx_cpu_share;
+    cp.sched.stream_chunk_experts = ctx_stream_chunk;
     struct hmoe_ctx *c = NULL;
     if (hmoe_ctx_init(m, &cp, &c, err)) return NULL;
     return c;
@@ -277,18 +281,32 @@ static int64_t hybrid_budget(const struct hmoe_model *m) {
     return probe_budget(m, mid) == 1 ? mid : 0;
 }
 
+/* The totals of the split by count from the report (hybrid.c): -1 each when the line is missing. */
+struct count_totals {
+    long long layers, n0, skip, cpu, pairs, after, dry, bad;
+};
+static struct count_totals count_totals(const char *rep) {
+    struct count_totals t = {-1, -1, -1, -1, -1, -1, -1, -1};
+    const char *at = strstr(rep, "prefill split by count: ");
+    if (at && sscanf(at,
+                     "prefill split by count: %lld layers; totals: %lld prefetched, %lld skipped (no tokens), %lld on "
+                     "CPU threads (%lld pairs), %lld streamed after the router; copy engine dry at the decision in "
+                     "%lld; lightest-first violations %lld",
+                     &t.layers, &t.n0, &t.skip, &t.cpu, &t.pairs, &t.after, &t.dry, &t.bad) != 8)
+        t.layers = -1;
+    return t;
+}
+
 /* The expert cache is filled at load even without a routing profile, and a streamed prefill then
- * copies exactly the experts that are not in it (one micro-batch: each RAM layer's uncached experts
- * once), i.e. cached experts are read from VRAM and the first prompt does not stream everything. */
+ * copies only experts that are not in it: with no CPU part (share 0), one micro-batch streams each
+ * RAM layer's uncached experts once except those the split skips (no tokens), i.e. cached experts
+ * are read from VRAM and the first prompt does not stream everything. */
 static void check_preseeded(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
     char name[512];
     struct hmoe_err err = {0};
-    /* the split (on by default) is checked by check_split; index with share 0 streams everything */
-    setenv("HMOE_PREFILL_CPU_SHARE", "0", 1);
-    setenv("HMOE_PREFILL_SPLIT", "index", 1);
+    ctx_cpu_share = -1; /* no CPU part; the CPU's part is checked by check_count_split */
     struct hmoe_ctx *c = open_ctx(m, md, &err);
-    unsetenv("HMOE_PREFILL_CPU_SHARE");
-    unsetenv("HMOE_PREFILL_SPLIT");
+    ctx_cpu_share = 0;
     snprintf(name, sizeof name, "%s [%s] cache filled at load (no profile)", k->name, md->label);
     if (!c) {
         t_check(0, name, "%s", err.msg);
@@ -306,72 +324,22 @@ static void check_preseeded(const struct kind *k, struct golden *gd, const struc
     hmoe_ctx_reset_stats(c);
     enum hmoe_status st = ids ? hmoe_ctx_decode(c, ids, n_pos, 0, HMOE_LOGITS_NONE, NULL, &err) : HMOE_ERR_FORMAT;
     hmoe_ctx_get_stats(c, &s1);
+    const struct count_totals t = count_totals(hmoe_ctx_report(c));
     snprintf(name, sizeof name, "%s [%s] first prefill streams only the uncached experts", k->name, md->label);
     if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
     else if (!streams) t_check(s1.prefill_streamed_experts == 0, name, "no streaming buffer, yet %llu streamed",
                                (unsigned long long)s1.prefill_streamed_experts);
-    else t_check(n_pos >= md->stream_min && s1.prefill_streamed_experts == s0.ram_experts - s0.cached_experts, name,
-                 "%d tokens: streamed %llu experts, expected %llu (%llu RAM-layer experts, %llu cached)", n_pos,
-                 (unsigned long long)s1.prefill_streamed_experts,
+    else t_check(n_pos >= md->stream_min && t.layers > 0 && t.cpu == 0 &&
+                     s1.prefill_streamed_experts + (uint64_t)t.skip == s0.ram_experts - s0.cached_experts,
+                 name, "%d tokens: streamed %llu + skipped %lld experts, expected %llu (%llu RAM-layer experts, %llu "
+                 "cached), CPU %lld", n_pos, (unsigned long long)s1.prefill_streamed_experts, t.skip,
                  (unsigned long long)(s0.ram_experts - s0.cached_experts), (unsigned long long)s0.ram_experts,
-                 (unsigned long long)s0.cached_experts);
+                 (unsigned long long)s0.cached_experts, t.cpu);
     free(ids);
     hmoe_ctx_free(c);
 }
 
-/* Prefill split (hybrid_prefill.c) with HMOE_PREFILL_CPU_SHARE=share set by the caller: one streamed
- * prefill of the longest prompt copies exactly the uncached experts the CPU does not take (the
- * last lround(share * nu) of each RAM layer's nu uncached ones), and the report shows the split. */
-static void check_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md,
-                        double share) {
-    char name[512];
-    struct hmoe_err err = {0};
-    snprintf(name, sizeof name, "%s [%s] CPU share %.1f: streamed experts and report", k->name, md->label, share);
-    struct hmoe_ctx *c = open_ctx(m, md, &err);
-    if (!c) {
-        t_check(0, name, "%s", err.msg);
-        return;
-    }
-    struct hmoe_ctx_stats s0, s1;
-    hmoe_ctx_get_stats(c, &s0);
-    const int E = m->cfg.n_expert;
-    const int n_ram = (int)(s0.ram_experts / (uint64_t)E);
-    const int nu = n_ram ? (int)((s0.ram_experts - s0.cached_experts) / (uint64_t)n_ram) : 0;
-    const int ncpu = (int)lround(share * nu);
-    const size_t best = longest_prompt(gd);
-    int n_pos;
-    int32_t *ids = mc_ids(hmoe_json_get(gd->prompts->items[best], "ids"), &n_pos);
-    hmoe_ctx_reset_stats(c);
-    enum hmoe_status st = ids ? hmoe_ctx_decode(c, ids, n_pos, 0, HMOE_LOGITS_NONE, NULL, &err) : HMOE_ERR_FORMAT;
-    hmoe_ctx_get_stats(c, &s1);
-    const char *rep = hmoe_ctx_report(c);
-    const uint64_t want = (uint64_t)n_ram * (uint64_t)(nu - ncpu);
-    if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
-    else t_check(n_ram > 0 && n_pos >= md->stream_min && s1.prefill_streamed_experts == want && strstr(rep, "prefill split: ") &&
-                     (ncpu == 0 || strstr(rep, "experts on CPU threads")),
-                 name, "%d RAM layers x %d uncached, CPU takes %d each: streamed %llu, expected %llu; report: %s", n_ram,
-                 nu, ncpu, (unsigned long long)s1.prefill_streamed_experts, (unsigned long long)want, rep);
-    free(ids);
-    hmoe_ctx_free(c);
-}
-
-/* The totals of the split by count from the report (hybrid.c): -1 each when the line is missing. */
-struct count_totals {
-    long long layers, n0, skip, cpu, pairs, after, dry, bad;
-};
-static struct count_totals count_totals(const char *rep) {
-    struct count_totals t = {-1, -1, -1, -1, -1, -1, -1, -1};
-    const char *at = strstr(rep, "prefill split by count: ");
-    if (at && sscanf(at,
-                     "prefill split by count: %lld layers; totals: %lld prefetched, %lld skipped (no tokens), %lld on "
-                     "CPU threads (%lld pairs), %lld streamed after the router; copy engine dry at the decision in "
-                     "%lld; lightest-first violations %lld",
-                     &t.layers, &t.n0, &t.skip, &t.cpu, &t.pairs, &t.after, &t.dry, &t.bad) != 8)
-        t.layers = -1;
-    return t;
-}
-
-/* The split by count (HMOE_PREFILL_SPLIT=count, HMOE_PREFILL_CPU_SHARE=share set by the caller) on a
+/* The prefill split (a forced CPU share set by the caller, 0 = none) on a
  * prompt of n_tok tokens (0: the longest): per RAM layer every uncached expert is in exactly one of
  * the prefetched first chunk, skipped (no tokens), the CPU's or streamed after the router; exactly
  * the prefetched and streamed ones were copied; the CPU took the lightest, and none with share 0;
@@ -420,7 +388,7 @@ static void check_count_split(const struct kind *k, struct golden *gd, const str
     hmoe_ctx_free(c);
 }
 
-/* The default (HMOE_PREFILL_CPU_SHARE unset) is the planned split: the report says so, and a first
+/* The default (no forced share) is the planned split: the report says so, and a first
  * streamed prefill already gives CPU threads some experts (the planner measures the CPU before it
  * plans), and streams the rest: streamed + CPU experts cover every uncached one. The logits of the
  * default are checked against the goldens by run_mode. */
@@ -430,7 +398,6 @@ static void check_default_split(const struct kind *k, struct golden *gd, const s
     struct hmoe_err err = {0};
     snprintf(name, sizeof name, "%s [%s] default split: planned, CPU threads take part in the first prefill", k->name,
              md->label);
-    unsetenv("HMOE_PREFILL_CPU_SHARE");
     struct hmoe_ctx *c = open_ctx(m, md, &err);
     if (!c) {
         t_check(0, name, "%s", err.msg);
@@ -451,7 +418,7 @@ static void check_default_split(const struct kind *k, struct golden *gd, const s
     const char *at = strstr(rep, "layers: per layer ");
     double cpu_per_layer = -1;
     if (at) sscanf(at, "layers: per layer %lf experts on CPU threads", &cpu_per_layer);
-    /* the split by count (the default) also skips experts without tokens */
+    /* the split also skips experts without tokens */
     const struct count_totals t = count_totals(rep);
     const double covered = (double)s1.prefill_streamed_experts + cpu_per_layer * n_ram + (t.layers > 0 ? (double)t.skip : 0);
     if (st) t_check(0, name, "%s", ids ? err.msg : "no prompt ids");
@@ -463,32 +430,25 @@ static void check_default_split(const struct kind *k, struct golden *gd, const s
     hmoe_ctx_free(c);
 }
 
-/* Logits of the split modes against the goldens and the streamed-expert count, for share 0.3 and
- * 1.0 (all uncached experts on CPU threads, the cached ones on the GPU), then the measured split
- * (auto). Unset, the split is off (check_preseeded: every uncached expert streams). */
+/* Logits of the split against the goldens and the split's accounting (check_count_split) for the
+ * forced CPU shares 0 (no CPU part; experts without tokens still skipped), 0.3 and 1.0 (every
+ * uncached expert after the first chunk on CPU threads), then the planned default (logits only;
+ * check_default_split checks its accounting). */
 static void run_split(const struct kind *k, struct golden *gd, const struct hmoe_model *m, const struct mode *md) {
-    /* HMOE_PREFILL_SPLIT=index (the last uncached experts by index) at 0.3 and auto, count (the
-     * default) at 0.3, 1.0 and auto */
-    static const char *const runs[][2] = {{"index", "0.3"}, {"index", "auto"}, {"count", "0"}, {"count", "0.3"},
-                                          {"count", "1.0"}, {"count", "auto"}};
-    for (size_t i = 0; i < HMOE_ARRAY_LEN(runs); i++) {
+    static const double shares[] = {-1.0, 0.3, 1.0, 0.0}; /* none, forced, forced, planned */
+    for (size_t i = 0; i < HMOE_ARRAY_LEN(shares); i++) {
         char label[256];
-        snprintf(label, sizeof label, "%s, HMOE_PREFILL_SPLIT=%s HMOE_PREFILL_CPU_SHARE=%s%s", md->label, runs[i][0],
-                 runs[i][1], strcmp(runs[i][1], "auto") ? "" : " (measured)");
+        if (shares[i] != 0) snprintf(label, sizeof label, "%s, prefill CPU share %.1f", md->label, HMOE_MAX(shares[i], 0.0));
+        else snprintf(label, sizeof label, "%s, prefill CPU share planned (measured)", md->label);
         struct mode sm = *md;
         sm.label = label;
-        setenv("HMOE_PREFILL_SPLIT", runs[i][0], 1);
-        setenv("HMOE_PREFILL_CPU_SHARE", runs[i][1], 1);
+        ctx_cpu_share = shares[i];
         run_mode(k, gd, m, &sm, false);
-        if (!strcmp(runs[i][1], "auto")) {
-        } else if (!strcmp(runs[i][0], "index")) {
-            check_split(k, gd, m, &sm, atof(runs[i][1]));
-        } else {
-            check_count_split(k, gd, m, &sm, atof(runs[i][1]), 0);
-            check_count_split(k, gd, m, &sm, atof(runs[i][1]), 2);
+        if (shares[i] != 0) {
+            check_count_split(k, gd, m, &sm, HMOE_MAX(shares[i], 0.0), 0);
+            check_count_split(k, gd, m, &sm, HMOE_MAX(shares[i], 0.0), 2);
         }
-        unsetenv("HMOE_PREFILL_CPU_SHARE");
-        unsetenv("HMOE_PREFILL_SPLIT");
+        ctx_cpu_share = 0;
     }
 }
 
@@ -531,8 +491,7 @@ static void check_decode_paths(const struct kind *k, struct golden *gd, const st
 
 /* Hybrid decode's CPU half (src/sched/hybrid_cpu.c) on the real handoff: every expert in RAM
  * (--cpu-moe), so every layer of every token goes GPU -> CPU -> GPU; with 5 threads (work items
- * split unevenly, several per expert) and with the three-phase split kept for A/B runs
- * (HMOE_HYB_CPU=old), both against the goldens. Then the statistics of that handoff: the CPU
+ * split unevenly, several per expert) against the goldens. Then the statistics of that handoff: the CPU
  * expert phase and the handoff latencies in -v (hybrid.c) are present, finite and below the
  * 10 s give-up time (a missing stamp or a bad clock calibration shows up as 0 or nonsense). */
 static void check_hybrid_decode(const struct kind *k, struct golden *gd, const struct hmoe_model *m) {
@@ -540,11 +499,6 @@ static void check_hybrid_decode(const struct kind *k, struct golden *gd, const s
                                 NULL, false};
     ctx_threads = 5;
     run_mode(k, gd, m, &items5, true);
-    setenv("HMOE_HYB_CPU", "old", 1);
-    const struct mode old5 = {"hybrid --cpu-moe, 5 CPU threads, HMOE_HYB_CPU=old", HMOE_GPU_ON, 512, true, 0, 0, 100000,
-                              "cuda+cpu", NULL, false};
-    run_mode(k, gd, m, &old5, true);
-    unsetenv("HMOE_HYB_CPU");
     char name[512];
     struct hmoe_err err = {0};
     snprintf(name, sizeof name, "%s [hybrid --cpu-moe] CPU expert phase and handoff latency reported", k->name);
@@ -647,28 +601,22 @@ static void run_kind(const struct kind *k) {
             run_mode(k, &gd, m, &ncmoe, true);
             /* the tiny models have 16 experts: 4-expert chunks make a layer stream in four steps, the
              * shape a small --vram-budget with a large -ub gets (gpu_init.c halves the chunk to fit) */
-            setenv("HMOE_STREAM_CHUNK", "4", 1);
+            ctx_stream_chunk = 4;
             const struct mode ncmoe4 = {"hybrid --n-cpu-moe 2, streamed prefill in 4-expert chunks", HMOE_GPU_ON, 512,
                                         false, 2, 0, 1, "cuda+cpu", NULL, false};
             run_mode(k, &gd, m, &ncmoe4, true);
             run_split(k, &gd, m, &ncmoe4); /* several chunks with the CPU's part taken off the end */
-            unsetenv("HMOE_STREAM_CHUNK");
+            ctx_stream_chunk = 0;
             run_split(k, &gd, m, &ncmoe);
             check_default_split(k, &gd, m, &ncmoe); /* logits of the default: run_mode(ncmoe) above */
             /* a share outside 0..1 is refused with a message */
-            setenv("HMOE_PREFILL_CPU_SHARE", "1.5", 1);
+            ctx_cpu_share = 1.5;
             struct hmoe_err e1 = {0};
             struct hmoe_ctx *cb = open_ctx(m, &ncmoe, &e1);
-            t_check(!cb && strstr(e1.msg, "HMOE_PREFILL_CPU_SHARE"), "HMOE_PREFILL_CPU_SHARE=1.5 refused", "%s",
+            ctx_cpu_share = 0;
+            t_check(!cb && strstr(e1.msg, "prefill CPU share 1.5"), "prefill CPU share 1.5 refused", "%s",
                     cb ? "opened (expected a refusal)" : e1.msg);
             hmoe_ctx_free(cb);
-            unsetenv("HMOE_PREFILL_CPU_SHARE");
-            setenv("HMOE_PREFILL_SPLIT", "weight", 1);
-            cb = open_ctx(m, &ncmoe, &e1);
-            t_check(!cb && strstr(e1.msg, "HMOE_PREFILL_SPLIT"), "HMOE_PREFILL_SPLIT=weight refused", "%s",
-                    cb ? "opened (expected a refusal)" : e1.msg);
-            hmoe_ctx_free(cb);
-            unsetenv("HMOE_PREFILL_SPLIT");
         }
         /* HMOE_TEST_HYB_BUDGET=N skips the search (compute-sanitizer runs: N from a plain run's label) */
         const int64_t b = getenv("HMOE_TEST_HYB_BUDGET") ? atoll(getenv("HMOE_TEST_HYB_BUDGET")) : hybrid_budget(m);

@@ -7,7 +7,7 @@
  *     the AVX-512 / AVX2 kernel's buffer) and 171 / 205 (their fallback kernels), rows not a
  *     multiple of 4, row ranges starting off the tile grid (r0 = 1, 2, 3);
  *   - extreme blocks: every quant at its maximum, scales and mins 63, activations all +127
- *     or all -128, so the 4-product lane sums sit at the 16-bit packing bound (bench/cpu_results.md, dec7).
+ *     or all -128, so the 4-product lane sums sit at the 16-bit packing bound.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * result vector against the scalar references of the type table (qwen3moe.md §4.4: SwiGLU experts,
  * weighted sum in selection order), for 0..k missed experts per layer, several team sizes
  * (splits that leave threads without items, chunks across experts), Q4_K/Q6_K and IQ4_XS/Q8_0
- * experts, the work-item path and the three-phase one (HMOE_HYB_CPU=old), and that the release
+ * experts, 1-3 work items per thread and phase, and that the release
  * flag is set exactly for the layers with misses. Tolerance: the SIMD kernels match the references
  * to ~1e-7 relative per dot product (cpu.h); 1e-4 of the largest |value| allows the summation order.
  */
@@ -18,19 +18,16 @@ static uint32_t next_u32(void) {
     return (uint32_t)(rng >> 11);
 }
 
-static void run_case(const char *label, enum hmoe_type tg, enum hmoe_type td, int d, int F, int nt, bool old,
-                     int items) {
+static void run_case(const char *label, enum hmoe_type tg, enum hmoe_type td, int d, int F, int nt, int items) {
     const int n_layer = 6, E = 16, k = 8;
     struct hyb_fake f;
     char name[256];
-    if (old) snprintf(name, sizeof name, "hybrid CPU step %s, %d threads, three-phase (old)", label, nt);
-    else snprintf(name, sizeof name, "hybrid CPU step %s, %d threads, work items (%d per thread)", label, nt, items);
+    snprintf(name, sizeof name, "hybrid CPU step %s, %d threads, work items (%d per thread)", label, nt, items);
     if (hyb_fake_init(&f, n_layer, d, F, E, k, nt, tg, td, 7)) {
         t_check(0, name, "set-up failed");
         hyb_fake_free(&f);
         return;
     }
-    f.h.cpu_old = old;
     f.h.cpu_items = items;
     float *x = malloc((size_t)d * sizeof *x), *ref = malloc((size_t)d * sizeof *ref);
     double worst = 0;
@@ -94,13 +91,11 @@ int main(void) {
     /* Q4_K_M's expert types; d and F as small as the 256-element blocks allow */
     const int nts[] = {1, 2, 3, 5};
     for (size_t i = 0; i < HMOE_ARRAY_LEN(nts); i++) {
-        run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, nts[i], false, 2);
-        run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, nts[i], true, 2);
+        run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, nts[i], 2);
     }
-    run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, 3, false, 1);
-    run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, 3, false, 3);
+    run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, 3, 1);
+    run_case("Q4_K/Q6_K d=512 F=256", HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, 512, 256, 3, 3);
     /* other activation formats: Q8_K for gate/up, Q8_0 for down; F = 96 rows (chunks of 16) */
-    run_case("IQ4_XS/Q8_0 d=256 F=96", HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q8_0, 256, 96, 4, false, 2);
-    run_case("IQ4_XS/Q8_0 d=256 F=96", HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q8_0, 256, 96, 4, true, 2);
+    run_case("IQ4_XS/Q8_0 d=256 F=96", HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q8_0, 256, 96, 4, 2);
     return t_summary();
 }

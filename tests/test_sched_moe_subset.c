@@ -1,8 +1,9 @@
 /* test_sched_moe_subset.c — hmoe_sched_moe_ffn_subset (src/sched/moe_cpu.c), the CPU half of the
- * hybrid prefill split (issue #6): on the experts of layer 0 of two golden models (Q4_K_M: quantized
+ * hybrid prefill split: on the experts of layer 0 of two golden models (Q4_K_M: quantized
  * activations; mini-F32: f32 rows), with the routing hmoe_sched_moe_ffn chose, the subset of all
  * experts reproduces hmoe_sched_moe_ffn bit for bit, the outputs of a partition of the experts sum
- * to it within float rounding, an empty subset gives zeros, and a routed id outside 0..E-1 is
+ * to it within float rounding, every work-item layout gives the same bits, an empty subset gives
+ * zeros, and a routed id outside 0..E-1 is
  * refused with HMOE_ERR_ARG. hmoe_sched_moe_ffn itself is checked against llama.cpp's logits by
  * test_model_golden.c; the GPU hybrid split against them by gpu_test_forward.c.
  */
@@ -87,37 +88,44 @@ static void run_model(const char *file, int n_tok) {
     t_check(!st && worst <= 1e-5 && pairs_seen == (int)nk, name, "%s worst row |diff| / max|full| %.3g (limit 1e-5), %d of %zu pairs",
             st ? err.msg : "", worst, pairs_seen, nk);
 
-    /* the batch layouts (HMOE_MOE_BATCH=0: down by 32-row output chunks over all experts, serial
-     * gather; 1: gather job, down by (expert, chunk) then a sum job; forced 16-row chunks) give
-     * the same bits, full FFN and subset alike: same dot products, same summation order */
-    if (n_tok > 1 && !st) {
-        static const char *const layouts[][4] = {{"0", "", "", ""}, {"1", "16", "1", "16"}, {"1", "", "", ""}};
+    /* work-item layouts (hmoe_sched_moe_set_chunks): 16-row chunks with one down item per thread
+     * (a batch's items cross experts and threads), the decoded token's last down rows in 16 items
+     * (several items of one expert on both threads), and the default again. The layout decides
+     * which thread computes a row, not how: the same bits, full FFN and subset alike. */
+    if (!st) {
+        struct hmoe_sched_moe_chunks lay[3];
+        for (int l = 0; l < 3; l++) hmoe_sched_moe_chunks_default(&lay[l]);
+        lay[0].gu_max_rows = lay[0].dn_max_rows = 16, lay[0].dn_per_thread = 1;
+        lay[1].dn_tail_items = 16;
+        static const char *const lay_name[3] = {"16-row chunks", "down tail 16 items", "default"};
         float *ref = malloc(nd * sizeof *ref), *sub = malloc(nd * sizeof *sub);
         for (int e = 0; e < E; e++) mask[e] = (uint8_t)(e % 3 == 1);
         if (!ref || !sub || (st = hmoe_sched_moe_ffn_subset(s, w, x, n_tok, sel, wts, mask, sub, &err))) {
             t_check(0, "layouts: set-up", "%s", err.msg[0] ? err.msg : "out of memory");
         } else {
-            for (size_t l = 0; l < sizeof layouts / sizeof layouts[0] && !st; l++) {
-                setenv("HMOE_MOE_BATCH", layouts[l][0], 1);
-                setenv("HMOE_MOE_DN_MAX", layouts[l][1], 1);
-                setenv("HMOE_MOE_DN_PT", layouts[l][2], 1);
-                setenv("HMOE_MOE_GU_MAX", layouts[l][3], 1);
-                st = hmoe_sched_moe_ffn(s, w, x, n_tok, ref, &err);
+            for (int l = 0; l < 3 && !st; l++) {
+                st = hmoe_sched_moe_set_chunks(s, &lay[l], &err);
+                if (!st) st = hmoe_sched_moe_ffn(s, w, x, n_tok, ref, &err);
                 long bad = st ? 0 : t_first_mismatch(ref, full, (long)nd, 0.0, 0.0);
-                snprintf(name, sizeof name, "%s, %d token(s): layout batch=%s dn_max=%s: full FFN same bits", file,
-                         n_tok, layouts[l][0], layouts[l][1]);
+                snprintf(name, sizeof name, "%s, %d token(s): layout %s: full FFN same bits", file, n_tok, lay_name[l]);
                 t_check(!st && bad < 0, name, "%s element %ld: %g vs %g", st ? err.msg : "", bad,
                         bad >= 0 ? ref[bad] : 0.0, bad >= 0 ? full[bad] : 0.0);
                 for (size_t i = 0; i < nd; i++) part[i] = 1e30f;
                 if (!st) st = hmoe_sched_moe_ffn_subset(s, w, x, n_tok, sel, wts, mask, part, &err);
                 bad = st ? 0 : t_first_mismatch(part, sub, (long)nd, 0.0, 0.0);
-                snprintf(name, sizeof name, "%s, %d token(s): layout batch=%s dn_max=%s: subset e%%3 == 1 same bits",
-                         file, n_tok, layouts[l][0], layouts[l][1]);
+                snprintf(name, sizeof name, "%s, %d token(s): layout %s: subset e%%3 == 1 same bits", file, n_tok,
+                         lay_name[l]);
                 t_check(!st && bad < 0, name, "%s element %ld: %g vs %g", st ? err.msg : "", bad,
                         bad >= 0 ? part[bad] : 0.0, bad >= 0 ? sub[bad] : 0.0);
             }
         }
-        unsetenv("HMOE_MOE_BATCH"), unsetenv("HMOE_MOE_DN_MAX"), unsetenv("HMOE_MOE_DN_PT"), unsetenv("HMOE_MOE_GU_MAX");
+        /* a layout outside the ranges is refused */
+        struct hmoe_sched_moe_chunks badc = lay[2];
+        badc.dn_max_rows = 8;
+        struct hmoe_err e2 = {0};
+        snprintf(name, sizeof name, "%s, %d token(s): 8-row down chunks refused", file, n_tok);
+        t_check(hmoe_sched_moe_set_chunks(s, &badc, &e2) == HMOE_ERR_ARG && strstr(e2.msg, "16 rows"), name, "%s",
+                e2.msg);
         free(ref);
         free(sub);
     }

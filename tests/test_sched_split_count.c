@@ -1,4 +1,4 @@
-/* test_sched_split_count.c — the prefill split by token count (src/sched/split_count.c, issue #6):
+/* test_sched_split_count.c — the prefill split by token count (src/sched/split_count.c):
  * hmoe_sched_split_by_count (experts without tokens skipped, the CPU takes the lightest while its
  * predicted end stays margin_ms before the GPU's, forced counts, caps, the gain threshold) and the
  * CPU job's cost fit (recursive least squares). Expected values are worked out by hand from the

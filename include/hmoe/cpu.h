@@ -38,8 +38,8 @@ bool hmoe_cpu_vnni(void);
 const char *hmoe_cpu_isa_name(void);
 
 /* True when batched Q4_K / Q6_K gemm calls run on AMX int8 tiles (AVX-512 path and the CPU
- * passed a run-time AMX check; on by default, HMOE_AMX=0 forces it off;
- * HMOE_AMX_MIN_TOK sets the smallest batch, default 16). hmoe_cpu_amx_status() says the
+ * passed a run-time AMX check; on by default, HMOE_AMX=0 forces it off; batches of at least
+ * 16 tokens). hmoe_cpu_amx_status() says the
  * same in words for -v / bench output, with the reason when AMX is unusable. */
 bool hmoe_cpu_amx(void);
 const char *hmoe_cpu_amx_status(void);
@@ -154,7 +154,5 @@ struct hmoe_cpu_lanes {
 };
 void hmoe_cpu_lanes_init(struct hmoe_cpu_lanes *l, int64_t n_items, int n_lanes);
 int64_t hmoe_cpu_lanes_next(struct hmoe_cpu_lanes *l, int tid);
-/* false when HMOE_LANES=0 (read once): decode jobs then take items in plain order (comparisons). */
-bool hmoe_cpu_lanes_enabled(void);
 
 #endif

@@ -235,8 +235,8 @@ enum hmoe_status hmoe_cuda_moe_combine(const void *d_plan, const float *d_ye, in
  * Output: y_f32 (optionally + add, add may equal y_f32), y_f16, or (int8 path, nrows % 32 == 0)
  * y_q8_1 rows as hmoe_cuda_quantize_q8_1 would write them from the f32 result: exactly one.
  * The int8 path stages 256-column groups of the weights in shared memory when ncols % 256 == 0
- * (environment HMOE_MMQ=old: the previous kernel that unpacks from global memory; HMOE_MMQ_BM=32|64
- * forces the token tile, else 64 from ~24 plan rows per expert or 64 dense tokens on). */
+ * and they fit (else it unpacks from global memory); the token tile is 64 from ~24 plan rows per
+ * expert or 64 dense tokens on, else 32. */
 struct hmoe_cuda_gemm_args {
     struct hmoe_cuda_experts w;     /* dense: n_expert = 1, expert_stride_bytes = 0 */
     const void *w_up;               /* optional second matrix for the fused gate/up */
@@ -374,10 +374,8 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
  *    exact attention by f16 rounding (~1e-3 relative), like llama.cpp's flash attention. Takes
  *    f16 / q8_0 caches, head_dim 64 / 128 / 256, even q / output strides; sm_80 or newer.
  *  - OLD (cuda_attn.cu): CUDA cores, f32 throughout; every shape attn_decode takes.
- * AUTO picks MMA where it takes the call, else OLD; AUTO_F32 picks OLD. The environment
- * variable HMOE_ATTN_PREFILL=old|mma overrides both (mma still falls back to OLD for shapes it
- * does not take); HMOE_ATTN_PREFILL_WARPS=4|8 and HMOE_ATTN_PREFILL_HB=<heads per block> tune
- * MMA (experiments). OLD and MMA given explicitly ignore the environment. */
+ * AUTO picks MMA (4 warps, one head per block) where it takes the call, else OLD; AUTO_F32
+ * picks OLD. */
 enum hmoe_cuda_attn_prefill_kind {
     HMOE_CUDA_ATTN_PREFILL_AUTO,
     HMOE_CUDA_ATTN_PREFILL_AUTO_F32,
@@ -448,42 +446,6 @@ struct hmoe_cuda_router_norm_args {
 enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_norm_args *a, void *stream,
                                                 struct hmoe_err *err);
 
-/* hmoe_cuda_moe_gate_up followed by hmoe_cuda_quantize_q8_1 of z (cuda_moe.cu): the last block of
- * each slot quantizes that slot's row of z into d_zq (rows hmoe_cuda_q8_1_row_bytes(nrows) apart).
- * d_counters: nslot counters. Note: this and hmoe_cuda_moe_down_norm measured slower than the
- * separate launches for the Qwen3-30B shapes on the H200 (hundreds of blocks serialise on one
- * counter); the forward pass uses them only with HMOE_FUSE_MOE=1. */
-enum hmoe_status hmoe_cuda_moe_gate_up_q8(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
-                                          const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
-                                          size_t x_stride_bytes, float *d_z, int64_t z_stride, void *d_zq,
-                                          unsigned int *d_counters, void *stream, struct hmoe_err *err);
-
-/* hmoe_cuda_moe_down (y += experts) followed by an RMSNorm of each updated row of y (the next
- * layer's input norm, or the output norm before the LM head) (cuda_moe.cu): the last block of
- * each token normalises its row of y with weights norm_w into out_f32 (rows nrows apart) and/or
- * out_q8_1 (rows hmoe_cuda_q8_1_row_bytes(nrows) apart); nrows % 32 == 0.
- * d_counters: ntok counters. */
-struct hmoe_cuda_norm_out {
-    const float *norm_w;       /* device, nrows floats */
-    float eps;
-    float *out_f32;            /* optional */
-    void *out_q8_1;            /* optional */
-    unsigned int *counters;    /* ntok counters */
-};
-enum hmoe_status hmoe_cuda_moe_down_norm(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
-                                         const float *d_weights, int64_t ntok, int k, const void *d_zq,
-                                         size_t zq_stride_bytes, float *d_y, int64_t y_stride,
-                                         const struct hmoe_cuda_norm_out *norm, void *stream, struct hmoe_err *err);
-
-/* Programmatic dependent launch (compute capability 9.0 and later): while on, the launchers of
- * the decode chain (rmsnorm, mmv, qk_norm_rope, the attention, router, gate/up, quantize, down
- * and the fused launchers above) let the next kernel start launching while the previous one is
- * finishing; each of these kernels waits for its predecessor's results before it reads or
- * writes anything. Off by default; a no-op on older devices and in CPU-only builds. The caller
- * turns it on only between two of these launchers (the first kernel after a copy or another
- * kernel is launched the ordinary way when the flag is off). Process-wide, not thread-safe. */
-void hmoe_cuda_set_pdl(bool on);
-bool hmoe_cuda_pdl_supported(void);
 
 /* ------------------------------------------------------------------------------------------
  * Host memory, streams and events (cuda_host.cu) — what the forward pass and the hybrid

@@ -122,21 +122,31 @@ enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struc
                                            const float *x, int n_tok, const int32_t *sel, const float *wsel,
                                            const uint8_t *mask, float *out, struct hmoe_err *err);
 
-/* Phase times of the batched (n_tok > 1) calls since the last take, kept only when the
- * environment had HMOE_MOE_TIMING=1 at hmoe_sched_moe_init (else all zero): route (routing or
- * taking it, per-token quantization), group (counting sort + row gather), gate_up, z (its own
- * quantization job, when not fused), down, sum (the weighted sum; inside down when
- * HMOE_MOE_BATCH=0), total; experts and pairs summed over the calls. take copies and resets. */
+/* Phase times of the batched (n_tok > 1) calls since the last take: route (routing or taking
+ * it, per-token quantization), group (counting sort + row gather), gate_up, z (its own
+ * quantization job, when not fused), down, sum (the weighted sum), total; experts and pairs
+ * summed over the calls. take copies and resets. */
 enum { HMOE_MOE_PH_ROUTE, HMOE_MOE_PH_GROUP, HMOE_MOE_PH_GATE_UP, HMOE_MOE_PH_Z, HMOE_MOE_PH_DOWN, HMOE_MOE_PH_SUM,
        HMOE_MOE_PH_TOTAL, HMOE_MOE_PH_COUNT };
 struct hmoe_sched_moe_times {
     uint64_t calls, experts, pairs;
     double ms[HMOE_MOE_PH_COUNT];
 };
+/* Work-item sizes of the CPU MoE jobs. A batch: gate/up items per thread and largest chunk
+ * (rows), down items per thread and largest chunk; a decoded token: the last expert's down rows
+ * in dn_tail_items items (task_gate_up_down). The layout changes which thread computes a row,
+ * never the bits of a result; tests set finer chunks to run items across experts and threads. */
+struct hmoe_sched_moe_chunks {
+    int gu_per_thread, gu_max_rows, dn_per_thread, dn_max_rows, dn_tail_items;
+};
+void hmoe_sched_moe_chunks_default(struct hmoe_sched_moe_chunks *c);
+/* ERR_ARG when a count is outside 1..64 or a chunk under 16 rows. */
+enum hmoe_status hmoe_sched_moe_set_chunks(struct hmoe_sched_moe *s, const struct hmoe_sched_moe_chunks *c,
+                                           struct hmoe_err *err);
 void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out);
 const char *hmoe_sched_moe_phase_name(int phase);
 
-/* --- GPU placement, expert cache and hybrid CPU+GPU scheduling (issue #6) -------------------- */
+/* --- GPU placement, expert cache and hybrid CPU+GPU scheduling ------------------------------ */
 
 /* Who computes an expert that has no GPU copy during decode (--moe-miss). */
 enum hmoe_moe_miss {
@@ -171,6 +181,12 @@ struct hmoe_sched_gpu_params {
     bool prefetch;             /* --prefetch on: predict layer L+1's experts from layer L's state and copy
                                   the uncached ones into dynamic slots on a side stream during the token */
     int prefetch_max;          /* copies per layer and token (0 = default 2) */
+    double prefill_cpu_share;  /* hybrid prefill split: 0 = CPU threads' part planned from measured costs
+                                  (the default); x in (0, 1] = that share of each streamed layer's
+                                  uncached experts; negative = no CPU part (experts without tokens are
+                                  still skipped) */
+    int stream_chunk_experts;  /* experts per streamed prefill chunk; 0 = HMOE_SCHED_STREAM_CHUNK_EXPERTS
+                                  (tests use fewer to get several chunks per layer on tiny models) */
 };
 void hmoe_sched_gpu_params_default(struct hmoe_sched_gpu_params *p);
 
@@ -334,37 +350,15 @@ struct hmoe_sched_moe_bufs {
 /* Prefill of RAM layer il for n tokens: the experts stream to the GPU in double-buffered chunks
  * (micro-batches of at least the break-even size, when a streaming buffer was planned), else CPU
  * threads compute the MoE from hf. Either way the result is added to x on `stream`. In a streamed
- * micro-batch CPU threads compute part of the uncached experts at the same time, for the GPU's
- * routing (HMOE_PREFILL_CPU_SHARE=x in (0, 1] forces the share; auto, the default, sizes it per
- * layer from the measured window (hmoe_sched_split_plan); 0 is off); the CPU's part runs as a host
- * function on a side stream, so the call returns without waiting for it. HMOE_PREFILL_SPLIT=count
- * (the default) reads each streamed layer's routing back after its router (the call waits for it):
- * experts without tokens are neither copied nor computed and the CPU takes the lightest
- * (hmoe_sched_split_by_count); index: the CPU takes the last uncached experts by index. */
+ * micro-batch the call reads the layer's routing back after its router (it waits for it): experts
+ * without tokens are neither copied nor computed, and CPU threads take the lightest of the others
+ * (hmoe_sched_split_by_count; the params' prefill_cpu_share forces their share) for the GPU's
+ * routing, as a host function on a side stream, so the call returns without waiting for them. */
 enum hmoe_status hmoe_sched_hybrid_prefill(struct hmoe_sched_hybrid *h, int il, int n, const struct hmoe_sched_moe_bufs *b,
                                            void *stream, struct hmoe_err *err);
 
-/* The prefill split's planner, one layer and micro-batch size, all times measured (ms). */
-struct hmoe_sched_split_plan_in {
-    double window_ms; /* GPU work after the router with every uncached expert streamed (<= 0: unknown) */
-    double fixed_ms;  /* CPU side before its first expert: rows to the host, host function start */
-    double cpu_ms;    /* CPU threads per expert at this batch size (<= 0: unknown) */
-    double stream_ms; /* GPU time one streamed expert costs: its copy at the measured PCIe rate */
-    double add_ms;    /* GPU: adding the CPU's sum from mapped host memory */
-    double layer_ms;  /* the layer with no CPU part (<= 0: use window_ms) */
-    double margin_ms; /* the CPU aims to finish this much before the GPU's groups */
-    double min_gain;  /* share of layer_ms a split must save, else none (0.02) */
-    double damping;   /* share of the way to a larger target taken per update (0, 1] */
-    double prev;      /* the previous plan (<= 0: none, the target is taken at once) */
-    int nu;           /* uncached experts of the layer */
-};
-/* Experts (fractional; the caller takes the floor) the CPU computes: the n at which the CPU part
- * (fixed + n * cpu) ends margin_ms before the GPU's groups (window - n * stream), clamped to
- * [0, nu]; 0 when a rate is unknown or n * stream - add saves less than min_gain * layer; moving up
- * from prev by damping of the way, down at once. */
-double hmoe_sched_split_plan(const struct hmoe_sched_split_plan_in *p);
 
-/* The split by token count (HMOE_PREFILL_SPLIT=count, split_count.c): after a streamed layer's
+/* The prefill split by token count (split_count.c): after a streamed layer's
  * router, of the m candidate experts (uncached, not in the chunk prefetched before the routing)
  * those without tokens are skipped, CPU threads take the lightest (fewest tokens) while their
  * predicted end, start + job + sum of (expert + pair * tokens), stays margin_ms before the GPU's,
@@ -423,7 +417,7 @@ struct hmoe_sched_hybrid_stats {
     uint64_t prefetch_fills;         /* experts the prefetch copied into slots */
     uint64_t prefetch_used;          /* of those, chosen by the router in the same token */
     int n_transfer_layers;           /* RAM layers whose misses the GPU computes */
-    /* prefill split (HMOE_PREFILL_CPU_SHARE=x or auto): streamed layers since init / reset */
+    /* prefill split: streamed layers since init / reset */
     uint64_t prefill_split_layers;   /* RAM layers of streamed micro-batches that were timed */
     uint64_t prefill_cpu_experts;    /* uncached experts CPU threads computed instead of streaming */
     double prefill_split_cpu_ms;     /* CPU threads on those experts */
@@ -432,7 +426,7 @@ struct hmoe_sched_hybrid_stats {
      * over the layers with CPU misses; missed-expert bytes / that time */
     double cpu_phase_gbps, cpu_phase_us_per_layer;
     double ram_probe_gbps;           /* the same thread team reading one resident expert range (init) */
-    /* Handoff per layer with misses (issue #6: <= 30 us): GPU publish -> the CPU sees it (counted
+    /* Handoff per layer with misses (target <= 30 us): GPU publish -> the CPU sees it (counted
      * where the CPU was already waiting), CPU release -> the GPU sees it (where the GPU was already
      * waiting), from GPU %globaltimer stamps and a host clock calibrated against it (+- clock_rtt_us
      * / 2); their sum needs no calibration (layers where both sides waited). 0 = no such layer. */

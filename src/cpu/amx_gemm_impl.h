@@ -263,8 +263,7 @@ struct amx_rows {
  * the tile and vector units cannot help there). The A-build was meant to overlap the tile
  * products; on the H200 host's Xeon it does not (tile, A-build and epilogue times add up), and
  * storing C after the A-build, lagging the epilogue, a super-block-outer loop or cheaper digit
- * builds changed nothing measurable (bench/cpu_results.md "amx2"; the attribution
- * flags that timed those parts on the device were removed afterwards). */
+ * builds changed nothing measurable. */
 void AMX_FN(hmoe_cpu_gemm_q4_k_)(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,
                                  size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {
     if (nrows <= 0 || ntok <= 0) return;

@@ -5,7 +5,7 @@
  * head_dim and reduce them together in one transpose tree (attn_sum16), so a position costs
  * its K row loaded once for all heads. Why not the gemm tiles: they widened every query again
  * for every position and reduced each (position, head) sum on its own: 12 GMAC/s in L1,
- * against ~40 here (bench/cpu_results.md, attn). Heads and positions past a block's end repeat
+ * against ~40 here. Heads and positions past a block's end repeat
  * the last one (results dropped); head_dim tails by masks.
  */
 #include <immintrin.h>

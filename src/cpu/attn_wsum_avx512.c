@@ -5,8 +5,7 @@
  * transpose tree (attn_sum16); per 16 positions a block costs 4 V loads, 4 probability loads
  * and 16 FMAs. Why not 16 rows × 1 head (the earlier kernel): its 16 accumulators plus 16
  * row pointers did not fit the register file, every FMA went through the stack, and the V
- * rows were widened again for every head: 11 GMAC/s in L1 against ~40 now (bench/
- * cpu_results.md, attn). Probabilities stay binary32 (FMA, exact products of 16-bit V).
+ * rows were widened again for every head: 11 GMAC/s in L1 against ~40 this way. Probabilities stay binary32 (FMA, exact products of 16-bit V).
  * Rows and heads past the end of a block repeat the last one (results dropped); position
  * tails by masks, so no position at or past n_pos is read.
  */

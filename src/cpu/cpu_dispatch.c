@@ -31,18 +31,18 @@ static bool vnni_on;                                     /* the AVX-VNNI rows ar
 static struct hmoe_cpu_kernels kernels[HMOE_TYPE_COUNT]; /* indexed by type id */
 
 /* AMX: the check runs once (amx_checked); the mode in effect and the token threshold are
- * set with the path. On by default wherever the run-time check passes (validated on the H200
- * machine's Xeon, bench/cpu_results.md); HMOE_AMX=0 turns it off. The threshold: AMX loses to
+ * set with the path. On by default wherever the run-time check passes (validated on a
+ * Sapphire Rapids Xeon); HMOE_AMX=0 turns it off. The threshold: AMX loses to
  * the VNNI kernels at 8 tokens and wins from 16 (bench_cpu_gemm_amx). */
 #ifndef HMOE_AMX_DEFAULT
 #define HMOE_AMX_DEFAULT HMOE_CPU_AMX_ON
 #endif
-#define HMOE_AMX_MIN_TOK_DEFAULT 16
+#define AMX_MIN_TOK_DEFAULT 16
 static bool amx_checked, amx_ok;
 static const char *amx_why = "not checked";
 static enum hmoe_cpu_amx_mode amx_want = HMOE_CPU_AMX_OFF; /* asked for (HMOE_AMX, test hook) */
 static enum hmoe_cpu_amx_mode amx_mode = HMOE_CPU_AMX_OFF; /* in effect on the current path */
-static int amx_min_tok = HMOE_AMX_MIN_TOK_DEFAULT;
+static int amx_min_tok = AMX_MIN_TOK_DEFAULT;
 
 static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
@@ -137,12 +137,6 @@ static enum hmoe_cpu_amx_mode amx_resolve_locked(enum hmoe_cpu_amx_mode want, en
 
 static enum hmoe_cpu_amx_mode amx_from_env(void) {
     const char *e = getenv("HMOE_AMX");
-    const char *t = getenv("HMOE_AMX_MIN_TOK");
-    if (t && *t) {
-        int v = atoi(t);
-        if (v >= 1) amx_min_tok = v;
-        else HMOE_WARN("HMOE_AMX_MIN_TOK=%s is not a positive token count; using %d\n", t, amx_min_tok);
-    }
     if (!e || !*e) return HMOE_AMX_DEFAULT;
     if (!strcmp(e, "0") || !strcasecmp(e, "off")) return HMOE_CPU_AMX_OFF;
     if (!strcmp(e, "1") || !strcasecmp(e, "on")) return HMOE_CPU_AMX_ON;

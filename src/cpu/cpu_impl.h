@@ -24,7 +24,7 @@ struct hmoe_cpu_kernels {
     hmoe_quant_row_fn quantize;
     hmoe_cpu_gemv_fn gemv;
     hmoe_cpu_gemm_fn gemm;
-    hmoe_cpu_gemm_fn gemm_amx; /* batched gemm from AMX_MIN_TOK tokens on (NULL: none / AMX off) */
+    hmoe_cpu_gemm_fn gemm_amx; /* batched gemm from amx_min_tok tokens on (NULL: none / AMX off) */
 };
 
 /* One row of the registration table: the kernels of `type` that need at least `path`,

@@ -3,7 +3,7 @@
  * sequence, so with T threads each thread's items are T apart: in a decode matmul every item
  * starts a weight stream at a far address. A thread whose items follow each other in memory
  * keeps the hardware prefetcher's stream going across items; jumping to a far item costs
- * ~1.3-1.6 µs of a 4-15 µs item on the dev box (bench/cpu_results.md, lanes). Here thread t
+ * ~1.3-1.6 µs of a 4-15 µs item on a desktop CPU. Here thread t
  * walks lane t front to back; a thread whose lane is empty takes the last item of the fullest
  * other lane, away from where that lane's owner reads.
  * Use: a job of n items run as hmoe_cpu_parallel(nt, n, fn, arg) whose fn ignores its item
@@ -11,20 +11,8 @@
  * so every call finds an item.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "hmoe/cpu.h"
-
-bool hmoe_cpu_lanes_enabled(void) {
-    static _Atomic int state; /* 0 unknown, 1 on, 2 off */
-    int v = atomic_load_explicit(&state, memory_order_relaxed);
-    if (!v) {
-        const char *e = getenv("HMOE_LANES");
-        v = e && !strcmp(e, "0") ? 2 : 1;
-        atomic_store_explicit(&state, v, memory_order_relaxed);
-    }
-    return v == 1;
-}
 
 void hmoe_cpu_lanes_init(struct hmoe_cpu_lanes *l, int64_t n_items, int n_lanes) {
     if (n_lanes < 1) n_lanes = 1;

@@ -79,8 +79,8 @@ static inline int64_t claim(uint32_t g, int64_t n_items) {
  * these loads are acquire, so a worker that read a newer job's value also sees the closed
  * word and its claim of g fails. (Without the close, a late worker could read the next job's
  * larger n_items, still win a compare-exchange on g's exhausted word, run an item past g's
- * end and count it into the next job's done: dec8 saw the caller wait forever on such a
- * count in test_decode_threads.) */
+ * end and count it into the next job's done, and the caller would wait forever on such a
+ * count; test_decode_threads hit it.) */
 static int64_t run_items(uint32_t g, int tid) {
     const int64_t n = atomic_load_explicit(&P.n_items, memory_order_acquire);
     const hmoe_cpu_task_fn fn = atomic_load_explicit(&P.fn, memory_order_acquire);

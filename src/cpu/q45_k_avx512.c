@@ -108,9 +108,9 @@ static inline __attribute__((always_inline)) void k45_tile(const char *w, size_t
     for (int k = 0; k < R * T; k++) out[k] = (float)_mm512_reduce_add_pd(acc[k]);
 }
 
-/* Decode path for rows longer than k45_gemv_dec's prepared buffer (one token, 4 rows;
- * before dec7 the only decode path): the same integer sums in a layout that needs fewer
- * instructions per block, which matters because decode must keep up with RAM:
+/* Decode path for rows longer than k45_gemv_dec's prepared buffer (one token, 4 rows): the
+ * same integer sums in a layout that needs fewer instructions per block, which matters because
+ * decode must keep up with RAM:
  *  - quants: two 64-byte loads; low / high nibbles of qs[0..63] are sub-blocks (0, 2) and
  *    (1, 3) — elements [0..31 | 64..95] and [32..63 | 96..127] — so the activations are
  *    loaded in that order instead (two 32-byte halves, shared by the 4 rows);
@@ -244,7 +244,7 @@ static inline __attribute__((always_inline)) void k45_gemv4(const char *w, size_
  *  - floats: one double FMA per block for the 4 rows' sums and mins, as k45_gemv4.
  * Per row and block 6 multiplies and 4 shuffles instead of 9 and 5; in-cache decode on one
  * core of this VM (768 rows x 2048, thread CPU time, alternating): 36.6 -> 43-44 GB/s of
- * weights (bench/cpu_results.md, dec7). */
+ * weights. */
 struct k45_dec_act {
     int8_t qs[256];   /* V0, V1, V2, V3 order (see above) */
     int16_t bp[32];   /* 128-bit lane k: [bp(2k), bp(2k+1)] x4, bp(j) = bsums[2j] + bsums[2j+1] */

@@ -30,10 +30,10 @@ static inline size_t hmoe_prefetch_distance(size_t row_bytes, int R) {
 /* The streaming decode gemv (HMOE_DEFINE_GEMV_STREAM, the Q4_K/Q5_K decode in
  * q45_k_avx512.c) looks ahead much less: 8 KiB. Why: since the page look-ahead below touches
  * every page before the block prefetches reach it, the 32 KiB block look-ahead only cost
- * speed (dec7, 2 threads streaming real Q4_K_M weights, distances alternated in one process:
- * Q4_K gate/up with the dec7 kernel 51-53 GB/s at 32 KiB, 56-57 at 16 KiB, 62 at 8 KiB, 59-60
+ * speed (2 threads streaming real Q4_K_M weights, distances alternated in one process:
+ * Q4_K gate/up with the prepared-row kernel 51-53 GB/s at 32 KiB, 56-57 at 16 KiB, 62 at 8 KiB, 59-60
  * at one tile; the Q6_K LM head 40 at 32 KiB, 53 at 16 KiB, 59-61 at 8 KiB, and 66-68 at
- * 8 KiB with q6k_gemv4's one prefetch per line; bench/cpu_results.md, dec7). */
+ * 8 KiB with q6k_gemv4's one prefetch per line). */
 #define HMOE_STREAM_PREFETCH_MIN_BYTES 8192
 static inline size_t hmoe_stream_prefetch_distance(size_t row_bytes) {
     size_t rows = (HMOE_STREAM_PREFETCH_MIN_BYTES + row_bytes - 1) / row_bytes;
@@ -78,8 +78,7 @@ typedef void (*hmoe_tile_fn)(const char *w, size_t rb, int64_t nb, const char *x
  * whose translation is not yet in the TLB did not keep the stream going (the kernels read
  * 20-26 GB/s per core, the plain-load probe 25-27); touching each page first, a few pages
  * before the block prefetches reach it, lets its table walk finish early: Q4_K decode
- * 19-20 -> 35-37 GB/s on one core, Q6_K 23-26 -> 32, in bench_gemv (bench/cpu_results.md,
- * cpuperf6). 16 KiB past the block look-ahead is 4 pages, several walks' worth of time at
+ * 19-20 -> 35-37 GB/s on one core, Q6_K 23-26 -> 32, in bench_gemv. 16 KiB past the block look-ahead is 4 pages, several walks' worth of time at
  * 25-35 GB/s per core; the touched lines are needed soon anyway (they land in L1/L2). */
 #define HMOE_PAGE_AHEAD_EXTRA 16384
 static inline size_t hmoe_page_touch(const char *w, size_t touch, size_t upto, size_t all) {

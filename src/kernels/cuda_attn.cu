@@ -14,11 +14,11 @@
  * Version 2 decode (attn_decode1_kernel, one launch): one block per query head and cache range,
  * ranges cut from the length at run time (one range up to 128 positions, else the last block of a
  * head merges them), optionally with the QK-norm + RoPE + KV store of the new token inside: 11.1
- * us per layer on the H200 at depth 65 against 19.4 + 3.4 for v1's two kernels + the store kernel.
- * Version 3 decode (default; HMOE_ATTN_DECODE=old = v2): the block first asks L2 for its K/V rows
- * (prefetch), and the RoPE angles (double precision) are computed by the whole block at once into
- * shared memory instead of n_rot/64 in series by every lane of warps 0 and 1; same results.
- * H200, depth 65: 8.7 us per layer (v2 11.1), ~2.2 us less per layer in the decode step.
+ * us per layer on the H200 at depth 65 against 19.4 + 3.4 for two kernels + the store kernel.
+ * The block first asks L2 for its K/V rows (prefetch), and the RoPE angles (double precision) are
+ * computed by the whole block at once into shared memory instead of n_rot/64 in series by every
+ * lane of warps 0 and 1; same results. H200, depth 65: 8.7 us per layer (11.1 without), ~2.2 us
+ * less per layer in the decode step.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -172,7 +172,6 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
     __shared__ __align__(16) float smem[(ATTN_WARPS * R * D > R * D + ATTN_WARPS * R * 32) ? ATTN_WARPS * R * D
                                                                                             : R * D + ATTN_WARPS * R * 32];
     __shared__ float sm_m[ATTN_WARPS][R], sm_l[ATTN_WARPS][R];
-    hmoe_cu_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hk = blockIdx.x, split = blockIdx.y;
     const int L = (int)min((int64_t)pos_p[0] + 1, kv.n_ctx);
@@ -236,7 +235,6 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
                                                                   int n_head) {
     __shared__ float wsp[1024];
     __shared__ float red[4];
-    hmoe_cu_pdl_wait();
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float *src = scratch + (size_t)h * n_split * (D + 2);
     float m = -INFINITY;
@@ -276,7 +274,7 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
     }
 }
 
-/* Decode v3 helpers (default; HMOE_ATTN_DECODE=old keeps v2's path for comparisons). */
+/* Decode helpers. */
 
 /* Ask L2 for the K and V rows [t0, t1) of one kv head (every 128-byte line of each row), spread
  * over the block's threads: issued first, the HBM fetches overlap the QK-norm + RoPE prologue and
@@ -344,7 +342,7 @@ __device__ __forceinline__ void attn_rope_table(const struct hmoe_cuda_rope &rp,
 
 /* Fused decode (hmoe_cuda_attn_decode_fused): block (q head h, range s) of a grid n_head x
  * max_split; the ranges are cut from the length at run time (>= 128 positions each), blocks past
- * the last range exit. One query row per block: a short dependency chain per warp (v1's blocks
+ * the last range exit. One query row per block: a short dependency chain per warp (blocks that
  * carried the G rows of a kv head: G times the work in series behind each load), and the G blocks
  * of a kv head read the same K/V rows, mostly from L2. One range: the block normalises and
  * writes the result itself. Several: each writes its partial (max, sum, o) and the last block of
@@ -360,14 +358,13 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
                                                                        int G, float scale, float *scratch,
                                                                        unsigned int *counters, float *out,
                                                                        uint8_t *out_q, int n_head,
-                                                                       struct hmoe_cuda_qkv_args qa, bool v3) {
+                                                                       struct hmoe_cuda_qkv_args qa) {
     constexpr int R = 1;
     __shared__ __align__(16) float smem[(ATTN_WARPS * R * D > R * D + ATTN_WARPS * R * 32) ? ATTN_WARPS * R * D
                                                                                             : R * D + ATTN_WARPS * R * 32];
     __shared__ float sm_m[ATTN_WARPS], sm_l[ATTN_WARPS];
     __shared__ float s_new[QKR ? 2 : 1][QKR ? D : 1], s_rot[QKR ? 2 : 1][QKR ? D : 1]; /* new k, v; rope scratch */
-    __shared__ float s_cs[QKR ? D / 2 : 1], s_sn[QKR ? D / 2 : 1];                     /* v3: rotation factors */
-    hmoe_cu_pdl_wait();
+    __shared__ float s_cs[QKR ? D / 2 : 1], s_sn[QKR ? D / 2 : 1];                     /* rotation factors */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int h = blockIdx.x, hk = h / G, split = blockIdx.y, max_split = gridDim.y;
     const int L = (int)min((int64_t)pos_p[0] + 1, kv.n_ctx);
@@ -384,44 +381,27 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     const size_t rb = attn_row_bytes<Q8>(D);
     const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
     const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
-    if (v3) attn_prefetch_rows(kbase, vbase, rb, begin, cache_end);
+    attn_prefetch_rows(kbase, vbase, rb, begin, cache_end);
     if constexpr (QKR) {
         float v[HMOE_QKR_MAXJ];
-        if (v3) {
-            /* loads of q (warp 0) / k (warp 1) first, the angles by the whole block meanwhile */
-            const int nj = D / 32;
-            const bool kw = warp == 1 && has_new;
-            if (warp == 0 || kw) {
-                const float *src = warp == 0 ? q + (size_t)h * D : qa.k + (size_t)hk * D;
+        /* loads of q (warp 0) / k (warp 1) first, the angles by the whole block meanwhile */
+        const int nj = D / 32;
+        const bool kw = warp == 1 && has_new;
+        if (warp == 0 || kw) {
+            const float *src = warp == 0 ? q + (size_t)h * D : qa.k + (size_t)hk * D;
 #pragma unroll
-                for (int j = 0; j < HMOE_QKR_MAXJ; j++) v[j] = j < nj ? src[lane + 32 * j] : 0.0f;
-            }
-            attn_rope_table(qa.rope, pos, s_cs, s_sn);
-            __syncthreads();
-            const int half = qa.rope.n_rot / 2;
-            if (warp == 0) {
-                attn_warp_norm_rope_tab(v, D, qa.q_norm, qa.eps, s_cs, s_sn, half, s_rot[0]);
-#pragma unroll
-                for (int j = 0; j < D / 32; j++) qs[lane + 32 * j] = v[j] * scale;
-            } else if (kw) {
-                const bool store = h % G == 0;
-                attn_warp_norm_rope_tab(v, D, qa.k_norm, qa.eps, s_cs, s_sn, half, s_rot[1]);
-                hmoe_cu_store_cache_row(kv, kv.k, hk, pos, v, store);
-#pragma unroll
-                for (int j = 0; j < D / 32; j++) s_new[0][lane + 32 * j] = v[j];
-#pragma unroll
-                for (int j = 0; j < D / 32; j++) v[j] = qa.v[(size_t)hk * D + lane + 32 * j];
-                hmoe_cu_store_cache_row(kv, kv.v, hk, pos, v, store);
-#pragma unroll
-                for (int j = 0; j < D / 32; j++) s_new[1][lane + 32 * j] = v[j];
-            }
-        } else if (warp == 0) {
-            hmoe_cu_warp_norm_rope(q + (size_t)h * D, D, qa.q_norm, qa.eps, qa.rope, pos, s_rot[0], v);
+            for (int j = 0; j < HMOE_QKR_MAXJ; j++) v[j] = j < nj ? src[lane + 32 * j] : 0.0f;
+        }
+        attn_rope_table(qa.rope, pos, s_cs, s_sn);
+        __syncthreads();
+        const int half = qa.rope.n_rot / 2;
+        if (warp == 0) {
+            attn_warp_norm_rope_tab(v, D, qa.q_norm, qa.eps, s_cs, s_sn, half, s_rot[0]);
 #pragma unroll
             for (int j = 0; j < D / 32; j++) qs[lane + 32 * j] = v[j] * scale;
-        } else if (warp == 1 && has_new) {
+        } else if (kw) {
             const bool store = h % G == 0;
-            hmoe_cu_warp_norm_rope(qa.k + (size_t)hk * D, D, qa.k_norm, qa.eps, qa.rope, pos, s_rot[1], v);
+            attn_warp_norm_rope_tab(v, D, qa.k_norm, qa.eps, s_cs, s_sn, half, s_rot[1]);
             hmoe_cu_store_cache_row(kv, kv.k, hk, pos, v, store);
 #pragma unroll
             for (int j = 0; j < D / 32; j++) s_new[0][lane + 32 * j] = v[j];
@@ -510,24 +490,17 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     }
 }
 
-/* HMOE_ATTN_DECODE=old: v2's fused decode (no prefetch, angles per lane), for comparisons. */
-static bool attn_decode_v3(void) {
-    const char *e = getenv("HMOE_ATTN_DECODE");
-    return !(e && !strcmp(e, "old"));
-}
-
 template <int D, bool Q8>
 static void decode1_launch(const float *q, const struct hmoe_cuda_kv *kv, const int32_t *pos, int G, float scale,
                            int max_split, float *scratch, unsigned int *cnt, float *out, uint8_t *out_q, int n_head,
                            const struct hmoe_cuda_qkv_args *qa, cudaStream_t st) {
     const dim3 grid((unsigned)n_head, (unsigned)max_split), blk(ATTN_WARPS * 32);
-    const bool v3 = attn_decode_v3();
     if (qa)
         hmoe_cu_launch(attn_decode1_kernel<D, Q8, true>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out, out_q,
-                       n_head, *qa, v3);
+                       n_head, *qa);
     else
         hmoe_cu_launch(attn_decode1_kernel<D, Q8, false>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out, out_q,
-                       n_head, hmoe_cuda_qkv_args{}, v3);
+                       n_head, hmoe_cuda_qkv_args{});
 }
 
 extern "C" size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split) {

@@ -337,24 +337,8 @@ cudaError_t pf_launch_nw(int nw, const float *q, int64_t q_stride, int64_t ntok,
                    : pf_launch<D, 4, Q8>(q, q_stride, ntok, pos, kv, G, HB, qscale, o32, o16, os, n_head, st);
 }
 
-/* Knobs, read once: HMOE_ATTN_PREFILL=old|mma (overrides the AUTO kinds),
- * HMOE_ATTN_PREFILL_WARPS=4|8 (rows per block 64 | 128), HMOE_ATTN_PREFILL_HB=1|G (heads per block). */
-struct pf_env {
-    int kind = -1, warps = 4, hb = 1;
-};
-const pf_env &pf_env_get() {
-    static pf_env e;
-    static bool done = false;
-    if (!done) {
-        const char *k = getenv("HMOE_ATTN_PREFILL"), *w = getenv("HMOE_ATTN_PREFILL_WARPS"), *h = getenv("HMOE_ATTN_PREFILL_HB");
-        e.kind = k && !strcmp(k, "old") ? HMOE_CUDA_ATTN_PREFILL_OLD : k && !strcmp(k, "mma") ? HMOE_CUDA_ATTN_PREFILL_MMA
-                                                                                                 : HMOE_CUDA_ATTN_PREFILL_AUTO;
-        e.warps = w && atoi(w) == 8 ? 8 : 4;
-        e.hb = h && atoi(h) > 1 ? atoi(h) : 1;
-        done = true;
-    }
-    return e;
-}
+/* The MMA launch of the AUTO kinds: 4 warps (64 query rows per block), one head per block. */
+constexpr int PF_AUTO_WARPS = 4;
 
 /* Why the tensor-core kernel cannot take this call (NULL: it can). */
 const char *pf_refusal(const float *d_q, int64_t q_stride, const struct hmoe_cuda_kv *kv, int n_head, const float *d_out_f32,
@@ -418,29 +402,21 @@ extern "C" enum hmoe_status hmoe_cuda_attn_prefill_with(enum hmoe_cuda_attn_pref
                                                         const struct hmoe_cuda_kv *kv, int n_head, float scale,
                                                         float *d_out_f32, uint16_t *d_out_f16, int64_t out_stride,
                                                         void *stream, struct hmoe_err *err) {
-    const pf_env &env = pf_env_get();
-    if (kind == HMOE_CUDA_ATTN_PREFILL_AUTO || kind == HMOE_CUDA_ATTN_PREFILL_AUTO_F32) {
-        const bool want = env.kind == HMOE_CUDA_ATTN_PREFILL_MMA ||
-                          (kind == HMOE_CUDA_ATTN_PREFILL_AUTO && env.kind != HMOE_CUDA_ATTN_PREFILL_OLD);
+    if (kind == HMOE_CUDA_ATTN_PREFILL_AUTO) {
         /* the tensor-core kernel needs sm_80 (mma.sync f16 with f32 accumulate, cp.async, ldmatrix) */
         static int cc_major = -1;
-        if (want && cc_major < 0) {
+        if (cc_major < 0) {
             int dev = 0;
             cudaDeviceProp p;
             cc_major = cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess ? p.major : 0;
         }
-        const bool ok = want && cc_major >= 8 &&
-                        !pf_refusal(d_q, q_stride, kv, n_head, d_out_f32, d_out_f16, out_stride) &&
-                        hmoe_cu_div_up(ntok, 16 * env.warps) <= 65535;
+        const bool ok = cc_major >= 8 && !pf_refusal(d_q, q_stride, kv, n_head, d_out_f32, d_out_f16, out_stride) &&
+                        hmoe_cu_div_up(ntok, 16 * PF_AUTO_WARPS) <= 65535;
         kind = ok ? HMOE_CUDA_ATTN_PREFILL_MMA : HMOE_CUDA_ATTN_PREFILL_OLD;
     }
-    if (kind == HMOE_CUDA_ATTN_PREFILL_MMA) {
-        const int G = kv && kv->n_head_kv > 0 ? n_head / kv->n_head_kv : 1;
-        int hb = env.hb > 1 && G % env.hb == 0 && (16 * env.warps) % env.hb == 0 ? env.hb : 1;
-        if (hmoe_cu_div_up(ntok, 16 * env.warps / hb) > 65535) hb = 1;
-        return hmoe_cuda_attn_prefill_mma(d_q, q_stride, ntok, d_pos, kv, n_head, scale, env.warps, hb, d_out_f32, d_out_f16,
-                                          out_stride, stream, err);
-    }
+    if (kind == HMOE_CUDA_ATTN_PREFILL_MMA)
+        return hmoe_cuda_attn_prefill_mma(d_q, q_stride, ntok, d_pos, kv, n_head, scale, PF_AUTO_WARPS, 1, d_out_f32,
+                                          d_out_f16, out_stride, stream, err);
     return hmoe_cuda_attn_prefill_old(d_q, q_stride, ntok, d_pos, kv, n_head, scale, d_out_f32, d_out_f16, out_stride, stream,
                                       err);
 }

@@ -257,17 +257,3 @@ extern "C" void hmoe_cuda_graph_free(struct hmoe_cuda_graph *g) {
     free(g);
 }
 
-/* ---- programmatic dependent launch switch (cuda.h hmoe_cuda_set_pdl) ---- */
-bool hmoe_cu_pdl_on = false;
-
-extern "C" bool hmoe_cuda_pdl_supported(void) {
-    static int cached = -1; /* first caller decides; all contexts of a process use one device kind */
-    if (cached < 0) {
-        int dev = 0, major = 0;
-        cached = cudaGetDevice(&dev) == cudaSuccess &&
-                 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-    }
-    return cached == 1;
-}
-
-extern "C" void hmoe_cuda_set_pdl(bool on) { hmoe_cu_pdl_on = on && hmoe_cuda_pdl_supported(); }

@@ -242,17 +242,6 @@ HMOE_HD size_t hmoe_cu_q8_1_row_bytes(int64_t n) { return (size_t)(((n + 8 * (n 
 #ifdef __CUDACC__
 /* ---- fused decode helpers (cuda.h "Fused decode launchers") ---- */
 
-/* Programmatic dependent launch (sm_90+): wait until the previous kernel of the stream has
- * finished and its writes are visible (a no-op when this kernel was launched the ordinary way),
- * then let the next kernel begin launching. Every kernel that hmoe_cu_launch may launch with
- * the PDL attribute calls this before it touches global memory. */
-__device__ __forceinline__ void hmoe_cu_pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 /* Last block done: every thread of the block calls this after its global writes. True in the
  * one block that arrives last of the `nblocks` sharing *cnt; that block resets *cnt to 0 (so a
  * graph replays) and may read the others' writes through L2 (__ldcg: never through L1). The
@@ -273,94 +262,11 @@ __device__ __forceinline__ bool hmoe_cu_last_block(unsigned int *cnt, unsigned i
     return last;
 }
 
-/* Quantize nb q8_1 blocks of row x (read through L2) to q: warp w takes blocks w, w + nwarps, ...;
- * all of a warp's loads are issued before the first block is quantized (one L2 round trip per
- * 16 blocks, not one per block). */
-__device__ __forceinline__ void hmoe_cu_block_q8_1_row(const float *x, int64_t nb, uint8_t *q) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
-    const int64_t n = 32 * nb;
-    for (int64_t b0 = warp; b0 < nb; b0 += 16 * (int64_t)nw) {
-        float v[16];
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int64_t b = b0 + (int64_t)nw * j;
-            v[j] = b < nb ? __ldcg(x + 32 * b + lane) : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int64_t b = b0 + (int64_t)nw * j;
-            if (b < nb) hmoe_cu_q8_1_warp(v[j], (int8_t *)q + 32 * b, (float2 *)(q + n) + b);
-        }
-    }
-}
-
-/* RMSNorm of one row of n floats by the whole block (qwen3moe.md §4.2: h = (x * r) * w), x
- * read through L2 (other blocks wrote it): h to out_f32 and/or q8_1 row q; n % 32 == 0. Rows of
- * up to 32 * 16 * (warps of the block) values are loaded once, all loads in flight together;
- * longer rows take a second pass. */
-#define HMOE_CU_NORM_MAXJ 16
-__device__ __forceinline__ void hmoe_cu_block_rmsnorm(const float *x, int64_t n, const float *w, float eps,
-                                                      float *out_f32, uint8_t *q) {
-    __shared__ float s_red[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
-    const int64_t nb = n / 32;
-    const bool one = nb <= (int64_t)HMOE_CU_NORM_MAXJ * nw;
-    float v[HMOE_CU_NORM_MAXJ];
-    float ss = 0.0f;
-    for (int64_t b0 = warp; b0 < nb; b0 += (int64_t)HMOE_CU_NORM_MAXJ * nw) {
-#pragma unroll
-        for (int j = 0; j < HMOE_CU_NORM_MAXJ; j++) {
-            const int64_t b = b0 + (int64_t)nw * j;
-            v[j] = b < nb ? __ldcg(x + 32 * b + lane) : 0.0f;
-            ss += v[j] * v[j];
-        }
-    }
-    ss = hmoe_warp_sum(ss);
-    if (lane == 0) s_red[warp] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-    for (int i = 0; i < nw; i++) tot += s_red[i];
-    const float r = 1.0f / sqrtf(tot / (float)n + eps);
-    for (int64_t b0 = warp; b0 < nb; b0 += (int64_t)HMOE_CU_NORM_MAXJ * nw) {
-        float wv[HMOE_CU_NORM_MAXJ];
-#pragma unroll
-        for (int j = 0; j < HMOE_CU_NORM_MAXJ; j++) {
-            const int64_t b = b0 + (int64_t)nw * j;
-            if (!one) v[j] = b < nb ? __ldcg(x + 32 * b + lane) : 0.0f; /* long row: second pass */
-            wv[j] = b < nb ? w[32 * b + lane] : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < HMOE_CU_NORM_MAXJ; j++) {
-            const int64_t b = b0 + (int64_t)nw * j;
-            if (b < nb) {
-                const float h = (v[j] * r) * wv[j];
-                if (out_f32) out_f32[32 * b + lane] = h;
-                if (q) hmoe_cu_q8_1_warp(h, (int8_t *)q + 32 * b, (float2 *)(q + n) + b);
-            }
-        }
-    }
-}
-
-/* Launch kernel k; with programmatic dependent launch when it is on (hmoe_cuda_set_pdl). */
-extern bool hmoe_cu_pdl_on;
+/* Launch kernel k (one place for every launcher of the decode chain). */
 template <typename... KArgs, typename... Args>
 static inline void hmoe_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
                                   Args... args) {
-    if (!hmoe_cu_pdl_on) {
-        k<<<grid, block, smem, st>>>(args...);
-        return;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    (void)cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...); /* errors: the caller's HMOE_CUDA_LAUNCH_CHECK */
+    k<<<grid, block, smem, st>>>(args...);
 }
 #endif
 

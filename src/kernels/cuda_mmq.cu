@@ -11,11 +11,12 @@
  * Fused epilogues: + residual (f32 out), silu(gate)*up (gate/up fused: two weight tiles share the
  * X tile), f16 output for the next GEMM. Single-buffered; occupancy hides the latency.
  * Measured against cuBLAS (dequantize to f16 + cublasGemmEx) in bench/bench_cuda_mmq.c.
- * Version 3 of the int8 path (RAW, default; HMOE_MMQ=old selects version 2): the weight bytes
- * of 256 K-elements per row are first copied to shared memory with coalesced 16-byte cp.async
- * (double-buffered, the next 256 in flight while the current ones are used), then unpacked from
- * there: version 2 unpacked straight from global memory with 4-byte loads that touched 16 rows
- * per warp instruction, which left the kernel bound by L1 wavefronts at ~250 GB/s of weights.
+ * The int8 path stages weights (RAW): the weight bytes of 256 K-elements per row are first copied
+ * to shared memory with coalesced 16-byte cp.async (double-buffered, the next 256 in flight while
+ * the current ones are used), then unpacked from there. Unpacking straight from global memory
+ * (4-byte loads touching 16 rows per warp instruction) is bound by L1 wavefronts at ~250 GB/s of
+ * weights; it remains the fallback where the staged tiles do not fit shared memory or K is not a
+ * multiple of 256.
  * Optional q8_1 output (the gate/up product feeding the int8 down GEMM without an f16 trip).
  */
 #include <cublas_v2.h>
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(128) mmq_kernel(struct mmq_params p) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * int8 path (version 2): tile BM tokens x BN features x 64, the weight tile unpacked by
+ * int8 path, unpacking from global memory: tile BM tokens x BN features x 64, the weight tile unpacked by
  * TR::q8chunk to int8 codes + per-16 scale/offset, activations q8_1 (int8 + per-32 scale).
  * Per 32 (or 16 for TR::q8_sub16) of K: C = mma.sync s8 (exact int32), then in f32
  *   acc += C * (d_a * scale_w) + offset_w * (d_a * sum of the activation quants)
@@ -614,18 +615,9 @@ static const char *gemm_prepare(const struct hmoe_cuda_gemm_args *a, struct mmq_
     return NULL;
 }
 
-/* HMOE_MMQ=old: the int8 path unpacks from global memory (version 2), for comparisons. */
-static bool mmq_raw_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HMOE_MMQ");
-        on = !(e && !strcmp(e, "old"));
-    }
-    return on != 0;
-}
-
-/* Version 3 where its shared memory fits the device (the opt-in limit per block: 227 KiB on
- * sm_90, ~99 KiB on sm_86/89/120, where the widest staged tiles do not fit), else version 2.
+/* The staged kernel where its shared memory fits the device (the opt-in limit per block: 227 KiB
+ * on sm_90, ~99 KiB on sm_86/89/120, where the widest staged tiles do not fit), else the one that
+ * unpacks from global memory.
  * Decided once per instantiation (one device type per process). */
 template <class TR, int BM, int BN, bool GATEUP>
 static void mmq8_launch_raw(const struct mmq_params &p, dim3 grid, cudaStream_t st) {
@@ -697,28 +689,17 @@ extern "C" enum hmoe_status hmoe_cuda_gemm(const struct hmoe_cuda_gemm_args *a, 
         plan_tiles = (unsigned)mt;
         /* fewer than ~24 rows per expert: 32-row tiles; else 64-row tiles, which read each
          * expert's weights once up to 64 rows (H200, pp512 = 32 rows per expert: Q4_K_M 11678
-         * vs 10827 tok/s, IQ2_XXS 13571 vs 12674 with 32-row tiles; bench/gpu_results.md) */
+         * vs 10827 tok/s, IQ2_XXS 13571 vs 12674 with 32-row tiles) */
         small = nrows < 24 * a->w.n_expert;
     } else {
         p.ntok = a->ntok;
         HMOE_CUDA_REQUIRE(err, hmoe_cu_div_up(a->ntok, 32) <= 65535, "gemm: too many tokens");
         small = a->ntok < 64;
     }
-    {
-        /* HMOE_MMQ_BM=32|64 forces the token tile (measurements: 64 reads each expert's weights
-         * once when it has 33..64 rows, 32 wastes less of the tile on padding) */
-        static int bm = -1;
-        if (bm < 0) {
-            const char *e = getenv("HMOE_MMQ_BM");
-            bm = e ? atoi(e) : 0;
-        }
-        if (bm == 32) small = true;
-        if (bm == 64) small = false;
-    }
     cudaStream_t st = hmoe_cu_stream(stream);
     /* staged weights (version 3): whole 256-element groups, and the 16-byte chunks of the last
      * row must stay inside the matrix (experts: the stride is a multiple of 16, checked above) */
-    const bool raw = mmq_raw_enabled() && a->w.ncols % MMQ8_RAW_K == 0 &&
+    const bool raw = a->w.ncols % MMQ8_RAW_K == 0 &&
                      (a->plan || ((size_t)a->w.nrows * a->w.row_bytes) % 16 == 0);
     bool no_int8 = false;
     hmoe_cuda_type_dispatch(a->w.type, [&](auto tr) {

@@ -25,7 +25,6 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
                                                                  const float *add, int64_t add_stride) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
-    hmoe_cu_pdl_wait();
     const int tl = threadIdx.x % TPR;
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MMV_RPT;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
@@ -74,7 +73,6 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_f_kernel(const uint8_t *
                                                                  const float *add, int64_t add_stride) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
-    hmoe_cu_pdl_wait();
     const int tl = threadIdx.x % TPR;
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MMV_RPT;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
@@ -120,18 +118,9 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_f_kernel(const uint8_t *
 /* Matrices with at least this many rows (the LM head: 151936) take TPR 32 for one token: fewer,
  * longer row groups, each thread with more loads in flight and warp-only sums. H200, tg128 of the
  * synthetic 30B files: Q4_K_M 453.6 / 454.2 vs 451.4 / 449.8 with the slice-count rule (TPR 128
- * for the Q6_K head), IQ2_XXS 439.4 / 439.8 vs 438.2 / 437.6, same logits. HMOE_MMV_BIG_TPR=0
- * restores the rule, =64|128 forces another width. */
+ * for the Q6_K head), IQ2_XXS 439.4 / 439.8 vs 438.2 / 437.6, same logits. */
 #define MMV_BIG_ROWS 32768
-static int mmv_big_tpr(void) {
-    static int tpr = -1;
-    if (tpr < 0) {
-        const char *e = getenv("HMOE_MMV_BIG_TPR");
-        const int v = e ? atoi(e) : 32;
-        tpr = v == 32 || v == 64 || v == 128 ? v : 0;
-    }
-    return tpr;
-}
+#define MMV_BIG_TPR 32
 
 /* Launch the right (NT, TPR) instance: one token -> TPR from the row's slice count; several
  * tokens -> NT = 8 with TPR = 64. */
@@ -153,7 +142,7 @@ static void mmv_launch(const struct hmoe_cuda_mmv_args *a, int units, cudaStream
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
                            a->add_stride);                                                                          \
     } while (0)
-    const int tpr = a->nrows >= MMV_BIG_ROWS && mmv_big_tpr() ? mmv_big_tpr() : hmoe_mmv_tpr(units);
+    const int tpr = a->nrows >= MMV_BIG_ROWS ? MMV_BIG_TPR : hmoe_mmv_tpr(units);
     if (a->ntok > 1)
         MMV_GO(8, 64);
     else if (tpr == 128)

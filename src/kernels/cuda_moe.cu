@@ -3,15 +3,13 @@
  * (no host round trip, graph-capturable), and the prefill grouping (plan) + combine around the
  * grouped GEMM of cuda_mmq.cu.
  *
- * Version 1:
  *  topk       one warp per token; k rounds of a warp arg-max (ties -> lower expert index);
- *             router_topk fuses the decode router matvec with it (last block done does the top-k;
- *             round 3: a one-pass rank top-k by all 128 threads of that block, moe_topk_block)
+ *             router_topk fuses the decode router matvec with it (the last block done runs a
+ *             one-pass rank top-k with all 128 threads of that block, moe_topk_block)
  *  gate_up    32 threads per row of gate AND up of one slot's expert, 2 rows each: silu(g) * u
- *             (64 before round 3)
  *  down       128 threads per output row walk the (slot, slice) pairs of all k experts of the
  *             token, so each output is sum_j w_j * dot_j plus the residual, written once
- *             (v1 used one warp per 4 rows: 17 / 28 us for the Qwen3-30B shapes, latency bound)
+ *             (one warp per 4 rows: 17 / 28 us for the Qwen3-30B shapes, latency bound)
  *  plan       one 1024-thread block: per-warp expert counts, prefix sums, then a stable scatter
  *             (warp match_any ranks) -> rows of an expert in slot order; tiles of <= 64 rows
  *  combine    one block per token: y += sum_j w_j * ye[plan row of slot j]
@@ -80,7 +78,7 @@ __device__ void moe_topk_warp(const float *lg, int E, int k, int32_t *ids, float
  * logits go to shared memory, every thread ranks its own entries against all E in one pass
  * (rank = entries with a larger value, or an equal value and a lower index: the order of
  * moe_topk_warp), and the entries of rank < k are the chosen ones, in order. No k serial rounds
- * of warp arg-max: 2.2 us less per layer on the H200 (round 3, bench/gpu_results.md). The softmax
+ * of warp arg-max: 2.2 us less per layer on the H200. The softmax
  * sums run in warp 0 in moe_topk_warp's order, so ids and weights are bit-identical to it. */
 __device__ void moe_topk_block(const float *lg, int E, int k, int32_t *ids, float *weights) {
     __shared__ __align__(16) float s_lg[32 * TOPK_MAXV];
@@ -118,37 +116,6 @@ __device__ void moe_topk_block(const float *lg, int E, int k, int32_t *ids, floa
     }
 }
 
-/* Experiment switches read at launch (graph capture): HMOE_TOPK=old, HMOE_MOE_GU_TPR=64,
- * HMOE_MOE_DN_TPR=64, HMOE_IQ_SMEM=1 (bench/gpu_results.md, decode round 3). */
-static int moe_env_int(const char *name, int dflt) {
-    const char *e = getenv(name);
-    return e && *e ? atoi(e) : dflt;
-}
-
-/* HMOE_IQ_SMEM=1: the decode expert kernels read the IQ2_XXS / IQ3_XXS codebooks from a
- * per-block copy in shared memory instead of through L1 (__ldg). Off: measured no faster on the
- * H200 (IQ2 mix decode step 2.599 vs 2.595 ms, round 3), so the gathers are not the limit. */
-static bool moe_smem_grid(void) {
-    const char *e = getenv("HMOE_IQ_SMEM");
-    return e && !strcmp(e, "1");
-}
-
-/* One slice dot of the decode expert kernels: from the shared-memory codebook when the type has
- * one and the block loaded it (sg), else TR::vdot. */
-template <class TR>
-__device__ __forceinline__ float moe_vdot(bool sg, const void *s_grid, const uint8_t *b, int sl, const int8_t *aq,
-                                          const float2 *ad) {
-    if constexpr (hmoe_cu_smem_grid<TR>::bytes > 0)
-        if (sg) return TR::vdot_s(b, sl, aq, ad, s_grid);
-    return TR::vdot(b, sl, aq, ad);
-}
-
-/* HMOE_TOPK=old: the warp top-k in the decode router's last block (comparisons). */
-static bool moe_topk_old(void) {
-    const char *e = getenv("HMOE_TOPK");
-    return e && !strcmp(e, "old");
-}
-
 __global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, int E, int k, int32_t *__restrict__ ids,
                                 float *__restrict__ weights) {
     const int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
@@ -161,10 +128,9 @@ __global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, 
  * launch, so graphs replay) reads all logits back through L2 and runs the top-k. */
 __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__restrict__ w, const float *__restrict__ x,
                                                               int ncols, int E, int k, float *logits, int32_t *ids,
-                                                              float *weights, unsigned int *counter, bool old_topk) {
+                                                              float *weights, unsigned int *counter) {
     __shared__ float red[4][2];
     __shared__ bool last;
-    hmoe_cu_pdl_wait();
     const int tid = threadIdx.x;
     const int r0 = 2 * blockIdx.x;
     float acc[2] = {0.0f, 0.0f};
@@ -189,8 +155,7 @@ __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__res
     if (!last) return;
     __threadfence();
     if (tid == 0) *counter = 0;
-    if (!old_topk) moe_topk_block(logits, E, k, ids, weights); /* L2 loads (__ldcg): the other blocks' fenced writes */
-    else if (tid < 32) moe_topk_warp(logits, E, k, ids, weights);
+    moe_topk_block(logits, E, k, ids, weights); /* L2 loads (__ldcg): the other blocks' fenced writes */
 }
 
 /* Decode RMSNorm + router + top-k in one launch: block b normalises the residual row itself
@@ -199,7 +164,7 @@ __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__res
  * 2b and 2b+1, writes its share of the normalised row (q8_1 blocks b*4 + warp, ...), and the last
  * block runs the top-k. h = (x * r) * w as in rmsnorm_kernel (qwen3moe.md §4.2). */
 #define RN_MAXV 8 /* float4 per thread: n <= 128 * 4 * 8 = 4096 */
-__global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_cuda_router_norm_args a, bool old_topk) {
+__global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_cuda_router_norm_args a) {
     __shared__ float red[4][2];
     __shared__ float s_ss[4];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -212,7 +177,6 @@ __global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_c
         for (int r = 0; r < 2; r++)
             if (j < nv && 4 * tid + 512 * j < n && r0 + r < a.n_expert)
                 wv[r][j] = __ldg((const float4 *)(a.router + (size_t)(r0 + r) * n + 4 * tid + 512 * j));
-    hmoe_cu_pdl_wait();
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < RN_MAXV; j++) {
@@ -251,8 +215,7 @@ __global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_c
         for (int r = 0; r < 2; r++)
             if (r0 + r < a.n_expert) a.logits[r0 + r] = acc[r];
     if (!hmoe_cu_last_block(a.counter, gridDim.x)) return;
-    if (!old_topk) moe_topk_block(a.logits, a.n_expert, a.k, a.ids, a.weights); /* L2 loads (__ldcg) */
-    else if (tid < 32) moe_topk_warp(a.logits, a.n_expert, a.k, a.ids, a.weights);
+    moe_topk_block(a.logits, a.n_expert, a.k, a.ids, a.weights); /* L2 loads (__ldcg) */
 }
 
 extern "C" enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_norm_args *a, void *stream,
@@ -266,7 +229,7 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cud
                       "moe_router_norm_topk: NULL or misaligned (16 bytes) buffer");
     HMOE_CUDA_REQUIRE(err, !a->out_q8_1 || hmoe_cu_aligned(a->out_q8_1, 16), "moe_router_norm_topk: q8_1 output must be 16-byte aligned");
     hmoe_cu_launch(moe_router_norm_topk_kernel, dim3((unsigned)hmoe_cu_div_up(a->n_expert, 2)), dim3(128), 0,
-                   hmoe_cu_stream(stream), *a, moe_topk_old());
+                   hmoe_cu_stream(stream), *a);
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_norm_topk");
     return HMOE_OK;
 }
@@ -293,8 +256,7 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const fl
                       "moe_router_topk: ncols must be a multiple of 4, w and x 16-byte aligned");
     HMOE_CUDA_REQUIRE(err, d_counter && d_logits && d_ids && d_weights, "moe_router_topk: NULL buffer");
     hmoe_cu_launch(moe_router_topk_kernel, dim3((unsigned)hmoe_cu_div_up(n_expert, 2)), dim3(128), 0,
-                   hmoe_cu_stream(stream), d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter,
-                   moe_topk_old());
+                   hmoe_cu_stream(stream), d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter);
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_topk");
     return HMOE_OK;
 }
@@ -304,21 +266,17 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const fl
 /* gate_up: TPR = 32 threads per row pair (gate row f, up row f), RPT = 2 pairs per thread.
  * down: TPR = 128 threads per output row walk the (expert slot, slice) pairs of all k experts,
  * RPT = 2 rows per thread. Layout and reduction: cuda_mmv_impl.cuh. */
-#define MOE_GU_TPR 32 /* round 3: 32 beat 64 (HMOE_MOE_GU_TPR=64) by 21 / 41 us per token (Q4_K_M / IQ2 mix) */
-#define MOE_DN_TPR 128 /* HMOE_MOE_DN_TPR=64: no measurable difference */
+#define MOE_GU_TPR 32  /* H200: 32 beats 64 by 21 / 41 us per token (Q4_K_M / IQ2 mix) */
+#define MOE_DN_TPR 128 /* 64: no measurable difference */
 #define MOE_RPT 2
 
 template <class TR, int TPR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hmoe_cuda_experts g, const uint8_t *__restrict__ upw,
                                                                        const int32_t *__restrict__ ids, int k,
                                                                        const uint8_t *__restrict__ x, size_t x_stride,
-                                                                       float *__restrict__ z, int64_t z_stride,
-                                                                       uint8_t *zq, unsigned int *cnt, bool sg) {
+                                                                       float *__restrict__ z, int64_t z_stride) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
-    using SG = hmoe_cu_smem_grid<TR>;
-    hmoe_cu_pdl_wait();
     __shared__ float red[HMOE_MMV_THREADS / 32][2 * MOE_RPT];
-    __shared__ __align__(16) uint8_t s_grid[SG::bytes > 0 ? SG::bytes : 16];
     const int tl = threadIdx.x % TPR;
     const int64_t slot = blockIdx.y;
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
@@ -328,12 +286,6 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
     const uint8_t *xr = x + (size_t)(slot / k) * x_stride;
     const uint8_t *gw = (const uint8_t *)g.w + (size_t)(ok ? e : 0) * g.expert_stride_bytes;
     const uint8_t *uw = upw + (size_t)(ok ? e : 0) * g.expert_stride_bytes;
-    if constexpr (SG::bytes > 0) { /* the copy's L2 latency overlaps the load of the expert id */
-        if (sg) {
-            SG::load(s_grid);
-            __syncthreads();
-        }
-    }
     const uint8_t *gr[MOE_RPT], *ur[MOE_RPT];
 #pragma unroll
     for (int r = 0; r < MOE_RPT; r++) {
@@ -352,8 +304,8 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
         const float2 *ad = (const float2 *)(xr + g.ncols) + (size_t)blk * (TR::blck / 32);
 #pragma unroll
         for (int r = 0; r < MOE_RPT; r++) {
-            acc[r] += moe_vdot<TR>(sg, s_grid, gr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
-            acc[MOE_RPT + r] += moe_vdot<TR>(sg, s_grid, ur[r] + (size_t)blk * TR::bytes, sl, aq, ad);
+            acc[r] += TR::vdot(gr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
+            acc[MOE_RPT + r] += TR::vdot(ur[r] + (size_t)blk * TR::bytes, sl, aq, ad);
         }
     }
     hmoe_mmv_group_sum<TPR>(acc, red);
@@ -366,10 +318,6 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
             zr[r0 + r] = ok ? gv / (1.0f + expf(-gv)) * uv : 0.0f; /* a bad expert id gives zeros */
         }
     }
-    if (cnt && hmoe_cu_last_block(cnt + slot, gridDim.x)) {
-        /* the whole row of z is written: quantize it */
-        hmoe_cu_block_q8_1_row(z + slot * z_stride, g.nrows / 32, zq + (size_t)slot * hmoe_cu_q8_1_row_bytes(g.nrows));
-    }
 }
 
 template <class TR, int TPR>
@@ -377,12 +325,8 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
                                                                     const int32_t *__restrict__ ids,
                                                                     const float *__restrict__ wts, int k,
                                                                     const uint8_t *__restrict__ zq, size_t zq_stride,
-                                                                    float *y, int64_t y_stride,
-                                                                    struct hmoe_cuda_norm_out nrm, bool sg) {
+                                                                    float *y, int64_t y_stride) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
-    using SG = hmoe_cu_smem_grid<TR>;
-    __shared__ __align__(16) uint8_t s_grid[SG::bytes > 0 ? SG::bytes : 16];
-    hmoe_cu_pdl_wait();
     __shared__ const uint8_t *s_w[32];
     __shared__ float s_wt[32];
     __shared__ float red[HMOE_MMV_THREADS / 32][MOE_RPT];
@@ -394,8 +338,6 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         s_w[threadIdx.x] = (const uint8_t *)dn.w + (size_t)(ok ? e : 0) * dn.expert_stride_bytes;
         s_wt[threadIdx.x] = ok ? wts[t * k + threadIdx.x] : 0.0f;
     }
-    if constexpr (SG::bytes > 0)
-        if (sg) SG::load(s_grid); /* published by the barrier below */
     __syncthreads();
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
     const int nblocks = (int)(dn.ncols / TR::blck);
@@ -416,7 +358,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         const uint8_t *wb = s_w[j] + (size_t)blk * TR::bytes;
         const float wj = s_wt[j];
 #pragma unroll
-        for (int r = 0; r < MOE_RPT; r++) acc[r] += wj * moe_vdot<TR>(sg, s_grid, wb + roff[r], sl, aq, ad);
+        for (int r = 0; r < MOE_RPT; r++) acc[r] += wj * TR::vdot(wb + roff[r], sl, aq, ad);
     }
     hmoe_mmv_group_sum<TPR>(acc, red);
     if (tl == 0) {
@@ -424,10 +366,6 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         for (int r = 0; r < MOE_RPT; r++)
             if (r0 + r < dn.nrows) y[t * y_stride + r0 + r] += acc[r];
     }
-    if (nrm.counters && hmoe_cu_last_block(nrm.counters + t, gridDim.x))
-        hmoe_cu_block_rmsnorm(y + t * y_stride, dn.nrows, nrm.norm_w, nrm.eps,
-                              nrm.out_f32 ? nrm.out_f32 + t * dn.nrows : nullptr,
-                              nrm.out_q8_1 ? (uint8_t *)nrm.out_q8_1 + (size_t)t * hmoe_cu_q8_1_row_bytes(dn.nrows) : nullptr);
 }
 
 static const char *experts_check(const struct hmoe_cuda_experts *x, int *blck) {
@@ -444,10 +382,10 @@ static const char *experts_check(const struct hmoe_cuda_experts *x, int *blck) {
     return nullptr;
 }
 
-static enum hmoe_status gate_up_launch(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
-                                       const int32_t *d_ids, int64_t nslot, int k, const void *d_x, size_t x_stride_bytes,
-                                       float *d_z, int64_t z_stride, void *d_zq, unsigned int *d_counters, void *stream,
-                                       struct hmoe_err *err) {
+extern "C" enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
+                                                  const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
+                                                  size_t x_stride_bytes, float *d_z, int64_t z_stride, void *stream,
+                                                  struct hmoe_err *err) {
     int blck;
     const char *why = experts_check(gate, &blck);
     HMOE_CUDA_REQUIRE(err, !why, "moe_gate_up: gate (%s): %s", hmoe_type_name(gate->type), why);
@@ -462,23 +400,21 @@ static enum hmoe_status gate_up_launch(const struct hmoe_cuda_experts *gate, con
                                x_stride_bytes >= hmoe_cu_q8_1_row_bytes(gate->ncols),
                       "moe_gate_up: activations must be 16-byte aligned q8_1 rows of %lld values", (long long)gate->ncols);
     if (nslot == 0) return HMOE_OK;
-    const int tpr = moe_env_int("HMOE_MOE_GU_TPR", MOE_GU_TPR) == 64 ? 64 : MOE_GU_TPR;
-    dim3 grid((unsigned)hmoe_cu_div_up(gate->nrows, (HMOE_MMV_THREADS / tpr) * MOE_RPT), (unsigned)nslot);
+    dim3 grid((unsigned)hmoe_cu_div_up(gate->nrows, (HMOE_MMV_THREADS / MOE_GU_TPR) * MOE_RPT), (unsigned)nslot);
     hmoe_cuda_type_dispatch(gate->type, [&](auto tr) {
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
-            hmoe_cu_launch(tpr == 64 ? moe_gate_up_kernel<TR, 64> : moe_gate_up_kernel<TR, MOE_GU_TPR>, grid,
-                           dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *gate, (const uint8_t *)up->w, d_ids, k,
-                           (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride, (uint8_t *)d_zq, d_counters,
-                           moe_smem_grid());
+            hmoe_cu_launch(moe_gate_up_kernel<TR, MOE_GU_TPR>, grid, dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream),
+                           *gate, (const uint8_t *)up->w, d_ids, k, (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride);
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_gate_up");
     return HMOE_OK;
 }
 
-static enum hmoe_status down_launch(const struct hmoe_cuda_experts *down, const int32_t *d_ids, const float *d_weights,
-                                    int64_t ntok, int k, const void *d_zq, size_t zq_stride_bytes, float *d_y,
-                                    int64_t y_stride, struct hmoe_cuda_norm_out nrm, void *stream, struct hmoe_err *err) {
+extern "C" enum hmoe_status hmoe_cuda_moe_down(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
+                                               const float *d_weights, int64_t ntok, int k, const void *d_zq,
+                                               size_t zq_stride_bytes, float *d_y, int64_t y_stride, void *stream,
+                                               struct hmoe_err *err) {
     int blck;
     const char *why = experts_check(down, &blck);
     HMOE_CUDA_REQUIRE(err, !why, "moe_down (%s): %s", hmoe_type_name(down->type), why);
@@ -488,55 +424,15 @@ static enum hmoe_status down_launch(const struct hmoe_cuda_experts *down, const 
                                zq_stride_bytes >= hmoe_cu_q8_1_row_bytes(down->ncols),
                       "moe_down: activations must be 16-byte aligned q8_1 rows of %lld values", (long long)down->ncols);
     if (ntok == 0) return HMOE_OK;
-    const int tpr = moe_env_int("HMOE_MOE_DN_TPR", MOE_DN_TPR) == 64 ? 64 : MOE_DN_TPR;
-    dim3 grid((unsigned)hmoe_cu_div_up(down->nrows, (HMOE_MMV_THREADS / tpr) * MOE_RPT), (unsigned)ntok);
+    dim3 grid((unsigned)hmoe_cu_div_up(down->nrows, (HMOE_MMV_THREADS / MOE_DN_TPR) * MOE_RPT), (unsigned)ntok);
     hmoe_cuda_type_dispatch(down->type, [&](auto tr) {
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
-            hmoe_cu_launch(tpr == 64 ? moe_down_kernel<TR, 64> : moe_down_kernel<TR, MOE_DN_TPR>, grid,
-                           dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *down, d_ids, d_weights, k,
-                           (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride, nrm, moe_smem_grid());
+            hmoe_cu_launch(moe_down_kernel<TR, MOE_DN_TPR>, grid, dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream), *down,
+                           d_ids, d_weights, k, (const uint8_t *)d_zq, zq_stride_bytes, d_y, y_stride);
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_down");
     return HMOE_OK;
-}
-
-extern "C" enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
-                                                  const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
-                                                  size_t x_stride_bytes, float *d_z, int64_t z_stride, void *stream,
-                                                  struct hmoe_err *err) {
-    return gate_up_launch(gate, up, d_ids, nslot, k, d_x, x_stride_bytes, d_z, z_stride, nullptr, nullptr, stream, err);
-}
-
-extern "C" enum hmoe_status hmoe_cuda_moe_gate_up_q8(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
-                                                     const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
-                                                     size_t x_stride_bytes, float *d_z, int64_t z_stride, void *d_zq,
-                                                     unsigned int *d_counters, void *stream, struct hmoe_err *err) {
-    HMOE_CUDA_REQUIRE(err, d_zq && d_counters && hmoe_cu_aligned(d_zq, 16) && gate->nrows % 32 == 0,
-                      "moe_gate_up_q8: needs a 16-byte aligned q8_1 output, counters and nrows %% 32 == 0 (nrows %lld)",
-                      (long long)gate->nrows);
-    return gate_up_launch(gate, up, d_ids, nslot, k, d_x, x_stride_bytes, d_z, z_stride, d_zq, d_counters, stream, err);
-}
-
-extern "C" enum hmoe_status hmoe_cuda_moe_down(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
-                                               const float *d_weights, int64_t ntok, int k, const void *d_zq,
-                                               size_t zq_stride_bytes, float *d_y, int64_t y_stride, void *stream,
-                                               struct hmoe_err *err) {
-    const struct hmoe_cuda_norm_out none = {};
-    return down_launch(down, d_ids, d_weights, ntok, k, d_zq, zq_stride_bytes, d_y, y_stride, none, stream, err);
-}
-
-extern "C" enum hmoe_status hmoe_cuda_moe_down_norm(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
-                                                    const float *d_weights, int64_t ntok, int k, const void *d_zq,
-                                                    size_t zq_stride_bytes, float *d_y, int64_t y_stride,
-                                                    const struct hmoe_cuda_norm_out *norm, void *stream,
-                                                    struct hmoe_err *err) {
-    HMOE_CUDA_REQUIRE(err, norm && norm->norm_w && norm->counters && (norm->out_f32 || norm->out_q8_1),
-                      "moe_down_norm: needs norm weights, counters and an output");
-    HMOE_CUDA_REQUIRE(err, down->nrows % 32 == 0, "moe_down_norm: nrows %lld must be a multiple of 32", (long long)down->nrows);
-    HMOE_CUDA_REQUIRE(err, !norm->out_q8_1 || hmoe_cu_aligned(norm->out_q8_1, 16),
-                      "moe_down_norm: q8_1 output needs a 16-byte aligned buffer");
-    return down_launch(down, d_ids, d_weights, ntok, k, d_zq, zq_stride_bytes, d_y, y_stride, *norm, stream, err);
 }
 
 /* ------------------------------------------------ prefill plan ------------------------------------------------ */

@@ -270,24 +270,6 @@ enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_no
     (void)a, (void)stream;
     return NO_CUDA(err);
 }
-enum hmoe_status hmoe_cuda_moe_gate_up_q8(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
-                                          const int32_t *d_ids, int64_t nslot, int k, const void *d_x,
-                                          size_t x_stride_bytes, float *d_z, int64_t z_stride, void *d_zq,
-                                          unsigned int *d_counters, void *stream, struct hmoe_err *err) {
-    (void)gate, (void)up, (void)d_ids, (void)nslot, (void)k, (void)d_x, (void)x_stride_bytes, (void)d_z, (void)z_stride,
-        (void)d_zq, (void)d_counters, (void)stream;
-    return NO_CUDA(err);
-}
-enum hmoe_status hmoe_cuda_moe_down_norm(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
-                                         const float *d_weights, int64_t ntok, int k, const void *d_zq,
-                                         size_t zq_stride_bytes, float *d_y, int64_t y_stride,
-                                         const struct hmoe_cuda_norm_out *norm, void *stream, struct hmoe_err *err) {
-    (void)down, (void)d_ids, (void)d_weights, (void)ntok, (void)k, (void)d_zq, (void)zq_stride_bytes, (void)d_y,
-        (void)y_stride, (void)norm, (void)stream;
-    return NO_CUDA(err);
-}
-void hmoe_cuda_set_pdl(bool on) { (void)on; }
-bool hmoe_cuda_pdl_supported(void) { return false; }
 #else
 /* The CUDA build gets these from the .cu files; keep the translation unit non-empty. */
 typedef int hmoe_cuda_none_unused;

@@ -32,7 +32,6 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 
 __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_rmsnorm_args a) {
     __shared__ float red[NORM_THREADS / 32];
-    hmoe_cu_pdl_wait();
     const int64_t row = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float *x = a.x + row * a.x_stride;
@@ -105,15 +104,14 @@ __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(struct hmoe_cuda_
     }
 }
 
-/* Version 3, one row without a residual add (the decode step's attention-input norm): the row is
+/* One row without a residual add (the decode step's attention-input norm): the row is
  * split over n/128 blocks of 4 warps. Every block sums the squares of the whole row (8 KB from L2
  * for n = 2048) and normalises and quantizes only its own 128 values, so the q8_1 blocks are made
- * in parallel instead of 8 in series per warp (v2's single block: 6-7 us under ncu on the H200).
+ * in parallel instead of 8 in series per warp (one block per row: 6-7 us under ncu on the H200).
  * An add is not taken: blocks would race on the x they write and the others read. */
 #define NORM1_WARPS 4
 __global__ void __launch_bounds__(NORM1_WARPS * 32) rmsnorm1_kernel(struct hmoe_cuda_rmsnorm_args a) {
     __shared__ float red[NORM1_WARPS];
-    hmoe_cu_pdl_wait();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float4 *x4 = (const float4 *)a.x;
     float ss = 0.0f;
@@ -138,16 +136,6 @@ __global__ void __launch_bounds__(NORM1_WARPS * 32) rmsnorm1_kernel(struct hmoe_
     }
 }
 
-/* HMOE_NORM=old keeps v2 for single rows too (comparisons). */
-static bool norm1_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HMOE_NORM");
-        on = !(e && !strcmp(e, "old"));
-    }
-    return on;
-}
-
 extern "C" enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_args *a, void *stream,
                                               struct hmoe_err *err) {
     HMOE_CUDA_REQUIRE(err, a->n > 0 && a->nrows >= 0 && a->x_stride >= a->n && a->w,
@@ -158,7 +146,7 @@ extern "C" enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_arg
                       "rmsnorm: q8_1 output needs n %% 32 == 0 and a 16-byte aligned buffer");
     HMOE_CUDA_REQUIRE(err, a->nrows <= 0x7fffffff, "rmsnorm: too many rows");
     if (a->nrows == 0) return HMOE_OK;
-    if (a->nrows == 1 && !a->add && a->n % (32 * NORM1_WARPS) == 0 && hmoe_cu_aligned(a->x, 16) && norm1_enabled()) {
+    if (a->nrows == 1 && !a->add && a->n % (32 * NORM1_WARPS) == 0 && hmoe_cu_aligned(a->x, 16)) {
         hmoe_cu_launch(rmsnorm1_kernel, dim3((unsigned)(a->n / (32 * NORM1_WARPS))), dim3(32 * NORM1_WARPS), 0,
                        hmoe_cu_stream(stream), *a);
         HMOE_CUDA_LAUNCH_CHECK(err, "rmsnorm");
@@ -188,7 +176,6 @@ extern "C" void hmoe_cuda_rope_yarn_corr(struct hmoe_cuda_rope *r, int n_ctx_ori
 
 __global__ void __launch_bounds__(QKR_WARPS * 32) qk_norm_rope_kernel(struct hmoe_cuda_qkv_args a) {
     __shared__ float sh[QKR_WARPS][QKR_MAXD];
-    hmoe_cu_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int head = blockIdx.x * QKR_WARPS + warp;
     const int64_t t = blockIdx.y;

@@ -10,7 +10,6 @@
 
 __global__ void quantize_q8_1_kernel(const float *__restrict__ x, int64_t x_stride, int64_t nrows, int64_t ncols,
                                      uint8_t *__restrict__ xq, size_t row_bytes) {
-    hmoe_cu_pdl_wait();
     const int64_t nblk = ncols / 32, total = nrows * nblk;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
     for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {

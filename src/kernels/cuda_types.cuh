@@ -755,23 +755,6 @@ HMOE_UNROLL
         }
         return d * 0.125f * (float)(2 * (int)(w >> 28) + 1) * ad[ib].x * (float)sumi;
     }
-    /* vdot with the codebook in shared memory (hmoe_cu_smem_grid): same integer sums */
-    HMOE_HD static float vdot_s(const uint8_t *b, int ib, const int8_t *aq, const float2 *ad, const void *sgrid) {
-        const uint64_t *grid_s = (const uint64_t *)sgrid;
-        float d = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(b));
-        uint32_t idx = hmoe_cu_ld_u32a2(b + 2 + 8 * ib), w = hmoe_cu_ld_u32a2(b + 6 + 8 * ib);
-        int sumi = 0;
-HMOE_UNROLL
-        for (int g = 0; g < 4; g++) {
-            uint64_t grid = grid_s[(idx >> (8 * g)) & 0xff];
-            uint32_t lo = (uint32_t)grid, hi = (uint32_t)(grid >> 32);
-            hmoe_cu_apply_signs(hmoe_cu_ksigns((w >> (7 * g)) & 127), &lo, &hi);
-            int a[2];
-            hmoe_cu_act2(aq, 32 * ib + 8 * g, a);
-            sumi = hmoe_cu_dp4a((int)lo, a[0], hmoe_cu_dp4a((int)hi, a[1], sumi));
-        }
-        return d * 0.125f * (float)(2 * (int)(w >> 28) + 1) * ad[ib].x * (float)sumi;
-    }
 };
 
 /* IQ2_XS, 74 bytes: d @0, qs[32] u16 @2 (9-bit grid index, 7-bit sign index), scales[8] @66. */
@@ -927,24 +910,6 @@ HMOE_UNROLL
         for (int g = 0; g < 4; g++) {
             uint32_t lo = HMOE_GRID(iq3xxs_grid, hmoe_cu_byte8(i0, i1, 2 * g));
             uint32_t hi = HMOE_GRID(iq3xxs_grid, hmoe_cu_byte8(i0, i1, 2 * g + 1));
-            hmoe_cu_apply_signs(hmoe_cu_ksigns((w >> (7 * g)) & 127), &lo, &hi);
-            int a[2];
-            hmoe_cu_act2(aq, 32 * ib + 8 * g, a);
-            sumi = hmoe_cu_dp4a((int)lo, a[0], hmoe_cu_dp4a((int)hi, a[1], sumi));
-        }
-        return d * 0.25f * (float)(2 * (int)(w >> 28) + 1) * ad[ib].x * (float)sumi;
-    }
-    /* vdot with the codebook in shared memory (hmoe_cu_smem_grid): same integer sums */
-    HMOE_HD static float vdot_s(const uint8_t *b, int ib, const int8_t *aq, const float2 *ad, const void *sgrid) {
-        const uint32_t *grid_s = (const uint32_t *)sgrid;
-        float d = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(b));
-        uint32_t i0 = hmoe_cu_ld_u32a2(b + 2 + 8 * ib), i1 = hmoe_cu_ld_u32a2(b + 6 + 8 * ib);
-        uint32_t w = hmoe_cu_ld_u32a2(b + 66 + 4 * ib);
-        int sumi = 0;
-HMOE_UNROLL
-        for (int g = 0; g < 4; g++) {
-            uint32_t lo = grid_s[hmoe_cu_byte8(i0, i1, 2 * g)];
-            uint32_t hi = grid_s[hmoe_cu_byte8(i0, i1, 2 * g + 1)];
             hmoe_cu_apply_signs(hmoe_cu_ksigns((w >> (7 * g)) & 127), &lo, &hi);
             int a[2];
             hmoe_cu_act2(aq, 32 * ib + 8 * g, a);
@@ -1156,32 +1121,6 @@ HMOE_UNROLL
             sumi = hmoe_cu_dp4a((int)hmoe_cu_lut16((q >> 4) & 0x0f0f0f0f, t), ahi[i], sumi);
         }
         return d * (float)(ls(b, ib) - 32) * ad[ib].x * (float)sumi;
-    }
-};
-
-/* ====================== codebooks in shared memory (decode kernels) ======================
- * A lane-divergent 4/8-byte gather from a 1-2 KB table costs one L1 pass per distinct cache line
- * touched (up to ~16 per warp load); from shared memory it costs the bank conflicts only. A
- * decode kernel copies the table once per block (hmoe_cu_smem_grid<TR>::load, then a barrier) and
- * calls TR::vdot_s. bytes == 0: the type has no such path (TR::vdot). Measured on the H200 (round
- * 3): no faster than L1 for the MoE decode kernels, so off there unless HMOE_IQ_SMEM=1. */
-template <class TR>
-struct hmoe_cu_smem_grid {
-    static constexpr int bytes = 0;
-    HMOE_D static void load(void *) {}
-};
-template <>
-struct hmoe_cu_smem_grid<hmoe_tq_iq2_xxs> {
-    static constexpr int bytes = (int)sizeof(hmoe_d_iq2xxs_grid);
-    HMOE_D static void load(void *dst) {
-        for (int i = threadIdx.x; i < HMOE_IQ2XXS_GRID_COUNT; i += blockDim.x) ((uint64_t *)dst)[i] = hmoe_d_iq2xxs_grid[i];
-    }
-};
-template <>
-struct hmoe_cu_smem_grid<hmoe_tq_iq3_xxs> {
-    static constexpr int bytes = (int)sizeof(hmoe_d_iq3xxs_grid);
-    HMOE_D static void load(void *dst) {
-        for (int i = threadIdx.x; i < HMOE_IQ3XXS_GRID_COUNT; i += blockDim.x) ((uint32_t *)dst)[i] = hmoe_d_iq3xxs_grid[i];
     }
 };
 

@@ -160,8 +160,6 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     /* A batch's attention items take up to 4 tokens (attention.c), as long as their scores
      * stay within 8 MiB per thread; a one-token micro-batch needs one. */
     size_t tok = ub > 1 ? 4 : 1;
-    const char *tok_env = getenv("HMOE_ATTN_TOK"); /* 1: one token per item (comparisons, tests) */
-    if (tok_env && *tok_env) tok = (size_t)HMOE_MAX(1, HMOE_MIN(64, atoi(tok_env)));
     while (tok > 1 && tok * G * n_ctx * sizeof(float) > ((size_t)8 << 20)) tok /= 2;
     rs->att_tok = (int)tok;
     rs->att_scores = calloc(nt * tok * G * (n_ctx + 32), sizeof(float)); /* rows of a chunk: up to n_ctx + 32 apart */

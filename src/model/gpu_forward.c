@@ -47,22 +47,6 @@ const char *hmoe_gpu_prof_name(int cls) { return cls >= 0 && cls < P_COUNT ? pro
 
 static bool q8_gemm_type(enum hmoe_type t) { return hmoe_type_info[t].is_quantized && t != HMOE_TYPE_IQ1_M; }
 
-/* Prefill path switches, read once (for old-vs-new measurements in one run):
- *   HMOE_MMQ=old     experts through the f16 GEMM and the router through the F32 matvec (before)
- *   HMOE_MOE_F16=1   experts through the f16 GEMM only;  HMOE_ROUTER=mmv  router matvec only
- *   HMOE_DENSE=int8  dense quantized products (q|k|v, o) through the int8 GEMM instead of cuBLAS */
-enum { PF_MOE_F16 = 1, PF_ROUTER_MMV = 2, PF_DENSE_INT8 = 4 };
-static int prefill_flags(void) {
-    static int flags = -1;
-    if (flags < 0) {
-        const char *m = getenv("HMOE_MMQ"), *f = getenv("HMOE_MOE_F16"), *r = getenv("HMOE_ROUTER"), *dn = getenv("HMOE_DENSE");
-        const bool old = m && !strcmp(m, "old");
-        flags = ((old || (f && !strcmp(f, "1"))) ? PF_MOE_F16 : 0) | ((old || (r && !strcmp(r, "mmv"))) ? PF_ROUTER_MMV : 0) |
-                ((dn && !strcmp(dn, "int8")) ? PF_DENSE_INT8 : 0);
-    }
-    return flags;
-}
-
 /* y (n rows, y_stride floats apart) = W · x (+ add, which may be y). Picks the kernel: float
  * weights always take the f32 matvec; a few tokens the q8_1 matvec; many tokens cuBLAS (weights
  * dequantized to f16) or the int8 tensor-core GEMM. */
@@ -80,8 +64,7 @@ static enum hmoe_status dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, 
     struct hmoe_cuda_gemm_args ga = {.w = {.type = W->type, .w = W->w, .row_bytes = W->row_bytes, .nrows = W->nrows,
                                            .ncols = W->ncols, .n_expert = 1},
                                      .ntok = n, .y_f32 = y, .y_stride = y_stride, .add = add, .add_stride = y_stride};
-    const bool int8_first = (prefill_flags() & PF_DENSE_INT8) && q8_gemm_type(W->type);
-    if (!int8_first && n >= CUBLAS_MIN_TOKENS && (size_t)(W->nrows * W->ncols) <= g->cublas_scratch_halves && (!add || add == y)) {
+    if (n >= CUBLAS_MIN_TOKENS && (size_t)(W->nrows * W->ncols) <= g->cublas_scratch_halves && (!add || add == y)) {
         ga.x = a->h;
         ga.x_stride = a->h_stride;
         return hmoe_cuda_gemm_cublas(g->cu, &ga, g->cublas_scratch, err);
@@ -114,7 +97,7 @@ static enum hmoe_status experts(struct hmoe_ctx *c, const struct hmoe_cuda_exper
         return hmoe_cuda_moe_down(down, g->ids, g->wts, n, k, g->zq, qf, g->x, d, g->stream, err);
     }
     TRY(hmoe_cuda_moe_plan_build(g->ids, n, k, E, g->plan, g->stream, err));
-    if (quant && q8_gemm_type(gate->type) && q8_gemm_type(down->type) && F % 32 == 0 && !(prefill_flags() & PF_MOE_F16)) {
+    if (quant && q8_gemm_type(gate->type) && q8_gemm_type(down->type) && F % 32 == 0) {
         /* int8 path: q8_1 rows of h (the RMSNorm wrote them) -> gate/up -> q8_1 z (in the f16
          * z buffer: a q8_1 row of F takes 1.25 F bytes <= 2 F) -> down -> combine */
         const size_t qd = hmoe_cuda_q8_1_row_bytes(d), qf = hmoe_cuda_q8_1_row_bytes(F);
@@ -149,9 +132,9 @@ static struct hmoe_cuda_rope rope_params(const struct hmoe_model_config *cfg) {
 
 /* MoE half of a fused single-token layer (resident quantized experts): RMSNorm + router + top-k
  * in one launch, then gate/up, quantize, down + residual (the next RMSNorm is the next layer's own
- * launch). With HMOE_FUSE_MOE=1 (slower on the H200, gpu_init.c) gate/up quantizes z in its last
- * blocks and down + residual runs the next RMSNorm (next layer's attn_norm, or output_norm before
- * the LM head) in its last block. */
+ * launch). Quantizing z in gate/up's last blocks and the next RMSNorm in down's last block measure
+ * slower on the H200 (one counter serialises hundreds of blocks: 404 -> 361 tok/s), so those stay
+ * separate launches. */
 static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_layer *L = &g->L[il];
@@ -166,19 +149,9 @@ static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *e
                                                   .out_f32 = g->hf, .out_q8_1 = g->hq};
     TRY(hmoe_cuda_moe_router_norm_topk(&ra, g->stream, err));
     prof(g, P_EXPERTS);
-    if (!g->fuse_moe) {
-        TRY(hmoe_cuda_moe_gate_up(&L->gate, &L->up, g->ids, k, k, g->hq, qd, g->z, F, g->stream, err));
-        TRY(hmoe_cuda_quantize_q8_1(g->z, F, k, F, g->zq, g->stream, err));
-        return hmoe_cuda_moe_down(&L->down, g->ids, g->wts, 1, k, g->zq, qf, g->x, d, g->stream, err);
-    }
-    TRY(hmoe_cuda_moe_gate_up_q8(&L->gate, &L->up, g->ids, k, k, g->hq, qd, g->z, F, g->zq, g->counter + GPU_CNT_GATE_UP,
-                                 g->stream, err));
-    const bool last = il + 1 == cfg->n_layer;
-    const struct hmoe_cuda_norm_out no = {.norm_w = last ? g->out_norm : g->L[il + 1].attn_norm, .eps = cfg->rms_eps,
-                                          .out_f32 = g->hf, .out_q8_1 = g->hq, .counters = g->counter + GPU_CNT_DOWN};
-    TRY(hmoe_cuda_moe_down_norm(&L->down, g->ids, g->wts, 1, k, g->zq, qf, g->x, d, &no, g->stream, err));
-    g->x_normed = true;
-    return HMOE_OK;
+    TRY(hmoe_cuda_moe_gate_up(&L->gate, &L->up, g->ids, k, k, g->hq, qd, g->z, F, g->stream, err));
+    TRY(hmoe_cuda_quantize_q8_1(g->z, F, k, F, g->zq, g->stream, err));
+    return hmoe_cuda_moe_down(&L->down, g->ids, g->wts, 1, k, g->zq, qf, g->x, d, g->stream, err);
 }
 
 /* One layer for n tokens whose residual rows are in g->x. decode: the single-token step (graph). */
@@ -199,9 +172,7 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     struct hmoe_cuda_rmsnorm_args n1 = {.x = g->x, .x_stride = d, .w = L->attn_norm, .eps = cfg->rms_eps, .nrows = n,
                                         .n = d, .out_f32 = g->hf, .out_f16 = n > SMALL_TOKENS ? g->h16 : NULL,
                                         .out_q8_1 = g->hq};
-    if (!(fused && g->x_normed)) TRY(hmoe_cuda_rmsnorm(&n1, s, err));
-    g->x_normed = false;
-    if (fused) hmoe_cuda_set_pdl(g->pdl); /* from here on every launch of the step follows a kernel */
+    TRY(hmoe_cuda_rmsnorm(&n1, s, err));
     prof(g, P_QKV);
     const struct hmoe_gpu_act ah = {g->hf, d, g->hq, hmoe_cuda_q8_1_row_bytes(d), n > SMALL_TOKENS ? g->h16 : NULL, d};
     if (L->qkv_fused) {
@@ -222,17 +193,14 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     const float scale = 1.0f / sqrtf((float)D);
     const bool wo_float = !hmoe_type_info[L->wo.type].is_quantized;
     const size_t qo = hmoe_cuda_q8_1_row_bytes(no);
-    const bool fused_qkr = fused && g->fuse_qkr; /* QK-norm, RoPE and the KV store inside the attention launch */
-    if (!fused_qkr) TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
+    /* fused: QK-norm, RoPE and the KV store inside the attention launch */
+    if (!fused) TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
     prof(g, P_ATTN);
-    if (fused_qkr) {
-        TRY(hmoe_cuda_attn_decode_qkv(&qa, scale, g->attn_split, g->attn_scratch, g->counter + GPU_CNT_ATTN,
-                                      wo_float ? g->o : NULL, wo_float ? NULL : g->oq, s, err));
-    } else if (fused) {
-        TRY(hmoe_cuda_attn_decode_fused(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch,
-                                        g->counter + GPU_CNT_ATTN, wo_float ? g->o : NULL, wo_float ? NULL : g->oq, s, err));
+    if (fused) {
+        TRY(hmoe_cuda_attn_decode_qkv(&qa, scale, 0, g->attn_scratch, g->counter + GPU_CNT_ATTN, wo_float ? g->o : NULL,
+                                      wo_float ? NULL : g->oq, s, err));
     } else if (n == 1) {
-        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch, wo_float ? g->o : NULL,
+        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, 0, g->attn_scratch, wo_float ? g->o : NULL,
                                   wo_float ? NULL : g->oq, s, err));
     } else {
         TRY(hmoe_cuda_attn_prefill(g->qkv, nqkv, n, d_pos, &L->kv, (int)H, scale, g->o,
@@ -266,7 +234,7 @@ enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode
     if (n == 1) {
         TRY(hmoe_cuda_moe_router_topk(L->router, g->hf, d, E, k, g->rlog, g->ids, g->wts, g->counter, s, err));
     } else {
-        if (n > SMALL_TOKENS && !(prefill_flags() & PF_ROUTER_MMV)) {
+        if (n > SMALL_TOKENS) {
             /* many tokens: one FP32 GEMM (the matvec re-reads the router weights per token) */
             TRY(hmoe_cuda_gemm_f32_cublas(g->cu, L->router, E, d, g->hf, n, g->rlog, E, err));
         } else {
@@ -300,8 +268,7 @@ static enum hmoe_status head(struct hmoe_ctx *c, int64_t t0, int64_t rows, struc
     struct hmoe_cuda_rmsnorm_args nf = {.x = g->x + t0 * d, .x_stride = d, .w = g->out_norm, .eps = c->m->cfg.rms_eps,
                                         .nrows = rows, .n = d, .out_f32 = g->hf,
                                         .out_f16 = rows > SMALL_TOKENS ? g->h16 : NULL, .out_q8_1 = g->hq};
-    if (!g->x_normed) TRY(hmoe_cuda_rmsnorm(&nf, g->stream, err)); /* else the last down kernel did it */
-    g->x_normed = false;
+    TRY(hmoe_cuda_rmsnorm(&nf, g->stream, err));
     const struct hmoe_gpu_act a = {g->hf, d, g->hq, qd, rows > SMALL_TOKENS ? g->h16 : NULL, d};
     /* never cuBLAS here: its f16 copy of the LM head would not fit the scratch */
     return dense(g, &g->out, rows, &a, g->logits, V, NULL, err);
@@ -313,12 +280,9 @@ static enum hmoe_status decode_step(struct hmoe_ctx *c, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     TRY(hmoe_cuda_memcpy_async(g->x, g->emb_host, (size_t)cfg->n_embd * 4, g->stream, err));
     TRY(hmoe_cuda_memcpy_async(g->step, g->step_host, 3 * sizeof(int32_t), g->stream, err));
-    g->x_normed = false;
     enum hmoe_status st = HMOE_OK;
     for (int il = 0; il < cfg->n_layer && !st; il++) st = cfg->arch_entry->gpu->layer(c, il, 1, true, err);
     if (!st) st = head(c, 0, 1, err);
-    hmoe_cuda_set_pdl(false); /* the copy below and any later launch: ordinary */
-    g->x_normed = false;
     if (st) return st;
     return hmoe_cuda_memcpy_async(g->logits_host, g->logits, (size_t)cfg->n_vocab * 4, g->stream, err);
 }
@@ -340,7 +304,7 @@ static enum hmoe_status forward_decode(struct hmoe_ctx *c, int32_t id, int pos, 
     if (g->seq == 0) g->seq = 1; /* 0 means "never written" in the mailboxes */
     g->step_host[0] = (int32_t)g->seq;
     g->step_host[2] = pos;
-    const bool eager = getenv("HMOE_NO_GRAPH") != NULL;
+    const bool eager = g->no_graph;
     if (!g->graph && !eager) {
         TRY(hmoe_cuda_graph_capture_begin(g->cu, err));
         const bool prof_was = g->prof_on;

@@ -48,7 +48,6 @@ struct hmoe_gpu {
     void *stream;
     int n_ub;                          /* micro-batch capacity */
     int logit_rows;                    /* LM-head rows per chunk in prefill (LOGITS_ALL) */
-    int attn_split;                    /* decode attention ranges (0 = the kernel's default); HMOE_ATTN_SPLIT */
     struct hmoe_gpu_layer *L;          /* [n_layer] */
     struct hmoe_cuda_buf head_buf;     /* output norm + LM head */
     const float *out_norm;
@@ -89,10 +88,7 @@ struct hmoe_gpu {
     struct hmoe_cuda_graph *graph;
     uint32_t seq;                      /* decode steps so far (the mailbox sequence number) */
     bool fused_decode;                 /* single-token steps use the fused launchers (gpu_init.c) */
-    bool fuse_moe;                     /* ... quantize and the next norm inside the expert kernels (off) */
-    bool fuse_qkr;                     /* ... QK-norm + RoPE + KV store inside the attention kernel */
-    bool pdl;                          /* ... with programmatic dependent launch */
-    bool x_normed;                     /* while recording a step: hf/hq already hold the next norm of x */
+    bool no_graph;                     /* HMOE_NO_GRAPH at init: decode steps launched from the host */
     struct hmoe_sched_hybrid *hyb;     /* NULL when every expert is resident */
     void *arch_state;                  /* the architecture's own weights and state (its entry's gpu->init), or NULL */
     void (*arch_free)(struct hmoe_gpu *g, int n_layer); /* the entry's gpu->free, for arch_state */
@@ -116,9 +112,6 @@ struct hmoe_gpu {
 #define HMOE_GPU_PROF_EVENTS 4096
 /* Regions of g->counter (zeroed once; every kernel leaves its counters at zero). */
 #define GPU_CNT_ROUTER 0         /* router (+ top-k) */
-#define GPU_CNT_DOWN 8           /* [1] down + next norm of the decode token */
-#define GPU_CNT_GATE_UP 16       /* [k] gate/up + quantize, per slot */
-#define GPU_CNT_GATE_UP_MAX 48
 #define GPU_CNT_ATTN 64          /* [n_head] decode attention */
 #define GPU_CNT_ATTN_MAX 192
 #define GPU_COUNTERS 256

@@ -220,7 +220,7 @@ static size_t act_layout(struct hmoe_ctx *c, uint8_t *base) {
     PIECE(z, float *, sm * k * F * 4);
     PIECE(zq, void *, sm * k * hmoe_cuda_q8_1_row_bytes((int64_t)F));
     PIECE(ye, float *, HMOE_MAX(big, sm) * k * d * 4);
-    PIECE(attn_scratch, void *, hmoe_cuda_attn_decode_scratch_bytes((int)H, (int)D, HMOE_MAX(g->attn_split, 64)));
+    PIECE(attn_scratch, void *, hmoe_cuda_attn_decode_scratch_bytes((int)H, (int)D, 64));
     PIECE(logits, float *, (size_t)g->logit_rows * V * 4);
     PIECE(step, int32_t *, (2 + ub) * 4);
     PIECE(counter, unsigned int *, GPU_COUNTERS * 4);
@@ -290,7 +290,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     g->stream = hmoe_cuda_ctx_stream(g->cu);
     g->n_ub = c->p.n_ubatch;
     g->logit_rows = HMOE_MIN(g->n_ub, GPU_LOGIT_ROWS);
-    if (getenv("HMOE_ATTN_SPLIT")) g->attn_split = atoi(getenv("HMOE_ATTN_SPLIT")); /* experiments */
+    g->no_graph = getenv("HMOE_NO_GRAPH") != NULL; /* debugging: every kernel launched from the host */
     g->cublas_scratch_halves = g->n_ub > GPU_SMALL_TOKENS ? max_dense_halves(m) : 0;
 
     /* Budget: what the caller allows, else free VRAM minus 1 GiB for the driver and others. */
@@ -340,8 +340,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     /* A large ubatch at a small budget may leave no room for two 32-expert staging chunks: rather than
      * giving up streaming (prefill of RAM layers on CPU threads, ~20x slower on the H200), halve the
      * chunk down to 4 experts (more, smaller copy/compute steps of the same bytes). */
-    const char *chunk_env = getenv("HMOE_STREAM_CHUNK"); /* tests: several chunks per layer on tiny models */
-    int chunk = chunk_env && atoi(chunk_env) > 0 ? atoi(chunk_env) : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
+    int chunk = c->p.sched.stream_chunk_experts > 0 ? c->p.sched.stream_chunk_experts : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
     while (!st) {
         struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
                                            .fixed_bytes = attn + head + kv + act,
@@ -423,30 +422,23 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     return st;
 }
 
-/* The fused single-token step (gpu_forward.c moe_fused, attn_decode_fused) where its
- * launchers' shape rules hold: every expert resident and quantized, n_embd and n_ff_exp
- * multiples of 32, n_embd <= 4096, the counters of gpu_impl.h large enough. HMOE_GPU_UNFUSED=1
- * keeps the launch-per-operation step (comparisons); HMOE_FUSE_QKR=0 keeps the separate
- * QK-norm/RoPE/KV-store launch. Off by default, measured slower on the H200 (bench/gpu_results.md):
- * HMOE_FUSE_MOE=1 moves the quantize of z and the next RMSNorm into the last blocks of the expert
- * kernels (their counters serialise ~1000 atomics: 404 -> 361 tok/s); HMOE_PDL=1 turns on
- * programmatic dependent launch (sm_90+, no measurable gain). */
+/* The fused single-token step (gpu_forward.c moe_fused, attn_decode_qkv) where its launchers'
+ * shape rules hold: every expert resident and quantized, n_embd and n_ff_exp multiples of 32,
+ * n_embd <= 4096, the counters of gpu_impl.h large enough. Elsewhere the step launches one
+ * kernel per operation. */
 static void fused_decode_setup(struct hmoe_ctx *c) {
     struct hmoe_gpu *g = c->gpu;
     const struct hmoe_model_config *cfg = &c->m->cfg;
     /* The entry says whether the fused launchers compute its layer (a shared expert added after
      * the routed ones would be skipped by the next-norm fusion). */
-    bool ok = !getenv("HMOE_GPU_UNFUSED") && cfg->arch_entry->gpu->fused_decode && cfg->n_embd % 32 == 0 && cfg->n_embd <= 4096 && cfg->n_ff_exp % 32 == 0 &&
-              cfg->n_head <= GPU_CNT_ATTN_MAX && cfg->n_expert_used <= GPU_CNT_GATE_UP_MAX && cfg->n_expert <= 512;
+    bool ok = cfg->arch_entry->gpu->fused_decode && cfg->n_embd % 32 == 0 && cfg->n_embd <= 4096 &&
+              cfg->n_ff_exp % 32 == 0 && cfg->n_head <= GPU_CNT_ATTN_MAX &&
+              cfg->n_expert_used <= 32 /* the router top-k */ && cfg->n_expert <= 512;
     for (int il = 0; il < cfg->n_layer && ok; il++) {
         const struct hmoe_gpu_layer *L = &g->L[il];
         ok = L->resident && hmoe_type_info[L->gate.type].is_quantized && hmoe_type_info[L->down.type].is_quantized;
     }
     g->fused_decode = ok;
-    const char *pdl = getenv("HMOE_PDL"), *fm = getenv("HMOE_FUSE_MOE"), *fq = getenv("HMOE_FUSE_QKR");
-    g->fuse_moe = ok && fm && !strcmp(fm, "1");
-    g->fuse_qkr = ok && !(fq && !strcmp(fq, "0"));
-    g->pdl = ok && pdl && !strcmp(pdl, "1") && !g->prof_on && hmoe_cuda_pdl_supported();
 }
 
 /* --- report --------------------------------------------------------------------------- */

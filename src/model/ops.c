@@ -168,8 +168,8 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
      * 1024 for a decoded token. Why: every decode item starts its stream cold (first look-ahead
      * burst) and drains at its end (look-ahead clamped to the item), and with the page
      * look-ahead (tile_impl.h) the LM head's 594 items of 256 rows lost that per item: its
-     * phase takes 4-7 % less time with 1024-row items (149 of 1.7 MB), measured with the two
-     * sizes alternated token by token within one run. */
+     * phase took 4-7 % less time with 1024-row items (149 of 1.7 MB) in tokens alternated
+     * within one run. */
     int64_t chunk = total_rows / ((int64_t)nt * 8);
     const int64_t chunk_max = ntok == 1 ? 1024 : 256;
     m.chunk = chunk < 16 ? 16 : chunk > chunk_max ? chunk_max : (chunk + 15) / 16 * 16;
@@ -180,9 +180,9 @@ void hmoe_model_matmul(struct hmoe_ctx *c, const struct hmoe_mm_job *jobs, int n
     const int64_t n_quant = (int64_t)m.n_slots * ntok;
     hmoe_cpu_parallel(n_quant >= 4 ? nt : 1, n_quant, task_quantize, &m);
     /* A decoded token's items in per-thread lanes (cpu.h): each thread reads one contiguous
-     * run of rows instead of every nt-th item (qkv 5 %, wo 3-4 % less time, lanes). */
+     * run of rows instead of every nt-th item (qkv 5 %, wo 3-4 % less time). */
     struct hmoe_cpu_lanes lanes;
-    if (ntok == 1 && nt > 1 && hmoe_cpu_lanes_enabled()) {
+    if (ntok == 1 && nt > 1) {
         hmoe_cpu_lanes_init(&lanes, m.first_item[n_jobs], nt);
         m.lanes = &lanes;
     }

@@ -12,10 +12,10 @@
  * and the thread that completes the last item releases the sequence number the GPU spins on.
  * No barrier; a thread starts a layer's items only once the previous layer with misses was
  * released (free with a GPU, which publishes only after that; needed when mailboxes are filled
- * ahead, as tests and bench_hyb_cpu do, since g, u, zq and the partial vectors are shared). HMOE_HYB_CPU=old keeps the previous three-phase split (three team barriers per
- * layer, down rows over all experts per thread) for A/B runs; HMOE_HYB_ITEMS=n asks for about n
- * items per thread and phase (default 2). Host clock stamps of each layer (CPU waiting, mailbox
- * seen, result released) feed the handoff statistics of hybrid.c.
+ * ahead, as tests and bench_hyb_cpu do, since g, u, zq and the partial vectors are shared).
+ * h->cpu_items asks for about that many items per thread and phase (default 2; tests and
+ * bench_hyb_cpu vary it). Host clock stamps of each layer (CPU waiting, mailbox seen, result
+ * released) feed the handoff statistics of hybrid.c.
  */
 #include <math.h>
 #include <omp.h>
@@ -27,7 +27,7 @@
 #include "sched/hybrid_impl.h"
 
 #define PF_MAX_BYTES ((size_t)512 << 10) /* prefetch while waiting for z_j: at most this much (L2) */
-/* Items per thread and phase. H200, 16 threads, 2 GiB tg128 (gpu_results.md "hybcpu"): the CPU
+/* Items per thread and phase. H200, 16 threads, 2 GiB tg128: the CPU
  * phase ran at 88.9 GB/s with 2 against 87.6 / 82.8 GB/s with 1 (one run vs two): items of about
  * half an expert's gate+up or down rows still stream long runs, and the spare ones even out
  * threads that started late or read slower. */
@@ -52,10 +52,7 @@ uint64_t hmoe_hyb_now_ns(void) {
 }
 
 enum hmoe_status hmoe_hyb_cpu_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err) {
-    const char *mode = getenv("HMOE_HYB_CPU");
-    h->cpu_old = mode && !strcmp(mode, "old");
-    const char *it = getenv("HMOE_HYB_ITEMS");
-    h->cpu_items = it && atoi(it) > 0 ? HMOE_MIN(atoi(it), 64) : CPU_ITEMS_DEFAULT;
+    h->cpu_items = CPU_ITEMS_DEFAULT;
     h->sync = aligned_alloc(64, (size_t)HMOE_MAX(h->n_layer, 1) * sizeof(struct hyb_sync));
     h->ypart = aligned_alloc(64, ((size_t)HMOE_MAX(h->k, 1) * (size_t)h->d * sizeof(float) + 255) / 256 * 256);
     if (!h->sync || !h->ypart) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
@@ -79,14 +76,6 @@ static bool wait_gpu(const struct hmoe_cuda_mailbox *mb, uint32_t seq, double de
             return false;
     }
     return true;
-}
-
-/* Rows [lo, hi) of a range of n split into nt nearly equal parts, multiples of 16 rows. */
-static void split(int64_t n, int nt, int tid, int64_t *lo, int64_t *hi) {
-    int64_t per = (n + nt - 1) / nt;
-    per = (per + 15) / 16 * 16;
-    *lo = HMOE_MIN(n, (int64_t)tid * per);
-    *hi = HMOE_MIN(n, *lo + per);
 }
 
 /* Chunk of rows for `parts` nearly equal parts of n rows (multiple of 16), and the number of
@@ -275,89 +264,6 @@ static int step_items(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline
     return failed_layer;
 }
 
-/* ---- the previous three-phase split (HMOE_HYB_CPU=old) ------------------------------------- */
-
-static int step_old(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline) {
-    const int64_t d = h->d;
-    int failed_layer = -1;
-    int abort_flag = 0;
-    /* The master alone watches the mailbox and passes "layer il may start" (go = il + 1) or
-     * "give up" (go = -1) to the team through one cache line, so every thread takes the same
-     * path through the barriers below. */
-    int go = 0;
-
-#pragma omp parallel num_threads(h->nt)
-    {
-        const int tid = omp_get_thread_num();
-        const int T = omp_get_num_threads();
-        for (int il = 0; il < h->n_layer; il++) {
-            if (!h->L[il].ram) continue;
-            struct hmoe_cuda_mailbox *mb = &h->mb[il];
-            if (tid == 0) {
-                const uint64_t t_wait = hmoe_hyb_now_ns();
-                const bool ok = wait_gpu(mb, seq, deadline, &abort_flag);
-                if (ok) stamp_seen(&h->L[il], t_wait);
-                if (!ok) failed_layer = il;
-                __atomic_store_n(&go, ok ? il + 1 : -1, __ATOMIC_RELEASE);
-            } else {
-                int v;
-                while ((v = __atomic_load_n(&go, __ATOMIC_ACQUIRE)) != -1 && v < il + 1) cpu_relax();
-            }
-            if (__atomic_load_n(&go, __ATOMIC_ACQUIRE) == -1) break;
-            if (mb->n_miss <= 0) continue;
-            const struct hmoe_moe_weights *W = &h->moe[il];
-            const int64_t F = W->gate.n_out;
-            int e_of[HMOE_CUDA_MAILBOX_MAX_K];
-            float w_of[HMOE_CUDA_MAILBOX_MAX_K];
-            const int m = missed(h, mb, e_of, w_of);
-            const float *hx = h->h_host + (size_t)il * (size_t)d;
-            /* A. gate and up rows (each thread quantizes the input itself: no barrier needed) */
-            uint8_t *xg = h->xq_g + (size_t)tid * h->ag;
-            uint8_t *xu = h->xq_u + (size_t)tid * h->au;
-            const bool same = hmoe_type_info[W->gate.type].vec_dot_type == hmoe_type_info[W->up.type].vec_dot_type;
-            int64_t lo, hi;
-            split((int64_t)m * F, T, tid, &lo, &hi);
-            if (lo < hi) {
-                hmoe_hyb_act_quantize(W->gate.type, hx, xg, d);
-                if (!same) hmoe_hyb_act_quantize(W->up.type, hx, xu, d);
-            }
-            for (int64_t r = lo; r < hi;) {
-                const int j = (int)(r / F);
-                const int64_t r0 = r % F, r1 = HMOE_MIN(F, r0 + (hi - r));
-                const uint8_t *wg = (const uint8_t *)W->gate.data + (size_t)e_of[j] * W->gate.mat_bytes;
-                const uint8_t *wu = (const uint8_t *)W->up.data + (size_t)e_of[j] * W->up.mat_bytes;
-                float *g = h->g + (size_t)j * (size_t)F, *u = h->u + (size_t)j * (size_t)F;
-                hmoe_cpu_gemv(W->gate.type, d, wg, W->gate.row_bytes, r0, r1, xg, g + r0);
-                hmoe_cpu_gemv(W->up.type, d, wu, W->up.row_bytes, r0, r1, same ? xg : xu, u + r0);
-                for (int64_t i = r0; i < r1; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-                r += r1 - r0;
-            }
-#pragma omp barrier
-            /* B. z of each missed expert quantized for the down matrix */
-            for (int j = tid; j < m; j += T)
-                hmoe_hyb_act_quantize(W->down.type, h->g + (size_t)j * (size_t)F, h->zq + (size_t)j * h->ad, F);
-#pragma omp barrier
-            /* C. output rows: weighted sum over the missed experts, in selection order */
-            split(d, T, tid, &lo, &hi);
-            if (lo < hi) {
-                float *res = h->res_host + (size_t)il * (size_t)d;
-                float *tmp = h->tmp + (size_t)tid * (size_t)d;
-                for (int j = 0; j < m; j++) {
-                    const uint8_t *wd = (const uint8_t *)W->down.data + (size_t)e_of[j] * W->down.mat_bytes;
-                    hmoe_cpu_gemv(W->down.type, F, wd, W->down.row_bytes, lo, hi, h->zq + (size_t)j * h->ad, tmp);
-                    if (j == 0)
-                        for (int64_t r = lo; r < hi; r++) res[r] = w_of[0] * tmp[r - lo];
-                    else
-                        for (int64_t r = lo; r < hi; r++) res[r] += w_of[j] * tmp[r - lo];
-                }
-            }
-#pragma omp barrier
-            if (tid == 0) release(h, il, seq);
-        }
-    }
-    return failed_layer;
-}
-
 enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err) {
     const double deadline = hmoe_time_s() + HYB_TIMEOUT_MS / 1000.0;
     for (int il = 0; il < h->n_layer; il++) {
@@ -365,7 +271,7 @@ enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, st
         L->h_wait_ns = L->h_seen_ns = L->h_rel_ns = 0;
         if (L->ram) memset(&h->sync[il], 0, sizeof h->sync[il]);
     }
-    const int failed_layer = h->cpu_old ? step_old(h, seq, deadline) : step_items(h, seq, deadline);
+    const int failed_layer = step_items(h, seq, deadline);
     if (failed_layer >= 0)
         return HMOE_RAISE(err, HMOE_ERR_DEVICE,
                           "hybrid decode: no routing from the GPU for layer %d within %d ms (device error or hang)",

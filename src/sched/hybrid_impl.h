@@ -128,12 +128,11 @@ struct hmoe_sched_hybrid {
     int32_t *cand_host;                /* page-locked [n_layer][2][pf_cand]: slots, experts */
     struct hmoe_cuda_prefetch_rec *pf_rec; /* mapped [n_layer] */
     uint64_t pf_pred, pf_correct, pf_fills, pf_used;
-    /* prefill split between CPU threads and streaming (hybrid_prefill.c): per RAM layer of a
-     * streamed micro-batch the CPU computes the last n_cpu of the uncached experts, with the GPU's
+    /* prefill split between CPU threads and streaming (hybrid_prefill.c, hybrid_split.c): per RAM
+     * layer of a streamed micro-batch the CPU computes some of the uncached experts, with the GPU's
      * routing copied to page-locked memory, while the GPU streams and computes the others */
-    bool split_on;                     /* HMOE_PREFILL_CPU_SHARE is auto or a share > 0 */
-    double split_share;                /* forced share of a layer's uncached experts (0..1), < 0: auto */
-    int pf_ncpu;                       /* n_cpu fixed for pf_layer when its first chunk was prefetched */
+    bool split_on;                     /* streaming and micro-batches of more than one token */
+    double split_share;                /* forced share of a layer's uncached experts (0..1), < 0: planned */
     float *sp_h;                       /* page-locked [n_ub][d]: the layer's normalised rows */
     int32_t *sp_ids;                   /* page-locked [n_ub][k]: the GPU's routed experts */
     float *sp_wts;                     /* page-locked [n_ub][k]: their weights */
@@ -146,9 +145,9 @@ struct hmoe_sched_hybrid {
         bool pending;                  /* events recorded, not read yet */
         int n, ns, nc, ncached;        /* tokens; experts streamed, on the CPU, cached */
         int il;                        /* the layer */
-        int n0, n_after;               /* count mode: experts of the prefetched first chunk; streamed
-                                          after the router's counts */
-        uint64_t pairs;                /* count mode: (token, expert) pairs of the CPU's experts */
+        int n0, n_after;               /* experts of the prefetched first chunk; streamed after the
+                                          router's counts */
+        uint64_t pairs;                /* (token, expert) pairs of the CPU's experts */
     } sp_meas[2];
     struct hyb_split_job {             /* argument of the CPU job of the layer using the set */
         struct hmoe_sched_hybrid *h;
@@ -170,15 +169,14 @@ struct hmoe_sched_hybrid {
         uint64_t cpu_layers, nc_min, nc_max, off_layers; /* layers with a CPU part; n_cpu range; latched off */
         double window_ms, wait_ms, fixed_ms, add_ms;      /* sums: window (all layers), the GPU waiting for
                                                             the CPU, CPU start, the add (CPU layers) */
-        uint64_t n0_unused;                               /* count mode: prefetched experts without tokens */
-        uint64_t n0, nskip, pairs, idle, light_bad;       /* count mode: prefetched, skipped (no tokens),
-                                                            CPU pairs, layers whose copy engine had run dry
-                                                            at the decision, lightest-first violations */
-        double pred_cpu_ms, pred_gpu_ms;                  /* count mode: the model's ends (CPU layers) */
+        uint64_t n0_unused;                               /* prefetched experts without tokens */
+        uint64_t n0, nskip, pairs, idle, light_bad;       /* prefetched, skipped (no tokens), CPU pairs,
+                                                            layers whose copy engine had run dry at the
+                                                            decision, lightest-first violations */
+        double pred_cpu_ms, pred_gpu_ms;                  /* the model's ends (CPU layers) */
     } sp_batch, sp_total;
     /* CPU team of a decode step (hybrid_cpu.c) */
-    bool cpu_old;                      /* HMOE_HYB_CPU=old: the three-phase split with team barriers */
-    int cpu_items;                     /* HMOE_HYB_ITEMS: work items per thread and phase */
+    int cpu_items;                     /* work items per thread and phase (hybrid_cpu.c) */
     struct hyb_sync *sync;             /* [n_layer] */
     float *ypart;                      /* [k][d] each missed expert's down output */
     /* CPU expert phase and handoff statistics (hybrid.c, from the step's stamps) */
@@ -191,35 +189,23 @@ struct hmoe_sched_hybrid {
     int64_t clk_rtt_ns;                /* round trip of the best calibration ping (uncertainty x 2) */
     uint64_t clk_at_ns;                /* host time of that calibration */
     double clk_drift_ppm;              /* offset change between the last two calibrations */
-    /* the prefill split's planner (hybrid_prefill.c, split_plan.c): per RAM layer and micro-batch
-     * size class the measured window and the plan, per size class the CPU side's measured rates */
+    /* the prefill split's planner (hybrid_split.c, split_count.c): a streamed layer's first chunk
+     * (the experts predicted heaviest) is prefetched before its router; after the router the host
+     * reads the routed ids, skips the other uncached experts without tokens, gives CPU threads the
+     * lightest by the cost model and streams the rest. State per RAM layer and micro-batch size
+     * class (floor(log2 n)), and per size class the CPU side's measured rates. */
     void *ev_sp_end[2];                /* per event set: the CPU's sum added (layers with a CPU part) */
     struct hyb_plan_layer {
-        double w0_ms;                  /* GPU work after the router with every uncached expert streamed:
-                                          the measured t3 + n_cpu * stream_ms (EWMA) */
-        double l0_ms;                  /* the layer (router done -> groups done) with no CPU part (EWMA) */
-        double plan;                   /* CPU experts planned for the next micro-batch (fractional) */
-        int samples, strikes;
-        bool off;                      /* a balanced split measured no faster: streams everything */
-        int l0_samples;
-        bool pending;                  /* measured in this micro-batch: plan at its end */
-        int last_nc;                   /* CPU experts of that measurement */
-        double last_wait_ms;           /* the GPU waiting for the CPU then */
+        int strikes;                   /* visits in a row where the split measured slower */
+        bool off;                      /* latched off: streams everything */
     } *plan_l;                         /* [n_layer][HYB_PLAN_CLASSES] */
     struct hyb_plan_rates {
-        double cpu_ms, cpu_tok;        /* CPU ms per expert (host stamps), measured at cpu_tok tokens */
         double fixed_ms;               /* router done -> the CPU's first expert (rows to the host, host
                                           function start): CPU done - job time */
         double add_ms;                 /* max(GPU groups, CPU) done -> the sum added */
         int n;                         /* samples (the first, cold one is replaced by the second) */
     } plan_r[HYB_PLAN_CLASSES];
-    double *sp_w0s;                    /* [n_layer] window samples of this micro-batch (its median) */
-    int sp_w0n;
-    /* the split by token count (HMOE_PREFILL_SPLIT=count, hybrid_prefill.c, split_count.c): a
-     * streamed layer's first chunk (the experts predicted heaviest) is prefetched before its router;
-     * after the router the host reads the routed ids, skips the other uncached experts without
-     * tokens, gives CPU threads the lightest by the cost model and streams the rest */
-    bool split_count;
+    double *sp_w0s;                    /* [n_layer] scratch: the layers' GPU parts (their median) */
     float *cnt_hist;                   /* [n_layer][E] tokens per expert of earlier micro-batches (decaying) */
     uint32_t *cnt_tok;                 /* [E] this layer's tokens per expert */
     int *pf_first;                     /* [E] experts of the prefetched first chunk (pf_layer) */
@@ -251,8 +237,18 @@ void hmoe_hyb_pin_worker_stop(struct hyb_pin_worker *w);
 /* RAM read bandwidth of the CPU team over one pinned (resident) expert range, GB/s (0: none). */
 double hmoe_hyb_probe_ram(struct hmoe_sched_hybrid *h);
 
-/* hybrid_prefill.c: the split by count's cost-model priors (after h->d, n_ub). */
+/* hybrid_split.c: the split's planner and statistics (see there). count_init sets the cost-model
+ * priors (after h->d, n_ub); wait_event waits for an event without spinning a core (the CPU job's
+ * team needs all of them); collect reads event set `set` of an earlier layer into the estimates
+ * and passes on its CPU job's failure; end_batch closes a micro-batch (-v log). */
 void hmoe_hyb_count_init(struct hmoe_sched_hybrid *h);
+enum hmoe_status hmoe_hyb_wait_event(void *ev, struct hmoe_err *err);
+enum hmoe_status hmoe_hyb_split_collect(struct hmoe_sched_hybrid *h, int set, struct hmoe_err *err);
+enum hmoe_status hmoe_hyb_split_end_batch(struct hmoe_sched_hybrid *h, int n, struct hmoe_err *err);
+void hmoe_hyb_split_decide(const struct hmoe_sched_hybrid *h, int il, int n, int nu, int n0, const int *cand, int m,
+                           int *cpu, int *gpu, struct hmoe_sched_count_split *cs);
+void hmoe_hyb_split_record(struct hmoe_sched_hybrid *h, int il, int n, int nu, int n0, const int *first,
+                           const struct hmoe_sched_count_split *cs, const int *cpu, const int *gpu, bool idle);
 
 /* hybrid_xfer.c */
 /* Whether these settings can put a layer on the transfer path (which needs the pinned mapping). */
@@ -277,7 +273,7 @@ enum hmoe_status hmoe_hyb_prefetch_upload(struct hmoe_sched_hybrid *h, void *str
 
 /* hybrid_cpu.c */
 enum hmoe_status hmoe_hyb_cpu_step(struct hmoe_sched_hybrid *h, uint32_t seq, struct hmoe_err *err);
-/* Team buffers and the HMOE_HYB_CPU / HMOE_HYB_ITEMS switches (after h->n_layer, k, d, nt, ad). */
+/* Team buffers and the work-item count (after h->n_layer, k, d, nt, ad). */
 enum hmoe_status hmoe_hyb_cpu_init(struct hmoe_sched_hybrid *h, struct hmoe_err *err);
 void hmoe_hyb_cpu_free(struct hmoe_sched_hybrid *h);
 /* Host monotonic clock, ns (the stamps of the handoff statistics). */

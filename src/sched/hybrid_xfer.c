@@ -1,16 +1,16 @@
 /* hybrid_xfer.c — the two decode-time paths that move expert weights over PCIe during a token
- * (sched.h, issue #6), both reading the page-locked GGUF mapping from kernels (cuda.h):
+ * (sched.h), both reading the page-locked GGUF mapping from kernels (cuda.h):
  *  --moe-miss transfer|auto: a layer's missed experts are copied into k scratch slots and computed
  *    by the GPU (no CPU handoff); selection j goes to scratch slot j + 1. Slot 0 is all zeros and
  *    stands for every selection that is not transferred (a hit): the expert kernels read the
  *    weights of whatever slot an id names, even with weight 0, and 0 x (stale bytes read as scales:
- *    Inf/NaN) is NaN — the cause of round 3's crash (NaN router logits -> top-k ids of 0x7fffffff
- *    -> the copy read far outside the mapping; stacks() says why slot 0 and not slot k).
+ *    Inf/NaN) is NaN (NaN router logits -> top-k ids of 0x7fffffff -> a copy far outside the
+ *    mapping; stacks() says why slot 0 and not slot k).
  *    auto decides at start from rates measured then: the CPU team's RAM read rate (times the
  *    efficiency its expert phase reaches) against this kernel's own zero-copy read rate from the
  *    pinned experts (not the copy engines' DMA rate). The CPU computes concurrently with the GPU's
  *    hits, a transfer is serial, so auto only transfers when the kernel reads faster than the CPU
- *    would (on the H200 host: 47 GB/s against 59-74, so cpu; bench/gpu_results.md "xfer").
+ *    would (on the H200 host: 47 GB/s against 59-74, so cpu).
  *  --prefetch on: after layer L's publish, a side stream forked from the step's graph applies
  *    layer L+1's router to L's normalised state, and copies up to prefetch_max predicted but
  *    uncached experts into L+1's dynamic slots (victims from the host's policy). A per-layer lock
@@ -41,7 +41,7 @@ static uint64_t expert_bytes(const struct hmoe_moe_weights *w) {
  * Those first bytes are zeroed once and never written: slot 0 is the zero expert of every layer.
  * (Layers differ in type, e.g. Q4_K_M's down is Q4_K or Q6_K: a zero slot at index k moves with
  * the stride and lay inside another layer's slots, and 0 x its Q6_K bytes read as Q4_K scales was
- * NaN: the first fix's failure on the H200, bench/gpu_results.md "xfer".) */
+ * NaN.) */
 static void stacks(const struct hmoe_sched_hybrid *h, const struct hmoe_moe_weights *w, struct hmoe_cuda_experts *g,
                    struct hmoe_cuda_experts *u, struct hmoe_cuda_experts *dn) {
     const size_t n = (size_t)h->k + 1;
@@ -70,7 +70,7 @@ static bool quantized(const struct hmoe_moe_weights *w) {
 }
 
 /* auto pins nothing by itself: it uses what the cache / streaming pinned anyway (pinning can be
- * slow, and on the H200 VM some files' pins never return, bench/gpu_results.md) */
+ * slow, and on the H200 VM some files' pins never return) */
 bool hmoe_hyb_xfer_possible(const struct hmoe_sched_gpu_params *sp) {
     return sp->moe_miss == HMOE_MOE_MISS_TRANSFER || sp->prefetch;
 }

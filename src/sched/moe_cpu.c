@@ -11,11 +11,11 @@
  * hmoe_sched_moe_ffn_subset runs the same jobs for routing decided elsewhere (the GPU's, in
  * hybrid prefill) restricted to a subset of the experts: the (token, rank) pairs of other
  * experts are left out of the grouping and of the weighted sum.
- * Batches (HMOE_MOE_BATCH, default 1; 0 = the layout before issue #6's CPU-job profile): the
- * token rows are gathered (subset: quantized straight into their grouped slots) by a job instead
- * of one thread, and down runs as (expert, row chunk) items followed by a sum job, so each gemm
- * call prepares an expert's activations for hundreds of rows instead of 32 (amx2 measured a
- * third of a 32-row AMX call outside the products). HMOE_MOE_TIMING=1 keeps phase times.
+ * Batches: the token rows are gathered (subset: quantized straight into their grouped slots) by
+ * a job instead of one thread, and down runs as (expert, row chunk) items followed by a sum job,
+ * so each gemm call prepares an expert's activations for hundreds of rows instead of 32 (with
+ * 32-row calls about a third of an AMX call went to preparing activations). Batched calls keep
+ * phase times (a few clock reads per call) for the verbose hybrid report.
  */
 #include "hmoe/sched.h"
 
@@ -50,7 +50,7 @@ struct hmoe_sched_moe {
     int32_t *active;   /* [E] experts with at least one token, ascending */
     int32_t *slot_tok; /* [max_tok * k] token of each grouped slot */
     _Atomic int32_t *gu_done; /* [E] decode: gate/up items finished per active expert */
-    bool timing;       /* HMOE_MOE_TIMING=1 at init: accumulate phase times */
+    struct hmoe_sched_moe_chunks chunks; /* work-item sizes (defaults at init; tests change them) */
     struct hmoe_sched_moe_times times;
 };
 
@@ -58,15 +58,6 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-/* Integer knob from the environment (read per call so tests and benches can switch it). */
-static int env_int(const char *name, int dflt, int lo, int hi) {
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    char *end;
-    long x = strtol(v, &end, 10);
-    return *end || x < lo || x > hi ? dflt : (int)x;
 }
 
 /* Activation bytes of one row of n values for weight type t (F32 weights take F32 rows). */
@@ -229,7 +220,7 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     s->active = calloc(E, sizeof *s->active);
     s->slot_tok = calloc(ns, sizeof *s->slot_tok);
     s->gu_done = calloc(E, sizeof *s->gu_done);
-    s->timing = env_int("HMOE_MOE_TIMING", 0, 0, 1) == 1;
+    hmoe_sched_moe_chunks_default(&s->chunks);
     if (!s->slot_tok || !s->count || !s->offset || !s->sel || !s->wsel || !s->tok_slot || !s->logits || !s->probs ||
         !s->xq_gate || !s->xq_up || !s->xg_gate || !s->xg_up || !s->g || !s->u || !s->zq || !s->y || !s->active ||
         !s->gu_done) {
@@ -301,10 +292,10 @@ struct moe_call {
     const uint8_t *mask;          /* subset call: mask[e] != 0 for the experts computed here; NULL: all */
     int n_pairs;                  /* (token, rank) pairs grouped: n_tok * k unless a mask drops some */
     int64_t items_per_expert;     /* gate/up items of one expert */
-    bool batch2;                  /* n_tok > 1 and HMOE_MOE_BATCH != 0: gather job, down by expert */
+    bool batch;                   /* n_tok > 1: gather job, down by expert, then a sum job */
     struct hmoe_cpu_split dn;     /* decode: down rows of all active experts end to end, as items */
     struct hmoe_cpu_lanes *lanes; /* decode router: items in per-thread lanes (NULL: item order) */
-    int64_t chunk_sum;            /* tokens (rows of out) per item of the sum job (batch2) */
+    int64_t chunk_sum;            /* tokens (rows of out) per item of the sum job (batch) */
 };
 
 /* Router logits for 16 experts, all tokens (F32 x F32, no activation quantization, as llama.cpp). */
@@ -423,7 +414,7 @@ static void down_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
 }
 
 /* o = w * y and o += w * y over n floats, 8 lanes at a time (GNU vector extension; -O2's
- * cheap vectoriser leaves the plain loops scalar: 0.36 % of decode CPU samples, dec8).
+ * cheap vectoriser leaves the plain loops scalar: 0.36 % of decode CPU samples).
  * Every element gets the same single-precision product and sum as the scalar loop. */
 typedef float v8f __attribute__((vector_size(32)));
 
@@ -473,20 +464,10 @@ static void down_sum(const struct moe_call *m, int t0, int t1, int64_t r0, int64
     }
 }
 
-/* Batch: output rows [r0, r1) of every active expert, then their weighted sum. Every item
- * does the same share of every expert, so the items are even however the tokens are routed. */
-static void task_down(void *arg, int64_t it, int tid) {
-    (void)tid;
-    const struct moe_call *m = arg;
-    const int64_t r0 = it * m->chunk_d, r1 = HMOE_MIN(r0 + m->chunk_d, m->d);
-    for (int a = 0; a < m->n_active; a++) down_rows(m, m->s->active[a], r0, r1);
-    down_sum(m, 0, m->n_tok, r0, r1);
-}
-
 /* Decode: one item = rows [r0, r0 + chunk_d) of one active expert, so an item streams one
- * long contiguous run of its down matrix. Split by output rows over all experts (task_down),
- * an item streamed 8 runs of 80 KB (d = 2048, Q6_K), each starting cold; down took 1.8-2.1 ms
- * of a 12.5 ms token against 1.4 ms now (bench/cpu_results.md, cpuperf4). The weighted sum
+ * long contiguous run of its down matrix. Split by output rows over all experts, an item
+ * streams 8 runs of 80 KB (d = 2048, Q6_K), each starting cold; down takes 1.8-2.1 ms of a
+ * 12.5 ms token that way against 1.4 ms by expert. The weighted sum
  * follows the job on the caller (d x k multiply-adds; the same values in the same order). */
 static void task_down_expert(void *arg, int64_t it, int tid) {
     (void)tid;
@@ -498,7 +479,7 @@ static void task_down_expert(void *arg, int64_t it, int tid) {
 
 /* Decode, gate/up and down in one job: items [0, n_gu) are task_gate_up's, then the items of
  * m->dn over the active experts' down rows end to end (whole experts, the last one in short
- * items: the threads end the job within a short item of each other, cpu_results.md dec8).
+ * items: the threads end the job within a short item of each other).
  * A down item of expert a first waits until a's gate/up items are done. That wait cannot
  * deadlock: items are claimed in increasing order, so every gate/up item is claimed (and
  * running or done) before any down item is; and it is short, because expert a's gate/up was
@@ -552,7 +533,7 @@ static void group_by_expert(struct moe_call *m) {
         const int e = s->sel[i], t = i / k, slot = s->offset[e] + s->count[e]++;
         s->tok_slot[i] = slot;
         s->slot_tok[slot] = t;
-        if (m->batch2) continue; /* task_gather fills the slots */
+        if (m->batch) continue; /* task_gather fills the slots */
         memcpy(s->xg_gate + (size_t)slot * m->ag, s->xq_gate + (size_t)t * m->ag, m->ag);
         if (!m->same_act) memcpy(m->xg_up + (size_t)slot * m->au, m->xq_up + (size_t)t * m->au, m->au);
     }
@@ -623,8 +604,9 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     m.xq_up = m.same_act ? s->xq_gate : s->xq_up;
     m.xg_up = m.same_act ? s->xg_gate : s->xg_up;
 
-    m.batch2 = n_tok > 1 && env_int("HMOE_MOE_BATCH", 1, 0, 1) == 1;
-    const bool timed = s->timing && n_tok > 1;
+    m.batch = n_tok > 1;
+    const bool timed = m.batch;
+    const struct hmoe_sched_moe_chunks *ch = &s->chunks;
     double t[HMOE_MOE_PH_COUNT + 1] = {0};
     if (timed) t[0] = now_ms();
 
@@ -633,11 +615,11 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     if (sel) {
         memcpy(s->sel, sel, (size_t)n_tok * (size_t)k * sizeof *sel);
         memcpy(s->wsel, wsel, (size_t)n_tok * (size_t)k * sizeof *wsel);
-        if (!m.batch2) hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_take_route, &m);
+        if (!m.batch) hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_take_route, &m);
     } else {
         /* a decoded token's router rows in per-thread lanes: one contiguous run per thread */
         struct hmoe_cpu_lanes lanes;
-        if (n_tok == 1 && nt > 1 && hmoe_cpu_lanes_enabled()) {
+        if (n_tok == 1 && nt > 1) {
             hmoe_cpu_lanes_init(&lanes, (E + 15) / 16, nt);
             m.lanes = &lanes;
         }
@@ -648,27 +630,26 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     if (timed) t[1 + HMOE_MOE_PH_ROUTE] = now_ms();
     /* 3. Group by expert (serial counting sort; a batch gathers the rows in a job). */
     group_by_expert(&m);
-    if (m.batch2 && m.n_pairs > 0) hmoe_cpu_parallel(nt, (m.n_pairs + 63) / 64, task_gather, &m);
+    if (m.batch && m.n_pairs > 0) hmoe_cpu_parallel(nt, (m.n_pairs + 63) / 64, task_gather, &m);
     if (timed) t[1 + HMOE_MOE_PH_GROUP] = now_ms();
     /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
      *    Items: (expert, row chunk); a chunk is rounded to whole activation blocks of the
      *    down matrix when that keeps enough items, else z is quantized in a job of its own.
      *    A decoded token takes ~4 items per thread up to whole experts (8 experts, 2 threads:
      *    one 0.9 MB gate run and one up run per item instead of three 0.3 MB runs of each,
-     *    each run starting cold; tg64 +2-3 % on top of the down split, cpu_results.md).
-     *    HMOE_MOE_GU_PT / HMOE_MOE_GU_MAX: a batch's items per thread (8) and largest chunk (256). */
+     *    each run starting cold; tg64 +2-3 % on top of the down split). A batch: chunks->gu_per_thread
+     *    items per thread, at most chunks->gu_max_rows rows each. */
     const int64_t qb = hmoe_type_info[hmoe_type_info[w->down.type].vec_dot_type].blck;
     m.chunk_f = n_tok == 1 ? chunk_rows(F, m.n_active, nt, 4, F)
-                           : chunk_rows(F, m.n_active, nt, env_int("HMOE_MOE_GU_PT", 8, 1, 64),
-                                        env_int("HMOE_MOE_GU_MAX", 256, 16, 1 << 20));
+                           : chunk_rows(F, m.n_active, nt, ch->gu_per_thread, ch->gu_max_rows);
     const int64_t chunk_q = (m.chunk_f + qb - 1) / qb * qb;
     m.quant_in_item = F % qb == 0 && chunk_q <= 2 * m.chunk_f;
     if (m.quant_in_item) m.chunk_f = HMOE_MIN(chunk_q, F);
     m.items_per_expert = (F + m.chunk_f - 1) / m.chunk_f;
-    if (n_tok == 1 && m.quant_in_item && m.n_active > 0 && env_int("HMOE_MOE_FUSE", 1, 0, 1)) {
+    if (n_tok == 1 && m.quant_in_item && m.n_active > 0) {
         /* 4+5 for a decoded token in one job (task_gate_up_down): whole experts' down rows,
-         * the last expert's in HMOE_MOE_DN_TAIL (4) items; then the weighted sum. */
-        const int64_t n_tail = env_int("HMOE_MOE_DN_TAIL", 4, 1, 64);
+         * the last expert's in chunks->dn_tail_items items; then the weighted sum. */
+        const int64_t n_tail = ch->dn_tail_items;
         const int64_t small = HMOE_MAX(16, (d / n_tail + 15) / 16 * 16);
         hmoe_cpu_split_init(&m.dn, (int64_t)m.n_active * d, d, small, d);
         for (int a = 0; a < m.n_active; a++) atomic_store_explicit(&s->gu_done[a], 0, memory_order_relaxed);
@@ -682,37 +663,27 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     if (timed) t[1 + HMOE_MOE_PH_Z] = now_ms();
     /* 5. Down rows of every active expert and the weighted sum: a decoded token by (expert,
      *    row chunk) items, ~4 per thread, whole experts when that many items remain (8
-     *    experts, 2 threads); a batch the same way with chunks of up to HMOE_MOE_DN_MAX (512)
-     *    rows, ~HMOE_MOE_DN_PT (4) items per thread, then the sum by token chunks of out
-     *    (HMOE_MOE_BATCH=0: by 32-row output chunks over all experts, the sum in the item). */
+     *    experts, 2 threads); a batch the same way with chunks of up to chunks->dn_max_rows
+     *    rows, ~chunks->dn_per_thread items per thread, then the sum by token chunks of out. */
     if (n_tok == 1) {
         m.chunk_d = chunk_rows(d, m.n_active, nt, 4, d);
         hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
         down_sum(&m, 0, 1, 0, d);
         return HMOE_OK;
     }
-    if (m.batch2) {
-        m.chunk_d = chunk_rows(d, m.n_active, nt, env_int("HMOE_MOE_DN_PT", 4, 1, 64),
-                               env_int("HMOE_MOE_DN_MAX", 512, 16, 1 << 20));
-        if (m.n_active > 0)
-            hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
-        if (timed) t[1 + HMOE_MOE_PH_DOWN] = now_ms();
-        m.chunk_sum = HMOE_MAX(1, n_tok / (4 * nt)); /* ~4 items per thread */
-        hmoe_cpu_parallel(nt, (n_tok + m.chunk_sum - 1) / m.chunk_sum, task_sum, &m);
-    } else {
-        m.chunk_d = chunk_rows(d, 1, nt, 4, 256);
-        hmoe_cpu_parallel(nt, (d + m.chunk_d - 1) / m.chunk_d, task_down, &m);
-        if (timed) t[1 + HMOE_MOE_PH_DOWN] = now_ms();
-    }
-    if (timed) {
-        t[1 + HMOE_MOE_PH_SUM] = now_ms();
-        struct hmoe_sched_moe_times *a = &s->times;
-        a->calls++;
-        a->experts += (uint64_t)m.n_active;
-        a->pairs += (uint64_t)m.n_pairs;
-        for (int p = 0; p < HMOE_MOE_PH_TOTAL; p++) a->ms[p] += t[1 + p] - t[p];
-        a->ms[HMOE_MOE_PH_TOTAL] += t[1 + HMOE_MOE_PH_SUM] - t[0];
-    }
+    m.chunk_d = chunk_rows(d, m.n_active, nt, ch->dn_per_thread, ch->dn_max_rows);
+    if (m.n_active > 0)
+        hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
+    if (timed) t[1 + HMOE_MOE_PH_DOWN] = now_ms();
+    m.chunk_sum = HMOE_MAX(1, n_tok / (4 * nt)); /* ~4 items per thread */
+    hmoe_cpu_parallel(nt, (n_tok + m.chunk_sum - 1) / m.chunk_sum, task_sum, &m);
+    t[1 + HMOE_MOE_PH_SUM] = now_ms();
+    struct hmoe_sched_moe_times *a = &s->times;
+    a->calls++;
+    a->experts += (uint64_t)m.n_active;
+    a->pairs += (uint64_t)m.n_pairs;
+    for (int p = 0; p < HMOE_MOE_PH_TOTAL; p++) a->ms[p] += t[1 + p] - t[p];
+    a->ms[HMOE_MOE_PH_TOTAL] += t[1 + HMOE_MOE_PH_SUM] - t[0];
     return HMOE_OK;
 }
 
@@ -742,6 +713,21 @@ enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struc
 }
 
 const float *hmoe_sched_moe_last_weights(const struct hmoe_sched_moe *s) { return s->wsel; }
+
+void hmoe_sched_moe_chunks_default(struct hmoe_sched_moe_chunks *c) {
+    *c = (struct hmoe_sched_moe_chunks){.gu_per_thread = 8, .gu_max_rows = 256, .dn_per_thread = 4, .dn_max_rows = 512,
+                                        .dn_tail_items = 4};
+}
+
+enum hmoe_status hmoe_sched_moe_set_chunks(struct hmoe_sched_moe *s, const struct hmoe_sched_moe_chunks *c,
+                                           struct hmoe_err *err) {
+    if (c->gu_per_thread < 1 || c->gu_per_thread > 64 || c->gu_max_rows < 16 || c->dn_per_thread < 1 ||
+        c->dn_per_thread > 64 || c->dn_max_rows < 16 || c->dn_tail_items < 1 || c->dn_tail_items > 64)
+        return HMOE_RAISE(err, HMOE_ERR_ARG,
+                          "MoE work items: per-thread counts must be 1..64, chunks at least 16 rows, tail 1..64 items");
+    s->chunks = *c;
+    return HMOE_OK;
+}
 
 void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out) {
     *out = s->times;

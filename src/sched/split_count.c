@@ -1,4 +1,4 @@
-/* split_count.c — the prefill split's choice by token count (sched.h, issue #6): after a streamed
+/* split_count.c — the prefill split's choice by token count (sched.h): after a streamed
  * RAM layer's router the host knows how many tokens each uncached expert got; a streamed expert
  * costs its PCIe copy whatever its tokens, a CPU expert a fixed part plus a part per (token,
  * expert) pair, and an expert without tokens costs nothing at all. Pure arithmetic (hybrid_prefill.c

@@ -13,19 +13,6 @@
 #include "model/deltanet_impl.h"
 #include "model/arch/qwen35moe.h"
 
-/* Prefill of at least this many tokens per head uses the chunked form (§5.3). On CPUs the
- * token-by-token recurrence does the same arithmetic in one cache-resident pass per token
- * and measured faster (bench/bench_deltanet.c), so the chunked form is off by default;
- * HMOE_GDN_CHUNKED=1 turns it on (for testing and for comparing with the GPU port). */
-static int chunked_min_tokens(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("HMOE_GDN_CHUNKED");
-        v = e && *e == '1' ? HMOE_GDN_CHUNK / 4 : 1 << 30;
-    }
-    return v;
-}
-
 void hmoe_qwen35_rec_dims(const struct hmoe_model_config *c, struct hmoe_rec_dims *o) {
     const int64_t dim = c->ssm_head_dim, key_dim = (int64_t)c->ssm_n_k_head * dim,
                   value_dim = (int64_t)c->ssm_n_v_head * dim, conv_dim = 2 * key_dim + value_dim;
@@ -46,7 +33,6 @@ struct gdn_call {
     int64_t Hv, Hk, dim, kd, vd, cd, cchunk;
     int n;
     float eps, q_scale;
-    bool chunked;
 };
 
 /* Causal conv over time for one chunk of channels. */
@@ -67,19 +53,18 @@ static void task_l2norm(void *arg, int64_t i, int tid) {
 }
 
 /* The recurrence of one value head over the batch (value head h reads q/k head h mod Hk,
- * §4.5), then its output through the gated RMSNorm. */
+ * §4.5), then its output through the gated RMSNorm. Token by token also for a prefill: on CPUs
+ * the recurrence does the chunked form's arithmetic (§5.3) in one cache-resident pass per
+ * token and measures faster (bench/bench_deltanet.c). */
 static void task_head(void *arg, int64_t h, int tid) {
+    (void)tid;
     const struct gdn_call *a = arg;
     struct hmoe_rec_state *r = a->r;
     const int64_t dim = a->dim, cd = a->cd, vd = a->vd, Hv = a->Hv, g = h % a->Hk;
     const float *q = r->y + g * dim, *k = r->y + a->kd + g * dim, *v = r->y + 2 * a->kd + h * dim;
     float *Sh = a->S + (size_t)h * (size_t)(dim * dim), *o = r->o + h * dim;
-    if (a->chunked)
-        hmoe_gdn_chunked(Sh, (int)dim, a->n, q, k, (size_t)cd, v, (size_t)cd, r->alpha + h, r->beta + h, (size_t)Hv, o,
-                         (size_t)vd, r->chunk_scratch + (size_t)tid * r->chunk_floats);
-    else
-        hmoe_gdn_recurrent(Sh, (int)dim, a->n, q, k, (size_t)cd, v, (size_t)cd, r->alpha + h, r->beta + h, (size_t)Hv,
-                           o, (size_t)vd);
+    hmoe_gdn_recurrent(Sh, (int)dim, a->n, q, k, (size_t)cd, v, (size_t)cd, r->alpha + h, r->beta + h, (size_t)Hv, o,
+                       (size_t)vd);
     for (int t = 0; t < a->n; t++)
         hmoe_gdn_gated_norm(o + (size_t)t * vd, r->z + (size_t)t * vd + h * dim, a->G->norm, (int)dim, a->eps);
 }
@@ -94,8 +79,7 @@ void hmoe_qwen35_deltanet(struct hmoe_ctx *c, int il, int n) {
     struct gdn_call a = {.c = c, .G = G, .r = r, .conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats,
                          .S = r->ssm + (size_t)r->slot[il] * r->ssm_floats, .Hv = Hv, .Hk = r->n_k_head,
                          .dim = r->dim, .kd = r->key_dim, .vd = vd, .cd = cd, .cchunk = 256, .n = n,
-                         .eps = cfg->rms_eps, .q_scale = 1.0f / sqrtf((float)r->dim),
-                         .chunked = n >= chunked_min_tokens()};
+                         .eps = cfg->rms_eps, .q_scale = 1.0f / sqrtf((float)r->dim)};
 
     /* Projections that share the normed input: qkv (conv input), z, alpha, beta. */
     const struct hmoe_mm_job jobs[4] = {

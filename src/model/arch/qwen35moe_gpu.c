@@ -100,10 +100,10 @@ static enum hmoe_status attention(struct hmoe_ctx *c, int il, int64_t n, struct 
     TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
     const float scale = 1.0f / sqrtf((float)D);
     if (n == 1)
-        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, g->attn_split, g->attn_scratch, g->o, NULL, s,
+        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, 0, g->attn_scratch, g->o, NULL, s,
                                   err));
     else
-        /* f32 CUDA-core prefill attention unless HMOE_ATTN_PREFILL=mma: the tensor-core kernel matches
+        /* f32 CUDA-core prefill attention: the tensor-core kernel matches
          * llama.cpp on qwen35moe-tiny (gpu_test_qwen35) but its f16 rounding flips one more near-tied
          * argmax of the synthetic qwen35-tiny Q4_K_M GPU-vs-CPU check (35/40, that test asks 36). */
         TRY(hmoe_cuda_attn_prefill_with(HMOE_CUDA_ATTN_PREFILL_AUTO_F32, g->qkv, nq, n, d_pos, &L->kv, (int)H, scale, g->o,
