@@ -132,12 +132,13 @@ int main(void) {
                        "Q4_K", "Q6_K", "IQ2_XS"));
     }
     /* Memory: HMOE_MEM_AVAILABLE_MIB stands for a small machine. The tiny model's f16 KV cache
-     * for -c 4096 is 4 layers x 4096 x 2 heads x 256 bytes = 8 MiB; its file is 9.6 MiB. */
+     * for -c 4096 is 4 layers x 4096 x 2 heads x 256 bytes = 8 MiB; its file is 9.6 MiB. These
+     * are the CPU path's RAM checks (--gpu off: on a GPU host the KV cache would be in VRAM). */
     for (size_t i = 0; i < 3; i++) {
-        snprintf(cmd, sizeof cmd, "HMOE_MEM_AVAILABLE_MIB=4 ./hmoe %s -m %s -c 4096 %s", model_cmds[i].name, model,
+        snprintf(cmd, sizeof cmd, "HMOE_MEM_AVAILABLE_MIB=4 ./hmoe %s -m %s -c 4096 --gpu off %s", model_cmds[i].name, model,
                  model_cmds[i].args);
         if (i == 2) /* bench sizes its context from -p/-n/-d: ask for 4096 positions with -d */
-            snprintf(cmd, sizeof cmd, "HMOE_MEM_AVAILABLE_MIB=4 ./hmoe bench -m %s -d 4000 -p 0 -n 1 -r 1 -t 1",
+            snprintf(cmd, sizeof cmd, "HMOE_MEM_AVAILABLE_MIB=4 ./hmoe bench -m %s -d 4000 -p 0 -n 1 -r 1 -t 1 --gpu off",
                      model);
         snprintf(name, sizeof name, "%s: KV cache larger than memory: error with the size and the flags",
                  model_cmds[i].name);
@@ -145,7 +146,7 @@ int main(void) {
                NEEDLES("not enough memory: the KV cache for -c ", "needs ", "MiB but only 4.0 MiB is available",
                        "lower -c/--ctx-size or use -ctk q8_0 -ctv q8_0"));
     }
-    snprintf(cmd, sizeof cmd, "HMOE_MEM_AVAILABLE_MIB=12 ./hmoe run -m %s -c 4096 -p hi -n 1 -t 1", model);
+    snprintf(cmd, sizeof cmd, "HMOE_MEM_AVAILABLE_MIB=12 ./hmoe run -m %s -c 4096 -p hi -n 1 -t 1 --gpu off", model);
     expect("run: weights + KV larger than memory: a warning with the sizes, the run goes on", cmd, 0,
            NEEDLES("warning: the model (9.6 MiB) plus the KV cache (8.0 MiB for -c 4096) need more than the 12.0 MiB",
                    "lower -c/--ctx-size", "prompt eval time"));

@@ -99,12 +99,12 @@ check "cli run: prompt longer than -c is an error saying how much is needed" $((
 $H run -m "$MINI" -p "$text" -c 45 -n 20 --temp 0 --ignore-eos -t 1 >/dev/null 2>"$T/err"
 rc=$?; grep -q 'context full after 45 tokens (-c 45)' "$T/err"
 check "cli run: generation stops with a message when the context fills" $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err")"
-$H run -m "$MINI" -p "$text" -c 45 -n 60 --temp 0 --ignore-eos --context-shift --keep 8 -t 1 -v >/dev/null 2>"$T/err"
+$H run -m "$MINI" -p "$text" -c 45 -n 60 --temp 0 --ignore-eos --context-shift --keep 8 -t 1 --gpu off -v >/dev/null 2>"$T/err"
 rc=$?; n=$(grep -a '^generated ids:' "$T/err" | tr ',' '\n' | grep -c '[0-9]')
 grep -aq 'context shifted 3 times (--context-shift, --keep 8)' "$T/err"
 check "cli run --context-shift --keep 8: 60 tokens from a 39-token prompt in -c 45 (3 shifts of 18)" \
     $(( rc != 0 || n != 60 || $? )) "rc $rc, $n ids: $(tail -3 "$T/err")"
-$H run -m "$MINI" -p "$text" -c 40 -n 20 --temp 0 --ignore-eos --context-shift --keep -1 -t 1 >/dev/null 2>"$T/err"
+$H run -m "$MINI" -p "$text" -c 40 -n 20 --temp 0 --ignore-eos --context-shift --keep -1 -t 1 --gpu off >/dev/null 2>"$T/err"
 rc=$?; grep -aq 'context full after 40 tokens (-c 40)' "$T/err"
 check "cli run --context-shift --keep -1: with one position after the kept prompt nothing can shift (context full)" \
     $(( rc != 0 || $? )) "rc $rc: $(cat "$T/err")"
