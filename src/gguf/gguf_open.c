@@ -135,7 +135,7 @@ static enum hmoe_status read_to_ram(int fd, const char *path, uint64_t size, voi
 /* The file mapped read-only at a 2 MiB-aligned address and advised for transparent huge
  * pages (HMOE_MMAP_HUGE=0: a plain mapping). Why: CPU decode streams ~0.5 GB of weights per
  * token, and in 4 KiB pages every page is a TLB miss and a page walk (~6 % of decode CPU
- * time, cpu_results.md dec7). Faults in a MADV_HUGEPAGE mapping read the file into the page
+ * time, measured with perf on a 2-core machine). Faults in a MADV_HUGEPAGE mapping read the file into the page
  * cache in 2 MiB folios, and with file offset and address congruent modulo 2 MiB the kernel
  * maps such a folio with one PMD entry (FilePmdMapped in /proc/PID/smaps). Measured on this
  * machine's kernel (6.18, ext4): a model read from an evicted cache lands 100 % in 2 MiB

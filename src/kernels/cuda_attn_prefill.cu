@@ -13,7 +13,7 @@
  * land raw and are expanded to f16 in shared memory). Per tile: S = Q K^T on tensor cores, the
  * mask only where a tile passes the smallest position of the warp's rows, online softmax in f32
  * (base 2), P rounded to f16 and O += P V on tensor cores. Rows see key t iff t <= pos[token]
- * (capped at n_ctx - 1, as the old kernel), so earlier context (chat turns, micro-batches) is
+ * (capped at n_ctx - 1, as the CPU attention does), so earlier context (chat turns, micro-batches) is
  * covered; cache rows past the block's last visible position are zero-filled, never read.
  */
 #include <limits.h>
