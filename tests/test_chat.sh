@@ -105,7 +105,7 @@ check "chat turn after /load reuses the prefilled KV cache ($cached cached)" $((
 long=$(printf 'word %.0s' $(seq 1 60))
 printf '%s\nHi\n' "$long" | $H chat -m "$M" --temp 0 -t 1 --no-think -n 4 -c 48 >"$T/out" 2>"$T/err"
 rc=$?
-grep -q 'context full: the conversation is [0-9]* tokens but the context holds 48 (-c 48); /clear starts over, --ctx-drop-oldest drops the oldest turns, or raise -c/--ctx-size (this model allows up to 4096)' "$T/err"
+grep -q 'context full: the conversation is [0-9]* tokens but the context holds 48 (-c 48); /clear starts over, --ctx-drop-oldest drops the oldest turns, or raise -c/--ctx-size (the model is trained for up to 4096)' "$T/err"
 check "chat context overflow: message with the sizes, -c and --ctx-drop-oldest" $(( rc != 1 || $? )) "rc $rc: $(cat "$T/err")"
 check "chat context overflow: the next turn is still answered" $(( $(grep -c '^\[prompt ' "$T/err") != 1 )) "$(cat "$T/err")"
 

@@ -54,12 +54,12 @@ static int fit_tokens(struct hmoe_chat_session *s, bool add_gen, int reserve, in
         if (st->n_dropped || s->drop_oldest)
             fprintf(stderr,
                     "hmoe: context full: the last message alone makes the prompt %zu tokens but the context holds %d "
-                    "(-c %d); shorten it or raise -c/--ctx-size (this model allows up to %d)\n",
+                    "(-c %d); shorten it or raise -c/--ctx-size (the model is trained for up to %d)\n",
                     *n, n_ctx, n_ctx, s->model->cfg.n_ctx_train);
         else
             fprintf(stderr,
                     "hmoe: context full: the conversation is %zu tokens but the context holds %d (-c %d); /clear starts "
-                    "over, --ctx-drop-oldest drops the oldest turns, or raise -c/--ctx-size (this model allows up to "
+                    "over, --ctx-drop-oldest drops the oldest turns, or raise -c/--ctx-size (the model is trained for up to "
                     "%d)\n",
                     *n, n_ctx, n_ctx, s->model->cfg.n_ctx_train);
         free(*ids);
@@ -360,7 +360,7 @@ int hmoe_chat_turn_answer(struct hmoe_chat_session *s, struct hmoe_chat_turn_sta
     if (st->ctx_full)
         fprintf(stderr,
                 "hmoe: context full (%d of %d tokens): the answer was cut; /clear starts over, --ctx-drop-oldest drops "
-                "the oldest turns, or raise -c/--ctx-size (this model allows up to %d)\n",
+                "the oldest turns, or raise -c/--ctx-size (the model is trained for up to %d)\n",
                 n_ctx, n_ctx, s->model->cfg.n_ctx_train);
     /* The (possibly partial) answer joins the history: the next turn and /regen see it. */
     size_t c_len = 0;
