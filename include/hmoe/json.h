@@ -44,6 +44,10 @@ bool hmoe_json_get_bool(const struct hmoe_json *obj, const char *key, bool dflt)
  * not valid UTF-8 are written as \u00XX of the byte value (lossy but always valid JSON). */
 void hmoe_json_write_str(FILE *f, const char *s, size_t len);
 
+/* Bytes of the well-formed UTF-8 sequence at s[0..n) (shortest form, no surrogates, at most
+ * U+10FFFF; n >= 1), or 0 when s does not start with one. */
+size_t hmoe_utf8_seq_len(const unsigned char *s, size_t n);
+
 /* Decode a hex string ("0a1b...") into bytes; returns the byte count or -1 on bad input. */
 long hmoe_hex_decode(const char *hex, unsigned char *out, size_t out_cap);
 

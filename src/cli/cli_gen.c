@@ -86,27 +86,6 @@ void hmoe_cli_print_timings(const struct hmoe_cli_timings *t) {
     fprintf(stderr, "      total time = %10.2f ms / %5d tokens\n", t->total_s * 1e3, t->n_total);
 }
 
-/* Bytes of the well-formed UTF-8 sequence at s[0..n) (shortest form, no surrogates, at most
- * U+10FFFF), or 0 when s does not start with one. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n) {
-    const unsigned c = s[0];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3Fu);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return len;
-}
-
 void hmoe_cli_write_text(FILE *f, const char *text, size_t n, bool escape) {
     if (!escape) {
         if (n) fwrite(text, 1, n, f);
@@ -115,7 +94,7 @@ void hmoe_cli_write_text(FILE *f, const char *text, size_t n, bool escape) {
     const unsigned char *s = (const unsigned char *)text;
     size_t run = 0; /* bytes [i - run, i) print as they are */
     for (size_t i = 0; i < n;) {
-        const size_t len = utf8_seq_len(s + i, n - i);
+        const size_t len = hmoe_utf8_seq_len(s + i, n - i);
         const bool control = len == 1 && ((s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') || s[i] == 0x7F);
         if (len && !control) {
             i += len;

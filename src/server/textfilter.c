@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/json.h"
 #include "server/server_impl.h"
 
 void srv_buf_add(struct srv_buf *b, const char *p, size_t n) {
@@ -57,32 +58,12 @@ size_t srv_stop_scan(const struct srv_gen_params *gp, const char *s, size_t n, i
     return first;
 }
 
-/* Length of the well-formed UTF-8 character at s (no overlongs, no surrogates, <= U+10FFFF), or 0. */
-static size_t utf8_char_len(const unsigned char *s, size_t n) {
-    const unsigned c = s[0];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3Fu);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return len;
-}
-
 json_t *srv_json_text(const char *s, size_t n) {
     struct srv_buf b = {0};
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
-        const size_t len = utf8_char_len(u + i, n - i);
+        const size_t len = hmoe_utf8_seq_len(u + i, n - i);
         if (len) {
             srv_buf_add(&b, s + i, len);
             i += len;

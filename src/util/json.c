@@ -353,8 +353,7 @@ bool hmoe_json_get_bool(const struct hmoe_json *obj, const char *key, bool dflt)
     return v && v->kind == HMOE_JSON_BOOL ? v->b : dflt;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if invalid. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n) {
+size_t hmoe_utf8_seq_len(const unsigned char *s, size_t n) {
     unsigned char c = s[0];
     size_t len;
     uint32_t min;
@@ -387,7 +386,7 @@ void hmoe_json_write_str(FILE *f, const char *s, size_t len) {
         else if (c < 0x20) { fprintf(f, "\\u%04x", c); i++; }
         else if (c < 0x80) { fputc(c, f); i++; }
         else {
-            size_t sl = utf8_seq_len(u + i, len - i);
+            size_t sl = hmoe_utf8_seq_len(u + i, len - i);
             if (sl == 0) { fprintf(f, "\\u%04x", c); i++; }
             else { fwrite(u + i, 1, sl, f); i += sl; }
         }
