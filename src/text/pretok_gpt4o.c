@@ -107,18 +107,7 @@ bool hmoe_pretok_gpt4o_split(const uint32_t *cpts, const uint8_t *flags, size_t 
             }
         }
         /* 5-7. whitespace runs. */
-        {
-            size_t nws = 0, last_nl = 0;
-            while (FLG(pos + nws) & HMOE_UCD_WS) {
-                uint32_t w = cpts[pos + nws];
-                if (w == '\r' || w == '\n') last_nl = pos + nws + 1;
-                nws++;
-            }
-            if (last_nl > 0) pos = last_nl;                             /* \s*[\r\n]+ */
-            else if (nws > 1 && pos + nws < n) pos += nws - 1;          /* \s+(?!\S): leave one */
-            else if (nws > 0) pos += nws;                               /* \s+ */
-            else pos++;                                                 /* no rule: one character */
-        }
+        pos = hmoe_pretok_ws_end(cpts, flags, n, pos);
     add:
         if (pos > start && !emit(ctx, start, pos)) return false;
         start = pos;

@@ -14,6 +14,21 @@
 
 static uint32_t lower_ascii(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
+/* The whitespace alternatives that end the GPT-2-family regexes, at pos:
+ * \s*[\r\n]+ | \s+(?!\S) | \s+, else one character that no rule took. Returns the end. */
+size_t hmoe_pretok_ws_end(const uint32_t *cpts, const uint8_t *flags, size_t n, size_t pos) {
+    size_t nws = 0, last_nl = 0;
+    while (pos + nws < n && (flags[pos + nws] & HMOE_UCD_WS)) {
+        uint32_t w = cpts[pos + nws];
+        if (w == '\r' || w == '\n') last_nl = pos + nws + 1;
+        nws++;
+    }
+    if (last_nl > 0) return last_nl;                     /* \s*[\r\n]+ */
+    if (nws > 1 && pos + nws < n) return pos + nws - 1;  /* \s+(?!\S): leave one */
+    if (nws > 0) return pos + nws;                       /* \s+ */
+    return pos + 1;                                      /* no rule: one character */
+}
+
 bool hmoe_pretok_qwen_split(enum hmoe_vocab_pre pre, const uint32_t *cpts, const uint8_t *flags, size_t n,
                             hmoe_pretok_emit_fn emit, void *ctx) {
     /* Classes: what a letter run absorbs, and what ends a punctuation run. */
@@ -64,18 +79,7 @@ bool hmoe_pretok_qwen_split(enum hmoe_vocab_pre pre, const uint32_t *cpts, const
             }
         }
         /* 5-7. whitespace runs. */
-        {
-            size_t nws = 0, last_nl = 0;
-            while (FLG(pos + nws) & HMOE_UCD_WS) {
-                uint32_t w = cpts[pos + nws];
-                if (w == '\r' || w == '\n') last_nl = pos + nws + 1;
-                nws++;
-            }
-            if (last_nl > 0) pos = last_nl;                             /* \s*[\r\n]+ */
-            else if (nws > 1 && pos + nws < n) pos += nws - 1;          /* \s+(?!\S): leave one */
-            else if (nws > 0) pos += nws;                               /* \s+ */
-            else pos++;                                                 /* no rule: one character */
-        }
+        pos = hmoe_pretok_ws_end(cpts, flags, n, pos);
     add:
         if (pos > start && !emit(ctx, start, pos)) return false;
         start = pos;

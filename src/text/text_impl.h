@@ -59,6 +59,8 @@ bool hmoe_bpe_encode_word(const struct hmoe_vocab *v, struct hmoe_bpe_scratch *s
 typedef bool (*hmoe_pretok_emit_fn)(void *ctx, size_t start, size_t end);
 bool hmoe_pretok_qwen_split(enum hmoe_vocab_pre pre, const uint32_t *cpts, const uint8_t *flags, size_t n,
                             hmoe_pretok_emit_fn emit, void *ctx);
+/* pretok_qwen.c: the trailing whitespace rules shared by the GPT-2-family splitters. */
+size_t hmoe_pretok_ws_end(const uint32_t *cpts, const uint8_t *flags, size_t n, size_t pos);
 
 /* pretok_gpt4o.c: the same contract for the "gpt-4o" pre-tokenizer (o200k vocabularies). */
 bool hmoe_pretok_gpt4o_split(const uint32_t *cpts, const uint8_t *flags, size_t n, hmoe_pretok_emit_fn emit,
