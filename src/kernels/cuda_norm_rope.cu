@@ -4,10 +4,10 @@
  * steps 4-6 and §5 (NEOX pairs (i, i + n_rot/2), theta_i = p * base^(-2i/n_rot), linear and
  * YaRN scaling; the angle is formed in double, which §5 recommends for long contexts).
  *
- * Version 2: rmsnorm one 256-thread block per row, the row held in registers (one memory round;
- * v1 re-read x and w after the reduction), q8_1 blocks quantized by whole warps; qk-norm-rope one
+ * Shape: rmsnorm one 256-thread block per row, the row held in registers so x and w are read
+ * once (not again after the reduction), q8_1 blocks quantized by whole warps; qk-norm-rope one
  * warp per head, the head vector staged in shared memory for the rotation partner, the angle in
- * double reduced mod 2 pi before sincosf (v1 called double pow and sincos per pair).
+ * double reduced mod 2 pi before sincosf (cheaper than a double pow and sincos per pair).
  */
 #include <math.h>
 #include <stdlib.h>
