@@ -5,7 +5,7 @@
  *
  * Version 2 (int8, below mmq8_kernel) is the fast path for quantized weights; version 1 (f16)
  * serves the float types and IQ1_M.
- * Version 1: 128 threads, tile BM tokens x BN features x 64 (K), warp tile 32x32
+ * Shape: 128 threads, tile BM tokens x BN features x 64 (K), warp tile 32x32
  * (2 x 4 mma tiles); (BM, BN) = (64, 64) or (32, 128), picked from the tokens per tile. The
  * weight tile is dequantized by TR::dequant8 (the bit-exact f32 values rounded once to f16).
  * Fused epilogues: + residual (f32 out), silu(gate)*up (gate/up fused: two weight tiles share the

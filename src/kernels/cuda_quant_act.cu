@@ -2,7 +2,7 @@
  * (cuda.h: per 32 values d = amax/127, q = round-half-even(x * 127/amax), s = d * sum(q);
  * the CUDA-style activation of quants.md §8.5 with f32 scale and sum), and f32 -> f16.
  *
- * Version 1: one warp per 32-value block, lane = element; amax and sum by warp shuffles;
+ * Shape: one warp per 32-value block, lane = element; amax and sum by warp shuffles;
  * the quants are stored as one byte per lane (32 contiguous bytes per warp).
  * The rounding matches tests/gpu_util.h ref_quantize_q8_1 exactly (single IEEE multiply).
  */
