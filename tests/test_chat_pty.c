@@ -193,7 +193,9 @@ int main(void) {
     /* The Ctrl+C that stopped the answer does not count: one more at the prompt only warns,
      * and the conversation survives until the second one in a row. */
     type(&p, "\x03");
-    ok = ok && wait_for(&p, "Ctrl+C again or Ctrl+D to exit", 10);
+    /* The prompt is drawn once the line editor is back in raw mode: a Ctrl+C typed before that
+     * is the terminal's SIGINT, which counts as the second one. */
+    ok = ok && wait_for(&p, "Ctrl+C again or Ctrl+D to exit", 10) && wait_prompt(&p, 10);
     t_check(ok && p.pid > 0 && waitpid(p.pid, NULL, WNOHANG) == 0,
             "pty: one Ctrl+C at the prompt after an interrupted answer does not exit", "output: %s", tail(&p));
     type(&p, "\x03");
