@@ -447,12 +447,53 @@ static void test_chat_fmt(void) {
     free(qwen3);
 }
 
+/* A harmony template reads an assistant turn's analysis from `thinking`; the format copies a
+ * request's reasoning_content there (and drops the content of a tool-call turn), as llama.cpp
+ * prepares messages for it. The raw render of the same conversation shows what it would lose. */
+static void test_harmony_thinking(void) {
+    struct hmoe_err err = {0};
+    char *src = NULL;
+    size_t len;
+    if (hmoe_read_file("tests/jinja/templates/gpt-oss.jinja", &src, &len, &err) != HMOE_OK) {
+        t_check(0, "harmony thinking: template", "%s", err.msg);
+        return;
+    }
+    static const char conv[] =
+        "[{\"role\": \"user\", \"content\": \"weather?\"},"
+        " {\"role\": \"assistant\", \"content\": \"\", \"reasoning_content\": \"ANALYSIS-TEXT\","
+        "  \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get\", \"arguments\": {\"c\": 1}}}]},"
+        " {\"role\": \"tool\", \"content\": \"sunny\"}]";
+    struct hmoe_json *msgs = hmoe_json_parse(conv, sizeof conv - 1, &err);
+    struct hmoe_chat_fmt_src fs = {.template_text = src, .template_origin = "gpt-oss.jinja", .template_required = true};
+    struct hmoe_chat_fmt *f = NULL;
+    char warn[256], *out = NULL, *raw = NULL;
+    if (msgs && hmoe_chat_fmt_open(&fs, &f, warn, sizeof warn, &err) == HMOE_OK)
+        hmoe_chat_fmt_render_json(f, msgs, NULL, NULL, NULL, &out, &err);
+    struct hmoe_jinja *t = NULL;
+    if (hmoe_jinja_compile(src, len, &t, &err) == HMOE_OK) {
+        struct hmoe_jinja_chat chat = {.messages = msgs, .add_generation_prompt = true, .enable_thinking = true};
+        hmoe_jinja_render_chat(t, &chat, NULL, &raw, &err);
+    }
+    t_check(out && strstr(out, "<|channel|>analysis<|message|>ANALYSIS-TEXT<|end|>"),
+            "harmony thinking: reasoning_content of a tool-call turn renders as its analysis", "%s",
+            out ? out : err.msg);
+    t_check(raw && !strstr(raw, "ANALYSIS-TEXT"), "harmony thinking: the template itself ignores reasoning_content",
+            "%s", raw ? raw : err.msg);
+    free(out);
+    free(raw);
+    hmoe_jinja_free(t);
+    hmoe_chat_fmt_free(f);
+    hmoe_json_free(msgs);
+    free(src);
+}
+
 int main(void) {
     setenv("TZ", "UTC", 1);
     tzset();
     test_language();
     test_limits();
     test_chat_fmt();
+    test_harmony_thinking();
     struct conv_set cs = load_convs();
     for (size_t i = 0; i < HMOE_ARRAY_LEN(templates); i++) test_template(templates[i], &cs);
     for (size_t i = 0; i < HMOE_ARRAY_LEN(templates); i++) test_builtin_agreement(templates[i], &cs);

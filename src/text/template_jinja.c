@@ -156,30 +156,53 @@ enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const 
         }
         for (size_t i = 0; i < n1; i++) joined.items[i] = f->kwargs->items[i], joined.keys[i] = f->kwargs->keys[i];
         for (size_t i = 0; i < n2; i++) joined.items[n1 + i] = kwargs->items[i], joined.keys[n1 + i] = kwargs->keys[i];
-        /* "content": null (what API clients send beside tool_calls) reads as "", as llama.cpp
-         * passes it: templates test `'</think>' in content`, which null would fail. Shallow
-         * copies of the messages that have it; everything else is shared. */
+        /* Messages are adjusted the way llama.cpp prepares them, in shallow copies of the ones
+         * that change (everything else is shared):
+         * - "content": null (what API clients send beside tool_calls) reads as "": templates test
+         *   `'</think>' in content`, which null would fail;
+         * - harmony templates read an assistant turn's analysis from "thinking": a string
+         *   reasoning_content is copied there, and a turn with tool calls drops its content (the
+         *   call is the turn). */
         static char empty_text[] = "";
         static struct hmoe_json empty_str = {.kind = HMOE_JSON_STRING, .str = empty_text};
+        static char thinking_key[] = "thinking";
+        const bool harmony = f->family == HMOE_CHAT_TEMPLATE_HARMONY;
         struct hmoe_json msgs_copy = *messages;
         struct hmoe_json *objs = calloc(messages->n + 1, sizeof *objs);
         struct hmoe_json **msg_items = calloc(messages->n + 1, sizeof *msg_items);
         struct hmoe_json ***obj_items = calloc(messages->n + 1, sizeof *obj_items);
-        if (!objs || !msg_items || !obj_items) {
-            free(objs), free(msg_items), free(obj_items), free(joined.items), free(joined.keys);
+        char ***obj_keys = calloc(messages->n + 1, sizeof *obj_keys);
+        if (!objs || !msg_items || !obj_items || !obj_keys) {
+            free(objs), free(msg_items), free(obj_items), free(obj_keys), free(joined.items), free(joined.keys);
             return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
         }
         msgs_copy.items = msg_items;
         for (size_t i = 0; i < messages->n; i++) {
             struct hmoe_json *m = messages->items[i];
             msg_items[i] = m;
+            if (m->kind != HMOE_JSON_OBJECT) continue;
             const struct hmoe_json *c = hmoe_json_get(m, "content");
-            if (m->kind != HMOE_JSON_OBJECT || !c || c->kind != HMOE_JSON_NULL) continue;
+            const struct hmoe_json *rc = harmony ? hmoe_json_get(m, "reasoning_content") : NULL;
+            const struct hmoe_json *tc = hmoe_json_get(m, "tool_calls");
+            const bool null_content = c && c->kind == HMOE_JSON_NULL;
+            const bool add_thinking = rc && rc->kind == HMOE_JSON_STRING && !hmoe_json_get(m, "thinking");
+            const bool drop_content = add_thinking && tc && tc->kind == HMOE_JSON_ARRAY && tc->n > 0;
+            if (!null_content && !add_thinking) continue;
+            obj_items[i] = calloc(m->n + 1, sizeof *obj_items[i]);
+            obj_keys[i] = calloc(m->n + 1, sizeof *obj_keys[i]);
+            if (!obj_items[i] || !obj_keys[i]) continue; /* out of memory: left as it is */
+            size_t n = 0;
+            for (size_t k = 0; k < m->n; k++) {
+                const bool is_content = strcmp(m->keys[k], "content") == 0;
+                if (is_content && drop_content) continue;
+                obj_keys[i][n] = m->keys[k];
+                obj_items[i][n++] = is_content && null_content ? &empty_str : m->items[k];
+            }
+            if (add_thinking) obj_keys[i][n] = thinking_key, obj_items[i][n++] = (struct hmoe_json *)rc;
             objs[i] = *m;
-            if (!(obj_items[i] = calloc(m->n, sizeof *obj_items[i]))) continue; /* out of memory: left as null */
-            for (size_t k = 0; k < m->n; k++)
-                obj_items[i][k] = strcmp(m->keys[k], "content") == 0 ? &empty_str : m->items[k];
+            objs[i].n = n;
             objs[i].items = obj_items[i];
+            objs[i].keys = obj_keys[i];
             msg_items[i] = &objs[i];
         }
         struct hmoe_jinja_chat chat = {.messages = &msgs_copy, .tools = tools && tools->n ? tools : NULL,
@@ -187,8 +210,9 @@ enum hmoe_status hmoe_chat_fmt_render_json(const struct hmoe_chat_fmt *f, const 
                                        .enable_thinking = o->enable_thinking, .bos_token = f->bos_token,
                                        .eos_token = f->eos_token, .kwargs = &joined};
         enum hmoe_status st = hmoe_jinja_render_chat(f->jinja, &chat, NULL, out, err);
-        for (size_t i = 0; i < messages->n; i++) free(obj_items[i]);
+        for (size_t i = 0; i < messages->n; i++) free(obj_items[i]), free(obj_keys[i]);
         free(obj_items);
+        free(obj_keys);
         free(msg_items);
         free(objs);
         free(joined.items);
