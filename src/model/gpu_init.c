@@ -37,7 +37,8 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
     /* The router and expert kernels (cuda_moe.cu, the hybrid scheduler) compute the softmax
      * top-k rule with SwiGLU experts on the layer's own width, without biases. */
     const struct hmoe_arch_moe *am = &cfg->arch_entry->moe;
-    if (am->gating != HMOE_MOE_SOFTMAX || am->act != HMOE_MOE_SWIGLU || am->expert_bias || am->latent)
+    const struct hmoe_arch_gpu *ag = cfg->arch_entry->gpu;
+    if (!ag->own_experts && (am->gating != HMOE_MOE_SOFTMAX || am->act != HMOE_MOE_SWIGLU || am->expert_bias || am->latent))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                           "the GPU expert kernels route by softmax top-k to SwiGLU experts without biases or a latent "
                           "projection, which %s does not use; use --gpu off",
@@ -60,7 +61,6 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
                           "GPU path needs n_embd %% 64 == 0, expert FFN %% 32 == 0, at most 256 experts and 32 used "
                           "(model: %d, %d, %d, %d); use --gpu off",
                           cfg->n_embd, cfg->n_ff_exp, cfg->n_expert, cfg->n_expert_used);
-    const struct hmoe_arch_gpu *ag = cfg->arch_entry->gpu;
     if (ag->check) {
         enum hmoe_status st = ag->check(m, err);
         if (st) return st;
@@ -83,6 +83,7 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
         if (L->moe.router.type != HMOE_TYPE_F32)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: the GPU router needs F32 (file has %s); use --gpu off",
                               L->moe.router.name, hmoe_type_name(L->moe.router.type));
+        if (ag->own_experts) continue; /* its check covers the experts */
         if (L->moe.gate.type != L->moe.up.type || L->moe.gate.row_bytes != L->moe.up.row_bytes ||
             L->moe.gate.mat_bytes != L->moe.up.mat_bytes || L->moe.gate.mat_bytes % 16 || L->moe.down.mat_bytes % 16)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
