@@ -11,7 +11,8 @@
  *    --gpu on is refused with a message that names the rule and --gpu off.
  *  - the synth preset nemotron-tiny (Q5_0 / Q8_0 fallbacks of the Q4_K_M mix, Q8_0, F16): all-GPU vs
  *    the CPU backend (prefill of all positions and token-by-token decode). Limits: cmp_q.
- *  - routed experts in RAM (-cmoe, or a budget below the experts) are refused with a message.
+ *  - routed experts in RAM (-cmoe, -ncmoe 2: run on CPU threads, eager decode) vs the CPU backend, and
+ *    the nemotron_h_moe-tiny fixture with -cmoe vs llama.cpp.
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
 #include <unistd.h>
@@ -39,7 +40,8 @@ static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, int n_ubatch, bool 
     cp.n_ubatch = n_ubatch;
     cp.gpu = HMOE_GPU_ON;
     cp.sched.cpu_moe = cpu_moe;
-    cp.sched.vram_budget_mib = budget_mib;
+    if (budget_mib >= 0) cp.sched.vram_budget_mib = budget_mib;
+    else cp.sched.n_cpu_moe = (int)-budget_mib; /* negative: -ncmoe of that many layers */
     cp.sched.no_profile = true;
     struct hmoe_ctx *c = NULL;
     if (hmoe_ctx_init(m, &cp, &c, err)) return NULL;
@@ -130,6 +132,22 @@ static void fixture(const char *fx) {
         st = hmoe_ctx_decode(c, ids, N_TOK, 0, HMOE_LOGITS_ALL, out, &err);
         check_rows(name, st, &err, out, ref_decode, 0, N_TOK);
         hmoe_ctx_free(c);
+    }
+    if (m && ref_prefill && ref_decode && m->cfg.n_expert > 0) {
+        snprintf(name, sizeof name, "%s GPU -cmoe (experts on CPU threads)", fx);
+        c = open_ctx(m, 512, true, 0, &err);
+        t_check(c != NULL, name, "context: %s", err.msg);
+        if (c) {
+            st = hmoe_ctx_decode(c, ids, N_TOK, 0, HMOE_LOGITS_ALL, out, &err);
+            snprintf(name, sizeof name, "%s GPU -cmoe: 70-token prefill vs llama.cpp", fx);
+            check_rows(name, st, &err, out, ref_prefill, 0, N_TOK);
+            hmoe_ctx_reset(c);
+            for (int i = 0; i < N_TOK && !st; i++)
+                st = hmoe_ctx_decode(c, &ids[i], 1, i, HMOE_LOGITS_LAST, out + (size_t)i * N_VOCAB, &err);
+            snprintf(name, sizeof name, "%s GPU -cmoe: token-by-token decode vs llama.cpp", fx);
+            check_rows(name, st, &err, out, ref_decode, 0, N_TOK);
+            hmoe_ctx_free(c);
+        }
     }
     free(out);
     free(ref_prefill);
@@ -231,14 +249,27 @@ static void synth_tiny(const char *mix) {
     }
     hmoe_ctx_free(c);
     if (!strcmp(mix, "q4_k_m")) {
-        /* routed experts in RAM: refused with a message (the GPU path keeps them in VRAM) */
-        struct hmoe_err e1 = {0}, e2 = {0};
-        struct hmoe_ctx *c1 = open_ctx(m, 512, true, 0, &e1), *c2 = open_ctx(m, 512, false, 1, &e2);
-        t_check(!c1 && !c2 && strstr(e1.msg, "--gpu off") && (strstr(e2.msg, "budget") || strstr(e2.msg, "VRAM")),
-                "synth nemotron-tiny: -cmoe and a 1 MiB budget refused with a message",
-                "contexts %p / %p: '%s' / '%s'", (void *)c1, (void *)c2, e1.msg, e2.msg);
-        hmoe_ctx_free(c1);
-        hmoe_ctx_free(c2);
+        /* routed experts in RAM on CPU threads: every layer (-cmoe) and the first two (-ncmoe 2) */
+        static const struct {
+            bool cmoe;
+            int64_t b;
+            const char *what;
+        } hy[] = {{true, 0, "-cmoe"}, {false, -2, "-ncmoe 2"}};
+        for (size_t i = 0; i < HMOE_ARRAY_LEN(hy); i++) {
+            struct hmoe_err e1 = {0};
+            c = open_ctx(m, 512, hy[i].cmoe, hy[i].b, &e1);
+            snprintf(name, sizeof name, "synth nemotron-tiny %s %s (experts on CPU threads) context", mix, hy[i].what);
+            t_check(c != NULL, name, "%s", e1.msg);
+            if (!c) continue;
+            float *hp = malloc(sizeof(float) * N * V), *hd = malloc(sizeof(float) * N * V);
+            enum hmoe_status s2 = run_all(c, tok, N, V, hp, hd, &e1);
+            snprintf(name, sizeof name, "synth nemotron-tiny %s %s: prefill vs CPU backend", mix, hy[i].what);
+            cmp_q(name, s2, &e1, hp, cpf, N, V, f16);
+            snprintf(name, sizeof name, "synth nemotron-tiny %s %s: token-by-token decode vs CPU backend", mix, hy[i].what);
+            cmp_q(name, s2, &e1, hd, cdc, N, V, f16);
+            free(hp), free(hd);
+            hmoe_ctx_free(c);
+        }
     }
     free(gp), free(gd), free(cpf), free(cdc);
     hmoe_model_free(m);

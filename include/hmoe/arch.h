@@ -45,7 +45,7 @@ struct hmoe_arch_gpu {
     bool fused_decode;
     /* The layer step routes and runs its routed experts with its own launches (sigmoid routing,
      * ungated experts: cuda.h), so the shared rules of the softmax + SwiGLU expert kernels do
-     * not apply to it; its experts must all be resident (init says so otherwise). */
+     * not apply to it, and it runs the experts of layers kept in RAM itself (no hybrid scheduler). */
     bool own_experts;
 };
 

@@ -343,7 +343,8 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
      * chunk down to 4 experts (more, smaller copy/compute steps of the same bytes). */
     int chunk = c->p.sched.stream_chunk_experts > 0 ? c->p.sched.stream_chunk_experts : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
     while (!st) {
-        struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
+        /* (a model without experts places zero bytes per layer) */
+        struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = HMOE_MAX(cfg->n_expert, 1), .expert_bytes = eb,
                                            .fixed_bytes = attn + head + kv + act,
                                            .stream_bytes = cfg->n_ff_exp % 32 ? 0 /* not GEMM-able: prefill on CPU threads */
                                                            : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub, chunk),
@@ -367,7 +368,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     bool any_ram = false;
     for (int il = 0; il < cfg->n_layer; il++) {
         g->L[il].resident = plan.where[il] == HMOE_PLACE_GPU;
-        any_ram |= !g->L[il].resident;
+        any_ram |= !g->L[il].resident && eb[il] > 0; /* layers without experts have nothing in RAM */
         if (g->L[il].resident) g->bytes_experts += eb[il] * (uint64_t)cfg->n_expert;
     }
 
@@ -402,7 +403,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         for (int i = 0; i < HMOE_GPU_PROF_EVENTS && !st; i++) st = hmoe_cuda_event_create(&g->prof_ev[i], err);
         g->prof_on = !st;
     }
-    if (!st && any_ram) {
+    if (!st && any_ram && !cfg->arch_entry->gpu->own_experts) { /* an entry with its own experts runs RAM layers itself */
         /* the routers on the device, for the next-layer prefetch */
         const float **routers = malloc((size_t)cfg->n_layer * sizeof *routers);
         if (!routers) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");

@@ -6,7 +6,8 @@
  *  - attention without positions (§5): q|k|v, KV store without RoPE, attention, o;
  *  - MoE (§6.1): router + sigmoid top-k with the selection bias on the device, optional latent
  *    down projection, ungated ReLU² experts (F32 / F16 or quantized: matvec kernels for a few tokens,
- *    grouped GEMMs for many), latent up projection, then the shared expert;
+ *    grouped GEMMs for many; layers kept in RAM: on CPU threads), latent up projection, then the
+ *    shared expert;
  *  - dense ReLU² MLP (§6.3).
  * The embedding, LM head, micro-batching and the captured decode graph are gpu_forward.c's,
  * which calls this per layer (the entry's gpu->layer).
@@ -129,7 +130,13 @@ static enum hmoe_status experts(struct hmoe_ctx *c, int il, int64_t n, const str
     struct hmoe_gpu_nem *N = g->arch_state;
     const struct hmoe_gpu_layer *GL = &g->L[il];
     const struct hmoe_model_config *cfg = &c->m->cfg;
-    const struct hmoe_cuda_experts *up = &GL->up, *down = &GL->down;
+    /* gpu_init.c lays the up stack out after the (empty) gate stack with the gate's shape: the
+     * shape here comes from the file's up tensor */
+    const struct hmoe_mat *Xu = &c->m->w.layers[il].moe.up;
+    const struct hmoe_cuda_experts upx = {.type = Xu->type, .w = GL->up.w, .row_bytes = Xu->row_bytes,
+                                          .expert_stride_bytes = Xu->mat_bytes, .nrows = Xu->n_out, .ncols = Xu->n_in,
+                                          .n_expert = Xu->n_mat};
+    const struct hmoe_cuda_experts *up = &upx, *down = &GL->down;
     const int64_t F = up->nrows, m = up->ncols;
     const int k = cfg->n_expert_used, E = cfg->n_expert;
     void *s = g->stream;
@@ -166,6 +173,27 @@ static enum hmoe_status experts(struct hmoe_ctx *c, int il, int64_t n, const str
     return hmoe_cuda_moe_combine(g->plan, g->ye, m, g->wts, n, k, E, m, y, y_stride, s, err);
 }
 
+/* Routed experts of a layer kept in RAM (-cmoe, -ncmoe, a VRAM budget below the experts): the
+ * normed rows (and the latent rows) go to the host, the CPU scheduler routes and runs them on its
+ * threads (src/sched, the CPU path's kernels), the sum comes back: added into g->x, or written to
+ * lat_out for the latent up projection. Synchronous copies: such steps run eagerly (no graph). */
+static enum hmoe_status experts_on_cpu(struct hmoe_ctx *c, int il, int64_t n, bool latent, struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    struct hmoe_gpu_nem *N = g->arch_state;
+    struct hmoe_run_state *rs = &c->rs;
+    const struct hmoe_moe_weights *X = &c->m->w.layers[il].moe;
+    const int64_t d = c->m->cfg.n_embd, m = N->m;
+    TRY(hmoe_cuda_download(g->cu, rs->xn, g->hf, (size_t)(n * d) * sizeof(float), err));
+    if (latent) {
+        TRY(hmoe_cuda_download(g->cu, rs->rec->z, N->lat, (size_t)(n * m) * sizeof(float), err));
+        TRY(hmoe_sched_moe_ffn_split(rs->moe, X, rs->xn, rs->rec->z, (int)n, rs->rec->o, err));
+        return hmoe_cuda_upload(g->cu, N->lat_out, rs->rec->o, (size_t)(n * m) * sizeof(float), err);
+    }
+    TRY(hmoe_sched_moe_ffn(rs->moe, X, rs->xn, (int)n, rs->out, err));
+    TRY(hmoe_cuda_upload(g->cu, g->ye, rs->out, (size_t)(n * d) * sizeof(float), err));
+    return hmoe_cuda_add(g->x, g->ye, n * d, g->x, g->stream, err);
+}
+
 /* MoE layer (§6.1 steps 1-12): router on the full normed input, sigmoid top-k, routed experts
  * (in the latent space when the file has the projections), then the shared expert. */
 static enum hmoe_status moe(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_err *err) {
@@ -177,6 +205,19 @@ static enum hmoe_status moe(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_e
     const int64_t d = cfg->n_embd, m = N->m;
     const int k = cfg->n_expert_used, E = cfg->n_expert;
     void *s = g->stream;
+    const struct hmoe_gpu_act ah = normed(g, d, n);
+    if (!GL->resident) { /* experts in RAM: the CPU routes and runs them */
+        if (L->lat_down.w) {
+            struct hmoe_gpu_act ao;
+            TRY(hmoe_gpu_dense(g, &L->lat_down, n, &ah, N->lat, m, NULL, err));
+            TRY(experts_on_cpu(c, il, n, true, err));
+            TRY(act_of(g, L->lat_up.type, N->lat_out, m, n, N->latq, N->lat16, &ao, err));
+            TRY(hmoe_gpu_dense(g, &L->lat_up, n, &ao, g->x, d, g->x, err));
+        } else {
+            TRY(experts_on_cpu(c, il, n, false, err));
+        }
+        return L->has_ff ? relu2_mlp(c, L, n, err) : HMOE_OK;
+    }
     if (n > SMALL_TOKENS) {
         TRY(hmoe_cuda_gemm_f32_cublas(g->cu, GL->router, E, d, g->hf, n, g->rlog, E, err));
     } else {
@@ -189,7 +230,6 @@ static enum hmoe_status moe(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_e
                                                    .sel_bias = L->sel_bias, .renorm = cfg->exp_w_norm,
                                                    .scale = cfg->exp_w_scale, .ids = g->ids, .weights = g->wts};
     TRY(hmoe_cuda_moe_topk_sigmoid(&ta, s, err));
-    const struct hmoe_gpu_act ah = normed(g, d, n);
     if (L->lat_down.w) {
         struct hmoe_gpu_act al;
         TRY(hmoe_gpu_dense(g, &L->lat_down, n, &ah, N->lat, m, NULL, err));

@@ -181,12 +181,14 @@ enum hmoe_status hmoe_gpu_nem_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_rec_state *r = c->rs.rec;
     const int n_layer = c->m->cfg.n_layer;
+    /* Layers whose experts stay in RAM run them on CPU threads with synchronous copies around them
+     * (nemotron_h_gpu.c), which a graph cannot hold: such a context decodes eagerly. */
     for (int il = 0; il < n_layer; il++)
-        if (c->m->w.layers[il].moe.up.data && !g->L[il].resident)
-            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                              "%s on the GPU keeps every routed expert in VRAM (layer %d's would stay in RAM under this "
-                              "budget / -cmoe / -ncmoe); raise --vram-budget, drop -cmoe / -ncmoe, or use --gpu off",
-                              c->m->cfg.arch, il);
+        if (c->m->w.layers[il].moe.up.data && !g->L[il].resident) {
+            if (!c->rs.moe)
+                return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: experts in RAM but no CPU expert scheduler", il);
+            g->no_graph = true;
+        }
     struct hmoe_gpu_nem *N = calloc(1, sizeof *N);
     if (!N) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
     g->arch_state = N;
