@@ -9,8 +9,9 @@
  *    F16 KV ~1e-3, >= 1e-2 or a flip is a bug).
  *  - nemotron_h_moe-latent-tiny.gguf: its attention head dim (24) has no GPU attention kernel, so
  *    --gpu on is refused with a message that names the rule and --gpu off.
- *  - the synth preset nemotron-tiny (Q5_0 / Q8_0 fallbacks of the Q4_K_M mix, Q8_0, F16): all-GPU vs
- *    the CPU backend (prefill of all positions and token-by-token decode). Limits: cmp_q.
+ *  - the synth preset nemotron-tiny (Q5_0 / Q8_0 fallbacks of the Q4_K_M mix, Q8_0, F16; its first
+ *    layer (Mamba-2), first 4 (one MoE layer) and all 6): all-GPU vs the CPU backend (prefill of all
+ *    positions and token-by-token decode). Limits: cmp_q.
  *  - routed experts in RAM (-cmoe, -ncmoe 2: run on CPU threads, eager decode) vs the CPU backend, and
  *    the nemotron_h_moe-tiny fixture with -cmoe vs llama.cpp.
  * Without a CUDA device it prints one "skipped" line and counts nothing.
@@ -168,10 +169,20 @@ static void latent_refused(void) {
     hmoe_model_free(m);
 }
 
-/* a vs b over n rows of V (the criteria of gpu_test_qwen35.c cmp_q). */
+/* a vs b over n rows of V (the criteria of gpu_test_qwen35.c cmp_q), the numbers in the line.
+ * routed: also the check for models whose sigmoid top-k may pick another expert at a near tie
+ * (its inputs differ by activation rounding: q8_1 blocks on the GPU, q8_0 / q8_K on the CPU):
+ * such a flip moves a whole position (and, through the Mamba state, the ones after it), so the
+ * median position must agree as the strict rule asks (cosine >= 0.9995, rel RMS <= 3 %) and
+ * top-1 >= 90 % over all positions. */
+static double row_cos(const float *a, const float *b, int V) { return mc_compare_row(a, b, V).cos; }
+static int cmp_dbl(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
 static void cmp_q(const char *name, enum hmoe_status st, const struct hmoe_err *err, const float *a, const float *b, int n,
                   int V, bool f16) {
-    double worst = 0, wcos = 1, amax = 0, sq_d = 0, sq_r = 0;
+    double worst = 0, wcos = 1, amax = 0, sq_d = 0, sq_r = 0, cs[256], rr_row[256];
     int top = 0;
     for (int p = 0; !st && p < n; p++) {
         struct mc_row r = mc_compare_row(a + (size_t)p * V, b + (size_t)p * V, V);
@@ -179,14 +190,24 @@ static void cmp_q(const char *name, enum hmoe_status st, const struct hmoe_err *
         sq_d += r.sq_diff;
         sq_r += r.sq_ref;
         if (!(r.cos >= wcos)) wcos = r.cos;
+        cs[p] = row_cos(a + (size_t)p * V, b + (size_t)p * V, V);
+        rr_row[p] = r.sq_ref > 0 ? sqrt(r.sq_diff / r.sq_ref) : 1.0;
         top += mc_argmax(a + (size_t)p * V, V) == mc_argmax(b + (size_t)p * V, V);
         for (int i = 0; i < V; i++) amax = fmax(amax, fabs((double)b[(size_t)p * V + i]));
     }
     const double rr = sq_r > 0 ? sqrt(sq_d / sq_r) : 1.0;
+    qsort(cs, (size_t)n, sizeof *cs, cmp_dbl);
+    qsort(rr_row, (size_t)n, sizeof *rr_row, cmp_dbl);
+    const double med_cos = st ? 0 : cs[n / 2], med_rr = st ? 1 : rr_row[n / 2];
     const bool ok = f16 ? worst <= 1e-2 * fmax(1.0, amax) && wcos >= 0.9999 && top >= 0.95 * n
                         : rr <= Q_REL_RMS && wcos >= Q_MIN_COS && top >= Q_TOP1 * n;
-    t_check(!st && ok, name, "%s max |d| %.3g (max |logit| %.3g), rel RMS %.4f, min cosine %.6f, top-1 %d/%d",
-            st ? err->msg : "", worst, amax, rr, wcos, top, n);
+    char full[400];
+    snprintf(full, sizeof full, "%s (max |d| %.3g of max |logit| %.3g, rel RMS %.4f, min cos %.6f, median cos %.6f, top-1 %d/%d)",
+             name, worst, amax, rr, wcos, med_cos, top, n);
+    t_check(!st && ok, full, "%s", st ? err->msg : "strict rule");
+    if (f16) return;
+    snprintf(full, sizeof full, "%s, routing-tolerant rule (median position rel RMS %.4f, cos %.6f)", name, med_rr, med_cos);
+    t_check(!st && med_cos >= 0.9995 && med_rr <= Q_REL_RMS && top >= Q_TOP1 * n, full, "%s", st ? err->msg : "");
 }
 
 static enum hmoe_status run_all(struct hmoe_ctx *c, const int32_t *tok, int n, int V, float *pf, float *dc,
@@ -198,14 +219,16 @@ static enum hmoe_status run_all(struct hmoe_ctx *c, const int32_t *tok, int n, i
     return st;
 }
 
-static void synth_tiny(const char *mix) {
+static void synth_tiny(const char *mix, int layers) {
     char path[] = "/tmp/hmoe-nemgpu-XXXXXX";
     int fd = mkstemp(path);
     if (fd >= 0) close(fd);
     struct hmoe_synth_plan p;
     struct hmoe_err err = {0};
-    struct hmoe_synth_opts o = {.preset = "nemotron-tiny", .mix = mix, .seed = 13};
+    struct hmoe_synth_opts o = {.preset = "nemotron-tiny", .mix = mix, .seed = 13, .n_layers = (uint32_t)layers};
     const bool f16 = strcmp(mix, "f16") == 0;
+    char tag[64];
+    snprintf(tag, sizeof tag, layers ? "%s (first %d layers)" : "%s", mix, layers);
     char name[240];
     enum hmoe_status st = fd < 0 ? HMOE_ERR_IO : hmoe_synth_plan_init(&p, &o, &err);
     if (!st) {
@@ -214,7 +237,7 @@ static void synth_tiny(const char *mix) {
     }
     struct hmoe_model *m = NULL;
     if (!st) st = hmoe_model_load(path, NULL, &m, &err);
-    snprintf(name, sizeof name, "synth nemotron-tiny %s written and loaded", mix);
+    snprintf(name, sizeof name, "synth nemotron-tiny %s written and loaded", tag);
     t_check(!st, name, "%s", err.msg);
     if (st) {
         unlink(path);
@@ -233,22 +256,22 @@ static void synth_tiny(const char *mix) {
     struct hmoe_ctx *cc = NULL;
     st = hmoe_ctx_init(m, &cp, &cc, &err);
     if (!st) st = run_all(cc, tok, N, V, cpf, cdc, &err);
-    snprintf(name, sizeof name, "synth nemotron-tiny %s on the CPU backend", mix);
+    snprintf(name, sizeof name, "synth nemotron-tiny %s on the CPU backend", tag);
     t_check(!st, name, "%s", err.msg);
     hmoe_ctx_free(cc);
-    snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU context", mix);
+    snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU context", tag);
     struct hmoe_ctx *c = open_gpu(m, 512, name);
     if (c && !st) {
         st = run_all(c, tok, N, V, gp, gd, &err);
-        snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU 40-token prefill vs CPU backend", mix);
+        snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU 40-token prefill vs CPU backend", tag);
         cmp_q(name, st, &err, gp, cpf, N, V, f16);
-        snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU token-by-token decode vs CPU backend", mix);
+        snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU token-by-token decode vs CPU backend", tag);
         cmp_q(name, st, &err, gd, cdc, N, V, f16);
-        snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU decode vs all-GPU prefill", mix);
+        snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU decode vs all-GPU prefill", tag);
         cmp_q(name, st, &err, gd, gp, N, V, f16);
     }
     hmoe_ctx_free(c);
-    if (!strcmp(mix, "q4_k_m")) {
+    if (!strcmp(mix, "q4_k_m") && layers == 0) {
         /* routed experts in RAM on CPU threads: every layer (-cmoe) and the first two (-ncmoe 2) */
         static const struct {
             bool cmoe;
@@ -258,14 +281,14 @@ static void synth_tiny(const char *mix) {
         for (size_t i = 0; i < HMOE_ARRAY_LEN(hy); i++) {
             struct hmoe_err e1 = {0};
             c = open_ctx(m, 512, hy[i].cmoe, hy[i].b, &e1);
-            snprintf(name, sizeof name, "synth nemotron-tiny %s %s (experts on CPU threads) context", mix, hy[i].what);
+            snprintf(name, sizeof name, "synth nemotron-tiny %s %s (experts on CPU threads) context", tag, hy[i].what);
             t_check(c != NULL, name, "%s", e1.msg);
             if (!c) continue;
             float *hp = malloc(sizeof(float) * N * V), *hd = malloc(sizeof(float) * N * V);
             enum hmoe_status s2 = run_all(c, tok, N, V, hp, hd, &e1);
-            snprintf(name, sizeof name, "synth nemotron-tiny %s %s: prefill vs CPU backend", mix, hy[i].what);
+            snprintf(name, sizeof name, "synth nemotron-tiny %s %s: prefill vs CPU backend", tag, hy[i].what);
             cmp_q(name, s2, &e1, hp, cpf, N, V, f16);
-            snprintf(name, sizeof name, "synth nemotron-tiny %s %s: token-by-token decode vs CPU backend", mix, hy[i].what);
+            snprintf(name, sizeof name, "synth nemotron-tiny %s %s: token-by-token decode vs CPU backend", tag, hy[i].what);
             cmp_q(name, s2, &e1, hd, cdc, N, V, f16);
             free(hp), free(hd);
             hmoe_ctx_free(c);
@@ -289,8 +312,11 @@ int main(void) {
     fixture("nemotron_h_moe-tiny");
     fixture("nemotron_h-tiny");
     latent_refused();
-    synth_tiny("q4_k_m");
-    synth_tiny("q8_0");
-    synth_tiny("f16");
+    synth_tiny("q8_0", 1);   /* M: Mamba-2 only */
+    synth_tiny("q4_k_m", 1);
+    synth_tiny("q8_0", 4);   /* MEM*: one MoE layer */
+    synth_tiny("q4_k_m", 0); /* MEM*EE */
+    synth_tiny("q8_0", 0);
+    synth_tiny("f16", 0);
     return t_summary();
 }
