@@ -71,6 +71,9 @@ static void test_properties(void) {
             "recurrent state: qwen35moe (DeltaNet) and nemotron_h (Mamba-2) only", "wrong");
     t_check(q3->gpu && q3->gpu->fused_decode && q35->gpu && !q35->gpu->fused_decode && q35->gpu->init,
             "GPU path: qwen3moe (fused decode) and qwen35moe (own state, unfused)", "wrong");
+    t_check(nh->gpu && nh->gpu->init && !nh->gpu->fused_decode && nh->gpu->own_experts && !q3->gpu->own_experts &&
+                !q35->gpu->own_experts,
+            "GPU path: nemotron_h (own state, unfused, its own sigmoid router and ungated experts)", "wrong");
     t_check(q3->moe.gating == HMOE_MOE_SOFTMAX && q35->moe.gating == HMOE_MOE_SOFTMAX &&
                 nh->moe.gating == HMOE_MOE_SIGMOID && go->moe.gating == HMOE_MOE_TOPK_SOFTMAX &&
                 nh->moe.act == HMOE_MOE_RELU2 && go->moe.act == HMOE_MOE_SWIGLU_OAI && q3->moe.act == HMOE_MOE_SWIGLU,

@@ -43,6 +43,10 @@ struct hmoe_arch_gpu {
     /* The fused single-token launchers (attention + routed experts + next norm in few kernels)
      * compute this architecture's layer exactly. */
     bool fused_decode;
+    /* The layer step routes and runs its routed experts with its own launches (sigmoid routing,
+     * ungated experts: cuda.h), so the shared rules of the softmax + SwiGLU expert kernels do
+     * not apply to it, and it runs the experts of layers kept in RAM itself (no hybrid scheduler). */
+    bool own_experts;
 };
 
 /* What the MoE scheduler and the memory planner need to know about the routed blocks. The

@@ -684,4 +684,86 @@ enum hmoe_status hmoe_cuda_gated_add(float *d_x, int64_t x_stride, const float *
                                      const float *d_gamma, int64_t gamma_stride, int64_t ntok, int64_t n, void *stream,
                                      struct hmoe_err *err);
 
+/* ------------------------------------------------------------------------------------------
+ * Mamba-2 mixers (cuda_mamba2.cu; nemotron_h_moe.md §4). Rows of a micro-batch are `stride`
+ * floats apart; every launcher is capture-safe.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Causal depthwise conv over time with state: for channel c < n_ch and token t,
+ * y[t][c] = silu(sum_j w[c*K + j] * win[t + j][c] (+ bias[c])) with win = [state rows 0..K-2 | x
+ * rows]; afterwards state (K-1 rows of n_ch floats, oldest first) holds the last K-1 raw rows of
+ * win. bias may be NULL. 2 <= K <= 16. */
+enum hmoe_status hmoe_cuda_mamba2_conv(const float *d_x, int64_t x_stride, float *d_state, const float *d_w,
+                                       const float *d_bias, int K, int64_t n_ch, int64_t ntok, float *d_y,
+                                       int64_t y_stride, void *stream, struct hmoe_err *err);
+
+/* The selective scan over ntok tokens, every head h < n_head in parallel, tokens in order:
+ * delta = softplus(dt + dt_bias[h]) (x above 20), a = exp(delta A[h]);
+ * S_h = a S_h + delta outer(x_h, B_g); y_h = S_h C_g + D[h] x_h (the updated state), with
+ * g = h / (n_head / n_group). x / y head h at + t*stride + h*P, B / C group g at + t*bc_stride + g*N,
+ * dt at + t*dt_stride + h. S: device f32 [n_head][P][N], updated in place. N <= 256. */
+struct hmoe_cuda_mamba2_scan_args {
+    float *S;
+    int n_head, P, N, n_group;
+    int64_t ntok;
+    const float *x;
+    int64_t x_stride;
+    const float *B, *C;
+    int64_t bc_stride;
+    const float *dt;
+    int64_t dt_stride;
+    const float *dt_bias, *A, *D; /* [n_head] each */
+    float *y;
+    int64_t y_stride;
+};
+enum hmoe_status hmoe_cuda_mamba2_scan(const struct hmoe_cuda_mamba2_scan_args *a, void *stream, struct hmoe_err *err);
+
+/* Grouped gated RMSNorm in place: per token t and group j < n_group of group_size channels,
+ * v = y * silu(z), then y = v / sqrt(mean(v^2) + eps) * w (w per channel, n_group * group_size). */
+enum hmoe_status hmoe_cuda_mamba2_gated_norm(float *d_y, int64_t y_stride, const float *d_z, int64_t z_stride,
+                                             const float *d_w, int64_t ntok, int n_group, int group_size, float eps,
+                                             void *stream, struct hmoe_err *err);
+
+/* x = relu(x)^2 in place over nrows rows of n floats, stride floats apart. */
+enum hmoe_status hmoe_cuda_relu2(float *d_x, int64_t stride, int64_t nrows, int64_t n, void *stream,
+                                 struct hmoe_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * Sigmoid-routed, ungated experts (cuda_moe_ungated.cu; nemotron_h_moe.md §6.1)
+ * ------------------------------------------------------------------------------------------ */
+
+/* Router for ntok rows of logits: p = sigmoid(logit), the k largest p + sel_bias (NULL: none;
+ * descending, equal scores -> lower index first), weights the unbiased p of the chosen ones,
+ * divided by max(sum, 6.103515625e-5) when renorm, then times scale unless it is 0 or 1.
+ * n_expert <= 512, 1 <= k <= min(n_expert, 32). One warp per token. */
+struct hmoe_cuda_topk_sigmoid_args {
+    const float *logits;
+    int64_t logits_stride, ntok;
+    int n_expert, k;
+    const float *sel_bias;
+    bool renorm;
+    float scale;
+    int32_t *ids;      /* [ntok][k] */
+    float *weights;    /* [ntok][k] */
+};
+enum hmoe_status hmoe_cuda_moe_topk_sigmoid(const struct hmoe_cuda_topk_sigmoid_args *a, void *stream,
+                                            struct hmoe_err *err);
+
+/* Decode up projection of ungated experts: for every slot s < nslot (token s / k), e = ids[s],
+ * z[s*z_stride + f] = relu(up_e[f] · x)^2 with x the q8_1 row of token s / k. Quantized up only;
+ * the down projection is hmoe_cuda_moe_down. Bad expert ids produce zeros. */
+enum hmoe_status hmoe_cuda_moe_up_relu2(const struct hmoe_cuda_experts *up, const int32_t *d_ids, int64_t nslot, int k,
+                                        const void *d_x, size_t x_stride_bytes, float *d_z, int64_t z_stride,
+                                        void *stream, struct hmoe_err *err);
+
+/* F32 or F16 expert tensors (any width), f32 activations: up + ReLU² per slot as above (x rows per
+ * token, x_stride floats apart), and down: y[t][r] += sum_j weights[t*k+j] (down_{ids[t*k+j]}[r] ·
+ * z[t*k+j]) with z rows per slot. Deterministic. */
+enum hmoe_status hmoe_cuda_moe_f32_up_relu2(const struct hmoe_cuda_experts *up, const int32_t *d_ids, int64_t nslot,
+                                            int k, const float *d_x, int64_t x_stride, float *d_z, int64_t z_stride,
+                                            void *stream, struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_moe_f32_down(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
+                                        const float *d_weights, int64_t ntok, int k, const float *d_z, int64_t z_stride,
+                                        float *d_y, int64_t y_stride, void *stream, struct hmoe_err *err);
+
 #endif

@@ -37,7 +37,8 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
     /* The router and expert kernels (cuda_moe.cu, the hybrid scheduler) compute the softmax
      * top-k rule with SwiGLU experts on the layer's own width, without biases. */
     const struct hmoe_arch_moe *am = &cfg->arch_entry->moe;
-    if (am->gating != HMOE_MOE_SOFTMAX || am->act != HMOE_MOE_SWIGLU || am->expert_bias || am->latent)
+    const struct hmoe_arch_gpu *ag = cfg->arch_entry->gpu;
+    if (!ag->own_experts && (am->gating != HMOE_MOE_SOFTMAX || am->act != HMOE_MOE_SWIGLU || am->expert_bias || am->latent))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                           "the GPU expert kernels route by softmax top-k to SwiGLU experts without biases or a latent "
                           "projection, which %s does not use; use --gpu off",
@@ -60,7 +61,6 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
                           "GPU path needs n_embd %% 64 == 0, expert FFN %% 32 == 0, at most 256 experts and 32 used "
                           "(model: %d, %d, %d, %d); use --gpu off",
                           cfg->n_embd, cfg->n_ff_exp, cfg->n_expert, cfg->n_expert_used);
-    const struct hmoe_arch_gpu *ag = cfg->arch_entry->gpu;
     if (ag->check) {
         enum hmoe_status st = ag->check(m, err);
         if (st) return st;
@@ -83,6 +83,7 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
         if (L->moe.router.type != HMOE_TYPE_F32)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: the GPU router needs F32 (file has %s); use --gpu off",
                               L->moe.router.name, hmoe_type_name(L->moe.router.type));
+        if (ag->own_experts) continue; /* its check covers the experts */
         if (L->moe.gate.type != L->moe.up.type || L->moe.gate.row_bytes != L->moe.up.row_bytes ||
             L->moe.gate.mat_bytes != L->moe.up.mat_bytes || L->moe.gate.mat_bytes % 16 || L->moe.down.mat_bytes % 16)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
@@ -342,7 +343,8 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
      * chunk down to 4 experts (more, smaller copy/compute steps of the same bytes). */
     int chunk = c->p.sched.stream_chunk_experts > 0 ? c->p.sched.stream_chunk_experts : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
     while (!st) {
-        struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = cfg->n_expert, .expert_bytes = eb,
+        /* (a model without experts places zero bytes per layer) */
+        struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = HMOE_MAX(cfg->n_expert, 1), .expert_bytes = eb,
                                            .fixed_bytes = attn + head + kv + act,
                                            .stream_bytes = cfg->n_ff_exp % 32 ? 0 /* not GEMM-able: prefill on CPU threads */
                                                            : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub, chunk),
@@ -366,7 +368,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     bool any_ram = false;
     for (int il = 0; il < cfg->n_layer; il++) {
         g->L[il].resident = plan.where[il] == HMOE_PLACE_GPU;
-        any_ram |= !g->L[il].resident;
+        any_ram |= !g->L[il].resident && eb[il] > 0; /* layers without experts have nothing in RAM */
         if (g->L[il].resident) g->bytes_experts += eb[il] * (uint64_t)cfg->n_expert;
     }
 
@@ -401,7 +403,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         for (int i = 0; i < HMOE_GPU_PROF_EVENTS && !st; i++) st = hmoe_cuda_event_create(&g->prof_ev[i], err);
         g->prof_on = !st;
     }
-    if (!st && any_ram) {
+    if (!st && any_ram && !cfg->arch_entry->gpu->own_experts) { /* an entry with its own experts runs RAM layers itself */
         /* the routers on the device, for the next-layer prefetch */
         const float **routers = malloc((size_t)cfg->n_layer * sizeof *routers);
         if (!routers) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");

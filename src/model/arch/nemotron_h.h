@@ -40,4 +40,15 @@ void hmoe_nemotron_mamba(struct hmoe_ctx *c, int il, int n);
 enum hmoe_status hmoe_nemotron_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
                                        float *logits, struct hmoe_err *err);
 
+/* nemotron_h_gpu_init.c — the entry's GPU hooks (arch.h): checks of what the kernels take, VRAM of
+ * the architecture's own buffers, upload + state, free, the report line. */
+struct hmoe_gpu;
+enum hmoe_status hmoe_gpu_nem_check(const struct hmoe_model *m, struct hmoe_err *err);
+uint64_t hmoe_gpu_nem_bytes(const struct hmoe_ctx *c);
+enum hmoe_status hmoe_gpu_nem_init(struct hmoe_ctx *c, struct hmoe_err *err);
+void hmoe_gpu_nem_free(struct hmoe_gpu *g, int n_layer);
+void hmoe_gpu_nem_report(const struct hmoe_gpu *g, char *buf, size_t cap);
+/* nemotron_h_gpu.c — one layer for n tokens on the GPU (the entry's gpu->layer). */
+enum hmoe_status hmoe_nemotron_gpu_layer(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err);
+
 #endif

@@ -151,6 +151,19 @@ enum hmoe_status hmoe_nemotron_read_config(const struct hmoe_gguf *g, struct hmo
     return HMOE_OK;
 }
 
+/* The GPU layer step runs its own router and ungated experts (the shared FFN of gpu_forward.c
+ * is softmax + SwiGLU); the fused launchers assume that FFN, so they stay off. */
+static const struct hmoe_arch_gpu nemotron_h_gpu = {
+    .check = hmoe_gpu_nem_check,
+    .vram_bytes = hmoe_gpu_nem_bytes,
+    .init = hmoe_gpu_nem_init,
+    .free = hmoe_gpu_nem_free,
+    .report = hmoe_gpu_nem_report,
+    .layer = hmoe_nemotron_gpu_layer,
+    .fused_decode = false,
+    .own_experts = true,
+};
+
 /* One entry for both names: nemotron_h is the same graph with dense FFN layers instead of
  * MoE ones (§6.3), told apart by the layer kinds. */
 const struct hmoe_arch hmoe_arch_nemotron_h = {
@@ -162,6 +175,7 @@ const struct hmoe_arch hmoe_arch_nemotron_h = {
     .bind_layer = hmoe_nemotron_bind_layer,
     .forward_cpu = hmoe_nemotron_forward,
     .rec_dims = hmoe_nemotron_rec_dims,
+    .gpu = &nemotron_h_gpu,
     .moe = {.gating = HMOE_MOE_SIGMOID, .act = HMOE_MOE_RELU2, .shared_expert = true, .latent = true},
     .chat_family = HMOE_CHAT_TEMPLATE_UNKNOWN, /* its files carry the Nemotron-3 template */
     .tokenizer_pre = "pixtral",
