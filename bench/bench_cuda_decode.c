@@ -223,9 +223,9 @@ int main(int argc, char **argv) {
                 struct hmoe_cuda_mmv_args mr = {.type = HMOE_TYPE_F32, .w = y->router, .row_bytes = DM * 4, .nrows = NE, .ncols = DM,
                                                 .x = hf, .x_stride_bytes = DM * 4, .ntok = 1, .y = logits, .y_stride = NE};
                 GO(5, hmoe_cuda_mmv(&mr, stream, &err));
-                GO(6, hmoe_cuda_moe_topk(logits, 1, NE, NK, ids, wts, stream, &err));
+                GO(6, hmoe_cuda_moe_topk(logits, NULL, HMOE_CUDA_GATING_SOFTMAX, 1, NE, NK, ids, wts, stream, &err));
             } else {
-                GO(5, hmoe_cuda_moe_router_topk(y->router, hf, DM, NE, NK, logits, ids, wts, counter, stream, &err));
+                GO(5, hmoe_cuda_moe_router_topk(y->router, NULL, HMOE_CUDA_GATING_SOFTMAX, hf, DM, NE, NK, logits, ids, wts, counter, stream, &err));
             }
             GO(7, hmoe_cuda_moe_gate_up(&y->gate, &y->up, ids, NK, NK, hq, qd, z, FF, stream, &err));
             GO(8, hmoe_cuda_quantize_q8_1(z, FF, NK, FF, zq, stream, &err));

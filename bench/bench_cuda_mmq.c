@@ -167,7 +167,7 @@ static void run_moe(void *p, int i) {
     struct hmoe_err e = {0};
     (void)i;
     if (m->step == 0 || m->step == 4) {
-        die_on(hmoe_cuda_moe_topk(m->logits, m->ntok, 128, 8, m->ids, m->wts, stream, &e), &e, "topk");
+        die_on(hmoe_cuda_moe_topk(m->logits, NULL, HMOE_CUDA_GATING_SOFTMAX, m->ntok, 128, 8, m->ids, m->wts, stream, &e), &e, "topk");
         die_on(hmoe_cuda_moe_plan_build(m->ids, m->ntok, 8, 128, m->plan, stream, &e), &e, "plan");
     }
     if (m->step == 1 || m->step == 4) {

@@ -70,7 +70,7 @@ static enum hmoe_status run_layer(struct layer *L, struct hmoe_err *err) {
     struct hmoe_cuda_rmsnorm_args rn2 = {.x = L->x, .x_stride = DM, .w = L->nw, .eps = 1e-6f, .nrows = 1, .n = DM, .out_f32 = L->hf,
                                          .out_q8_1 = L->hq};
     TRY(hmoe_cuda_rmsnorm(&rn2, g_stream, err));
-    TRY(hmoe_cuda_moe_router_topk(L->router, L->hf, DM, E, K, L->logits, L->ids, L->wts, L->counter, g_stream, err));
+    TRY(hmoe_cuda_moe_router_topk(L->router, NULL, HMOE_CUDA_GATING_SOFTMAX, L->hf, DM, E, K, L->logits, L->ids, L->wts, L->counter, g_stream, err));
     const size_t gb = hmoe_row_bytes(HMOE_TYPE_Q4_K, DM), db = hmoe_row_bytes(HMOE_TYPE_Q6_K, F);
     struct hmoe_cuda_experts g = {.type = HMOE_TYPE_Q4_K, .w = L->gate, .row_bytes = gb, .expert_stride_bytes = gb * F,
                                   .nrows = F, .ncols = DM, .n_expert = E};

@@ -83,7 +83,7 @@ static void test_moe_q8out(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int
              E, (long long)d, (long long)F);
     struct hmoe_cuda_gemm_args ga = {.w = gate.dev, .w_up = up.dev.w, .xq = d_xq, .xq_stride_bytes = xs, .ntok = ntok, .plan = d_plan,
                                      .k = k, .x_gather = true, .y_q8_1 = d_zq, .y_q8_1_stride_bytes = zs};
-    if (!launched(hmoe_cuda_moe_topk(d_lg, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) ||
+    if (!launched(hmoe_cuda_moe_topk(d_lg, NULL, HMOE_CUDA_GATING_SOFTMAX, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_moe_plan_build(d_ids, ntok, k, E, d_plan, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_quantize_q8_1(d_x, d, ntok, d, d_xq, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_gemm(&ga, g_stream, &err), &err, name) || !from_dev(ids, d_ids, (size_t)nrows * 4, name) ||

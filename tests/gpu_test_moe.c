@@ -20,7 +20,8 @@ static double silu(double g) { return g / (1.0 + exp(-g)); }
 
 /* ------------------------------------------------ top-k ------------------------------------------------ */
 
-static void ref_topk(const float *lg, int E, int k, int32_t *ids, float *w) {
+/* gating TOPK_SOFTMAX: lg already biased; softmax over the k chosen only. */
+static void ref_topk_gated(const float *lg, int E, int k, int gating, int32_t *ids, float *w) {
     int used[1024] = {0};
     double m = -INFINITY, se = 0;
     for (int e = 0; e < E; e++) m = fmax(m, lg[e]);
@@ -35,24 +36,35 @@ static void ref_topk(const float *lg, int E, int k, int32_t *ids, float *w) {
         p[j] = exp((double)lg[best] - m) / se;
         ps += p[j];
     }
-    for (int j = 0; j < k; j++) w[j] = (float)(p[j] / fmax(ps, 6.103515625e-5));
+    for (int j = 0; j < k; j++)
+        w[j] = (float)(gating == HMOE_CUDA_GATING_TOPK_SOFTMAX ? p[j] / ps : p[j] / fmax(ps, 6.103515625e-5));
+}
+static void ref_topk(const float *lg, int E, int k, int32_t *ids, float *w) {
+    ref_topk_gated(lg, E, k, HMOE_CUDA_GATING_SOFTMAX, ids, w);
 }
 
-static void test_topk(int E, int k, int ties) {
-    char name[160], why[200] = "";
-    snprintf(name, sizeof name, "moe_topk E=%d k=%d%s: ids exact, weights 1e-6", E, k, ties ? " with many tied logits" : "");
+/* gating / biased: the router bias added to the logits before the choice, and the weights of the
+ * rule (TOPK_SOFTMAX: softmax over the k chosen). */
+static void test_topk_gated(int E, int k, int ties, int gating, bool biased) {
+    char name[200], why[200] = "";
+    snprintf(name, sizeof name, "moe_topk E=%d k=%d%s%s%s: ids exact, weights 1e-6", E, k, ties ? " with many tied logits" : "",
+             gating == HMOE_CUDA_GATING_TOPK_SOFTMAX ? ", softmax over the chosen" : "", biased ? ", router bias" : "");
     const int ntok = 100;
     float *lg = malloc((size_t)ntok * E * 4), *w = malloc((size_t)ntok * k * 4), *rw = malloc((size_t)k * 4);
     int32_t *ids = malloc((size_t)ntok * k * 4), *rid = malloc((size_t)k * 4);
     for (int i = 0; i < ntok * E; i++) lg[i] = ties ? (float)(int)(rng_normal() * 2.0f) * 0.5f : rng_normal() * 2.0f;
+    float *bias = malloc((size_t)E * 4), *blg = malloc((size_t)ntok * E * 4);
+    for (int e = 0; e < E; e++) bias[e] = biased ? (ties ? (float)(int)(rng_normal() * 2.0f) * 0.5f : rng_normal()) : 0.0f;
+    for (int i = 0; i < ntok * E; i++) blg[i] = lg[i] + bias[i % E]; /* the same f32 sum as the kernel */
     float *d_lg = dup_dev(lg, (size_t)ntok * E * 4), *d_w = dalloc((size_t)ntok * k * 4);
+    float *d_b = biased ? dup_dev(bias, (size_t)E * 4) : NULL;
     int32_t *d_ids = dalloc((size_t)ntok * k * 4);
     struct hmoe_err err = {0};
-    if (launched(hmoe_cuda_moe_topk(d_lg, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) &&
+    if (launched(hmoe_cuda_moe_topk(d_lg, d_b, gating, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) &&
         from_dev(ids, d_ids, (size_t)ntok * k * 4, name) && from_dev(w, d_w, (size_t)ntok * k * 4, name)) {
         int ok = 1;
         for (int t = 0; t < ntok && ok; t++) {
-            ref_topk(lg + (size_t)t * E, E, k, rid, rw);
+            ref_topk_gated(blg + (size_t)t * E, E, k, gating, rid, rw);
             for (int j = 0; j < k && ok; j++) {
                 if (ids[t * k + j] != rid[j]) {
                     snprintf(why, sizeof why, "token %d slot %d: expert %d, want %d", t, j, ids[t * k + j], rid[j]);
@@ -65,9 +77,10 @@ static void test_topk(int E, int k, int ties) {
         }
         t_check(ok, name, "%s", why);
     }
-    free(lg), free(w), free(rw), free(ids), free(rid);
+    free(lg), free(w), free(rw), free(ids), free(rid), free(bias), free(blg);
     gpu_free_all();
 }
+static void test_topk(int E, int k, int ties) { test_topk_gated(E, k, ties, HMOE_CUDA_GATING_SOFTMAX, false); }
 
 /* Fused decode router: logits within 1e-5 of the float64 matvec, ids exact against the C top-k of
  * the GPU's own logits, weights 1e-6; called twice (the device counter must have reset itself). */
@@ -88,7 +101,7 @@ static void test_router_topk(int E, int k, int64_t ncols) {
     for (int call = 0; call < 2 && ok; call++) {
         for (int64_t i = 0; i < ncols; i++) x[i] = rng_normal();
         to_dev(d_x, x, (size_t)ncols * 4);
-        if (!launched(hmoe_cuda_moe_router_topk(d_w, d_x, ncols, E, k, d_lg, d_ids, d_wt, d_cnt, g_stream, &err), &err, name) ||
+        if (!launched(hmoe_cuda_moe_router_topk(d_w, NULL, HMOE_CUDA_GATING_SOFTMAX, d_x, ncols, E, k, d_lg, d_ids, d_wt, d_cnt, g_stream, &err), &err, name) ||
             !from_dev(lg, d_lg, (size_t)E * 4, name) || !from_dev(ids, d_ids, (size_t)k * 4, name) || !from_dev(wt, d_wt, (size_t)k * 4, name))
             goto out;
         for (int e = 0; e < E && ok; e++) {
@@ -112,7 +125,13 @@ out:
 
 /* The decode expert kernels: gate/up (silu(g) * u of each slot's expert against the float64 dot
  * products of the q8_1 rows) and down (y += sum_j w_j dot_j, d rows). */
-static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int64_t d) {
+static double swiglu_oai(double g, double u) {
+    const double x = fmin(g, 7.0), y = fmax(-7.0, fmin(u, 7.0));
+    return x / (1.0 + exp(-1.702 * x)) * (y + 1.0);
+}
+
+/* oai: the clamped activation with gate / up / down biases (random, F32 [E][rows]). */
+static void test_decode_experts_var(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int64_t d, bool oai) {
     char name[200], why[256] = "";
     const int E = 16, k = 4;
     const int64_t F = 256;
@@ -120,6 +139,15 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
     gpu_experts_make(&gate, tgu, E, F, d);
     gpu_experts_make(&up, tgu, E, F, d);
     gpu_experts_make(&down, tdn, E, d, F);
+    float *bg = malloc((size_t)(E * F) * 4), *bu = malloc((size_t)(E * F) * 4), *bd = malloc((size_t)(E * d) * 4);
+    for (int64_t i = 0; i < E * F; i++) bg[i] = oai ? 2.0f * rng_normal() : 0.0f, bu[i] = oai ? 2.0f * rng_normal() : 0.0f;
+    for (int64_t i = 0; i < E * d; i++) bd[i] = oai ? rng_normal() : 0.0f;
+    if (oai) {
+        gate.dev.act = HMOE_CUDA_ACT_SWIGLU_OAI;
+        gate.dev.bias = dup_dev(bg, (size_t)(E * F) * 4);
+        up.dev.bias = dup_dev(bu, (size_t)(E * F) * 4);
+        down.dev.bias = dup_dev(bd, (size_t)(E * d) * 4);
+    }
     int32_t *ids = malloc((size_t)ntok * k * 4);
     float *wts = malloc((size_t)ntok * k * 4), *x = malloc((size_t)(ntok * d) * 4), *y0 = malloc((size_t)(ntok * d) * 4);
     for (int t = 0; t < ntok; t++) {
@@ -141,7 +169,8 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
     uint8_t *xq = malloc(xs * (size_t)ntok), *zq = malloc(zs * (size_t)nslot);
     float *z = malloc((size_t)(nslot * F) * 4), *y = malloc((size_t)(ntok * d) * 4);
     struct hmoe_err err = {0};
-    snprintf(name, sizeof name, "moe_gate_up %s, %d token(s) x %d experts: silu(g)*u", hmoe_type_name(tgu), ntok, k);
+    snprintf(name, sizeof name, "moe_gate_up %s, %d token(s) x %d experts: %s", hmoe_type_name(tgu), ntok, k,
+             oai ? "biased clamped swiglu-oai" : "silu(g)*u");
     if (!launched(hmoe_cuda_quantize_q8_1(d_x, d, ntok, d, d_xq, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_moe_gate_up(&gate.dev, &up.dev, d_ids, nslot, k, d_xq, xs, d_z, F, g_stream, &err), &err, name))
         goto out;
@@ -152,15 +181,18 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
             double g, gm, u, um;
             ref_dot_q8_1(gpu_experts_row(&gate, ids[s], f), xq + (size_t)(s / k) * xs, d, &g, &gm);
             ref_dot_q8_1(gpu_experts_row(&up, ids[s], f), xq + (size_t)(s / k) * xs, d, &u, &um);
-            const double ref = silu(g) * u, tol = 1.2 * fabs(u) * 1e-5 * gm + fabs(silu(g)) * 1e-5 * um + 1e-6 * fabs(ref) + 1e-30;
+            g += bg[ids[s] * F + f], u += bu[ids[s] * F + f];
+            /* (the clamped form's slope in g is at most 1.2 (|u| + 1) as silu's, in u at most |act g|) */
+            const double ref = oai ? swiglu_oai(g, u) : silu(g) * u,
+                         tol = 1.2 * (fabs(u) + oai) * 1e-5 * gm + fabs(silu(g)) * 1e-5 * um + 1e-6 * fabs(ref) + 1e-6 * oai + 1e-30;
             if (!(fabs(z[s * F + f] - ref) <= tol)) {
                 snprintf(why, sizeof why, "slot %d row %lld: %.9g, want %.9g (tol %.3g)", s, (long long)f, z[s * F + f], ref, tol);
                 ok = 0;
             }
         }
     t_check(ok, name, "%s", why);
-    snprintf(name, sizeof name, "moe_down %s, %d token(s) x %d experts, %lld rows: y += sum w_j dot_j", hmoe_type_name(tdn),
-             ntok, k, (long long)d);
+    snprintf(name, sizeof name, "moe_down %s, %d token(s) x %d experts, %lld rows: y += sum w_j %s", hmoe_type_name(tdn),
+             ntok, k, (long long)d, oai ? "(dot_j + bias_j)" : "dot_j");
     if (!launched(hmoe_cuda_quantize_q8_1(d_z, F, nslot, F, d_zq, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_moe_down(&down.dev, d_ids, d_w, ntok, k, d_zq, zs, d_y, d, g_stream, &err), &err, name) ||
         !from_dev(zq, d_zq, zs * (size_t)nslot, name) || !from_dev(y, d_y, (size_t)(ntok * d) * 4, name))
@@ -172,8 +204,8 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
             for (int j = 0; j < k; j++) {
                 double s, m;
                 ref_dot_q8_1(gpu_experts_row(&down, ids[t * k + j], r), zq + (size_t)(t * k + j) * zs, F, &s, &m);
-                ref += wts[t * k + j] * s;
-                tol += 1e-5 * wts[t * k + j] * m;
+                ref += wts[t * k + j] * (s + bd[ids[t * k + j] * d + r]);
+                tol += 1e-5 * wts[t * k + j] * m + 1e-6 * fabs(bd[ids[t * k + j] * d + r]);
             }
             if (!(fabs(y[t * d + r] - ref) <= tol)) {
                 snprintf(why, sizeof why, "token %d row %lld: %.9g, want %.9g (tol %.3g)", t, (long long)r, y[t * d + r], ref, tol);
@@ -183,8 +215,11 @@ static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int
     t_check(ok, name, "%s", why);
 out:
     gpu_experts_free(&gate), gpu_experts_free(&up), gpu_experts_free(&down);
-    free(ids), free(wts), free(x), free(y0), free(xq), free(zq), free(z), free(y);
+    free(ids), free(wts), free(x), free(y0), free(xq), free(zq), free(z), free(y), free(bg), free(bu), free(bd);
     gpu_free_all();
+}
+static void test_decode_experts_impl(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, int64_t d) {
+    test_decode_experts_var(tgu, tdn, ntok, d, false);
 }
 static void test_decode_experts(enum hmoe_type tgu, enum hmoe_type tdn, int ntok) { test_decode_experts_impl(tgu, tdn, ntok, 512); }
 
@@ -373,7 +408,7 @@ static void test_prefill_moe_int8(enum hmoe_type tgu, enum hmoe_type tdn, int nt
     snprintf(name, sizeof name, "moe prefill int8 gate/up GEMM %s, %d tokens x %d of %d experts: silu(g)*u", hmoe_type_name(tgu), ntok, k, E);
     struct hmoe_cuda_gemm_args ga = {.w = gate.dev, .w_up = up.dev.w, .xq = d_xq, .xq_stride_bytes = xs, .ntok = ntok, .plan = d_plan,
                                      .k = k, .x_gather = true, .y_f32 = d_z, .y_stride = F};
-    if (!launched(hmoe_cuda_moe_topk(d_lg, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) ||
+    if (!launched(hmoe_cuda_moe_topk(d_lg, NULL, HMOE_CUDA_GATING_SOFTMAX, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_moe_plan_build(d_ids, ntok, k, E, d_plan, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_quantize_q8_1(d_x, d, ntok, d, d_xq, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_gemm(&ga, g_stream, &err), &err, name) || !from_dev(ids, d_ids, (size_t)nrows * 4, name) ||
@@ -437,7 +472,7 @@ static void test_prefill_moe(enum hmoe_type tgu, enum hmoe_type tdn, int ntok, i
     struct hmoe_err err = {0};
 
     snprintf(name, sizeof name, "moe plan %d tokens x %d of %d experts: counts, stable order, inverse, tiles", ntok, k, E);
-    if (!launched(hmoe_cuda_moe_topk(d_lg, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) ||
+    if (!launched(hmoe_cuda_moe_topk(d_lg, NULL, HMOE_CUDA_GATING_SOFTMAX, ntok, E, k, d_ids, d_w, g_stream, &err), &err, name) ||
         !launched(hmoe_cuda_moe_plan_build(d_ids, ntok, k, E, d_plan, g_stream, &err), &err, name) ||
         !from_dev(ids, d_ids, (size_t)nrows * 4, name) || !from_dev(wts, d_w, (size_t)nrows * 4, name) || !from_dev(plan, d_plan, pb, name))
         goto out;
@@ -557,9 +592,9 @@ static const enum hmoe_type k_types[] = {
 static void test_bad_args(void) {
     struct hmoe_err err = {0};
     void *d = dalloc(1 << 16);
-    enum hmoe_status st = hmoe_cuda_moe_topk(d, 4, 600, 8, d, d, g_stream, &err);
+    enum hmoe_status st = hmoe_cuda_moe_topk(d, NULL, HMOE_CUDA_GATING_SOFTMAX, 4, 600, 8, d, d, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "moe_topk refuses 600 experts", "status %d: %s", st, err.msg);
-    st = hmoe_cuda_moe_topk(d, 4, 8, 9, d, d, g_stream, &err);
+    st = hmoe_cuda_moe_topk(d, NULL, HMOE_CUDA_GATING_SOFTMAX, 4, 8, 9, d, d, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "moe_topk refuses k > n_expert", "status %d: %s", st, err.msg);
     struct hmoe_cuda_experts g = {.type = HMOE_TYPE_Q4_K, .w = d, .row_bytes = 144, .expert_stride_bytes = 144 * 8, .nrows = 8,
                                   .ncols = 256, .n_expert = 1};
@@ -583,6 +618,9 @@ int main(void) {
     test_topk(512, 32, 1);
     test_topk(8, 8, 1);
     test_topk(1, 1, 0);
+    test_topk_gated(32, 4, 0, HMOE_CUDA_GATING_TOPK_SOFTMAX, true);
+    test_topk_gated(128, 4, 1, HMOE_CUDA_GATING_TOPK_SOFTMAX, true);
+    test_topk_gated(128, 8, 0, HMOE_CUDA_GATING_SOFTMAX, true);
     test_router_topk(128, 8, 2048);
     test_router_topk(16, 4, 256);
     test_router_topk(256, 8, 4096);
@@ -592,6 +630,8 @@ int main(void) {
     test_decode_experts(HMOE_TYPE_IQ2_XS, HMOE_TYPE_Q5_K, 2);
     test_decode_experts(HMOE_TYPE_Q8_0, HMOE_TYPE_IQ4_NL, 1);
     test_decode_experts_impl(HMOE_TYPE_Q4_K, HMOE_TYPE_Q4_K, 1, 4096); /* 4096 output rows */
+    test_decode_experts_var(HMOE_TYPE_MXFP4, HMOE_TYPE_MXFP4, 1, 512, true);
+    test_decode_experts_var(HMOE_TYPE_MXFP4, HMOE_TYPE_Q8_0, 3, 512, true);
     test_router_norm_topk(128, 8, 2048, 1);
     test_router_norm_topk(16, 4, 256, 1);
     test_router_norm_topk(256, 8, 4096, 1);

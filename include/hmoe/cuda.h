@@ -162,30 +162,47 @@ enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, void *stream,
  * Mixture of experts (cuda_moe.cu)
  * ------------------------------------------------------------------------------------------ */
 
-/* Router on the device (qwen3moe.md §4.4): for each of ntok rows of n_expert logits, softmax
- * over all experts, the k largest (descending; equal logits -> lower index first), weights
- * p_sel / max(sum p_sel, 6.103515625e-5). Writes ids[t*k + j] (int32) and weights[t*k + j].
- * n_expert <= 512, 1 <= k <= min(n_expert, 32). One warp per token. */
-enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_expert, int k, int32_t *d_ids,
-                                    float *d_weights, void *stream, struct hmoe_err *err);
+/* Routing rules of the router launchers (the values of sched.h's enum hmoe_moe_gating). */
+#define HMOE_CUDA_GATING_SOFTMAX 0      /* softmax over all experts, top-k, renormalised */
+#define HMOE_CUDA_GATING_TOPK_SOFTMAX 2 /* top-k of the logits, softmax over those k only */
+
+/* Router on the device (qwen3moe.md §4.4): for each of ntok rows of n_expert logits (plus
+ * bias[e] when d_bias is set: F32 [n_expert], the router's own bias), the k largest
+ * (descending; equal logits -> lower index first). Weights by `gating`: SOFTMAX: softmax over
+ * all experts, p_sel / max(sum p_sel, 6.103515625e-5); TOPK_SOFTMAX: softmax over the k
+ * chosen logits. Writes ids[t*k + j] (int32) and weights[t*k + j]. n_expert <= 512,
+ * 1 <= k <= min(n_expert, 32). One warp per token. */
+enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, const float *d_bias, int gating, int64_t ntok, int n_expert,
+                                    int k, int32_t *d_ids, float *d_weights, void *stream, struct hmoe_err *err);
 
 /* Decode router in one launch: logits = W (n_expert rows of ncols F32, the GGUF ffn_gate_inp) · x
  * (f32, one token), then the top-k of hmoe_cuda_moe_topk. d_counter: one device uint32 that is
  * 0 before the first call (hmoe_cuda_memset); the kernel leaves it 0 again (graph replays). */
-enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_x, int64_t ncols, int n_expert, int k,
-                                           float *d_logits, int32_t *d_ids, float *d_weights, unsigned int *d_counter,
-                                           void *stream, struct hmoe_err *err);
+enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_bias, int gating, const float *d_x,
+                                           int64_t ncols, int n_expert, int k, float *d_logits, int32_t *d_ids,
+                                           float *d_weights, unsigned int *d_counter, void *stream,
+                                           struct hmoe_err *err);
 
-/* Expert weights as stored in GGUF: n_expert matrices of nrows x ncols, expert_stride_bytes apart. */
+/* Expert activations of a gate/up pair (the values of sched.h's enum hmoe_moe_act). */
+#define HMOE_CUDA_ACT_SWIGLU 0     /* silu(g) * u */
+#define HMOE_CUDA_ACT_SWIGLU_OAI 2 /* g' = min(g, 7), u' = clamp(u, -7, 7): g' * sigmoid(1.702 g') * (u' + 1) */
+
+/* Expert weights as stored in GGUF: n_expert matrices of nrows x ncols, expert_stride_bytes apart.
+ * The zero value of the last three fields is a plain SiLU-gated stack without biases. */
 struct hmoe_cuda_experts {
     enum hmoe_type type;
     const void *w;
     size_t row_bytes, expert_stride_bytes;
     int64_t nrows, ncols, n_expert;
+    const float *bias;        /* optional device F32 [bias expert][nrows]: added to expert e's products */
+    const int32_t *bias_ids;  /* decode kernels: when set, slot s's bias is that of expert bias_ids[s] (the ids
+                                 given to the launcher name cache slots, these the experts); else ids[s] */
+    int act;                  /* the gate stack of a gate/up pair: HMOE_CUDA_ACT_* */
 };
 
 /* Decode, gate and up fused: for every slot s < nslot (slot s belongs to token s / k),
- * e = ids[s] (device), z[s*z_stride + f] = silu(gate_e[f]·x) * (up_e[f]·x) for f < F,
+ * e = ids[s] (device), z[s*z_stride + f] = act(gate_e[f]·x + bg, up_e[f]·x + bu) for f < F
+ * (gate->act; the biases of gate->bias / up->bias when set),
  * with x the q8_1 row of token s / k (x_stride_bytes apart). gate and up must have the same
  * type and shape. Expert ids outside [0, n_expert) produce zeros (and are a caller bug). */
 enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
@@ -194,7 +211,8 @@ enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, con
                                        struct hmoe_err *err);
 
 /* Decode, down projection, routing weights and residual add in one pass: for t < ntok,
- *   y[t*y_stride + r] += sum_{j<k} weights[t*k+j] * (down_{ids[t*k+j]}[r] · zq[t*k+j])
+ *   y[t*y_stride + r] += sum_{j<k} weights[t*k+j] * (down_{ids[t*k+j]}[r] · zq[t*k+j] + bd)
+ * (bd: down->bias of that expert's row r, when set)
  * with zq the q8_1 rows of z (zq_stride_bytes apart). Deterministic (no atomics). */
 enum hmoe_status hmoe_cuda_moe_down(const struct hmoe_cuda_experts *down, const int32_t *d_ids,
                                     const float *d_weights, int64_t ntok, int k, const void *d_zq,
@@ -231,7 +249,8 @@ enum hmoe_status hmoe_cuda_moe_combine(const void *d_plan, const float *d_ye, in
  *           multiplied by its expert; X rows are gathered through the plan when x_gather is
  *           true (X = per-token activations), else X row i is plan row i (X already grouped).
  *           Output row i = plan row i.
- *  w_up != NULL: gate/up fused, out = silu(X·W^T) * (X·Wup^T).
+ *  w_up != NULL: gate/up fused, out = act(X·W^T + w.bias, X·Wup^T + up_bias) (w.act).
+ *  w.bias (optional): the bias of the tile's expert (0 for dense) added to every product.
  * Output: y_f32 (optionally + add, add may equal y_f32), y_f16, or (int8 path, nrows % 32 == 0)
  * y_q8_1 rows as hmoe_cuda_quantize_q8_1 would write them from the f32 result: exactly one.
  * The int8 path stages 256-column groups of the weights in shared memory when ncols % 256 == 0
@@ -240,6 +259,9 @@ enum hmoe_status hmoe_cuda_moe_combine(const void *d_plan, const float *d_ye, in
 struct hmoe_cuda_gemm_args {
     struct hmoe_cuda_experts w;     /* dense: n_expert = 1, expert_stride_bytes = 0 */
     const void *w_up;               /* optional second matrix for the fused gate/up */
+    const float *up_bias;           /* optional device F32 [n_expert][nrows]: the up matrix's bias */
+    const int32_t *bias_expert;     /* plan only, optional: expert x of w takes the bias rows of expert
+                                       bias_expert[x] (w is a renumbered subset; -1: no bias); NULL: x */
     const uint16_t *x;              /* f16 activations (f16 path) ... */
     int64_t x_stride;               /* halves; multiple of 8 */
     const void *xq;                 /* ... or q8_1 activation rows (int8 path): exactly one of x, xq */
@@ -314,6 +336,10 @@ struct hmoe_cuda_kv {
     void *k, *v;
     int64_t n_ctx;       /* positions allocated */
     int n_head_kv, head_dim;
+    /* How the layer's attention reads it (zero: plain causal softmax). */
+    int window;          /* > 0: a query at position p sees keys t with p - t < window */
+    const float *sinks;  /* optional device F32 [n_head]: one logit per query head in the softmax
+                            denominator only (unscaled, no value row) */
 };
 /* Bytes of one of the two tensors (K or V) of a layer. */
 size_t hmoe_cuda_kv_bytes(enum hmoe_type type, int64_t n_ctx, int n_head_kv, int head_dim);
@@ -340,6 +366,9 @@ enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_qkv_args *a
 /* z = silu(g) * u elementwise over nrows rows of n (strides in floats). */
 enum hmoe_status hmoe_cuda_swiglu(const float *d_g, const float *d_u, int64_t in_stride, int64_t nrows, int64_t n,
                                   float *d_z, int64_t z_stride, void *stream, struct hmoe_err *err);
+/* y[t*stride + i] += b[i] for t < ntok, i < n (a bias on every row). */
+enum hmoe_status hmoe_cuda_add_bias(float *d_y, int64_t stride, const float *d_b, int64_t ntok, int64_t n, void *stream,
+                                    struct hmoe_err *err);
 /* y = a + b for n floats (y may alias a or b). */
 enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, int64_t n, float *d_y, void *stream,
                                struct hmoe_err *err);
@@ -349,7 +378,8 @@ enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, int64_t n, fl
  * ------------------------------------------------------------------------------------------ */
 
 /* Decode: one query token at position *pos (device int32) attends over cache positions
- * 0..*pos of `kv` (GQA: q head h uses kv head h / (n_head / n_head_kv)). The cache is split in
+ * 0..*pos of `kv` (GQA: q head h uses kv head h / (n_head / n_head_kv)); kv.window and
+ * kv.sinks apply here and in every prefill kernel (the fused decode kernels refuse them). The cache is split in
  * n_split ranges done in parallel and combined (flash-decoding); `scratch` holds
  * hmoe_cuda_attn_decode_scratch_bytes() bytes. Output: f32 [n_head * head_dim] (d_out) and/or
  * the same row as q8_1 (d_out_q8_1, hmoe_cuda_q8_1_row_bytes(n_head * head_dim) bytes: the o
@@ -435,6 +465,8 @@ struct hmoe_cuda_router_norm_args {
     float eps;
     int64_t n;                 /* n % 32 == 0, n <= 4096 */
     const float *router;       /* device F32 [n_expert][n] */
+    const float *router_bias;  /* optional device F32 [n_expert] */
+    int gating;                /* HMOE_CUDA_GATING_* */
     int n_expert, k;
     float *logits;             /* device [n_expert] */
     int32_t *ids;              /* device [k] */
@@ -616,6 +648,11 @@ enum hmoe_status hmoe_cuda_hybrid_clock_probe(struct hmoe_cuda_clock_sync *cs, i
 enum hmoe_status hmoe_cuda_hybrid_wait_add(const int32_t *d_nmiss, const uint32_t *d_seq, struct hmoe_cuda_mailbox *mb,
                                            const float *res_host, float *d_x, int64_t n, int timeout_ms, void *stream,
                                            struct hmoe_err *err);
+
+/* The inverse of an expert map (hmoe_cuda_moe_map_ids): inv[i] = e for the e < n_expert with
+ * map[e] == i, -1 for the i < n_inv no expert maps to (bias rows of a renumbered subset). */
+enum hmoe_status hmoe_cuda_moe_invert_map(const int32_t *d_map, int n_expert, int32_t *d_inv, int n_inv, void *stream,
+                                          struct hmoe_err *err);
 
 /* out[i] = map[ids[i]] for i < n (ids outside [0, n_expert) give -1): expert ids of a routed batch
  * renumbered into a subset of experts held somewhere else (cache slots, a streamed chunk); -1

@@ -43,6 +43,9 @@ enum hmoe_moe_act {
     HMOE_MOE_SWIGLU_OAI = 2,  /* g' = min(g, 7), u' = clamp(u, -7, 7): g' * sigmoid(1.702 g') * (u' + 1) */
 };
 
+/* HMOE_MOE_SWIGLU_OAI in place over n values: g = g' * sigmoid(1.702 g') * (u' + 1). */
+void hmoe_sched_swiglu_oai(float *g, const float *u, int64_t n);
+
 /* The weights of one MoE block (no shared expert: qwen3moe.md §2). A layer without experts has
  * router.data NULL. The zero value of the gating / activation / bias fields is qwen3moe's block. */
 struct hmoe_moe_weights {
@@ -306,6 +309,9 @@ struct hmoe_sched_hybrid_params {
     bool file_in_ram;                   /* file_base is an anonymous copy (--no-mmap): never discard its pages */
     struct hmoe_sched_moe *cpu_moe;     /* CPU workspace for n_ub tokens */
     const float *const *d_router;       /* [n_layer] each layer's router on the device (prefetch), or NULL */
+    /* [n_layer] each layer's expert biases on the device ({F, E}, {F, E}, {d, E} as in
+     * hmoe_moe_weights), or NULL: the GPU's share of a biased MoE block adds them */
+    const float *const *d_gate_bias, *const *d_up_bias, *const *d_down_bias;
     int stream_chunk_experts;           /* experts per streamed prefill chunk (0: the default, 32) */
 };
 struct hmoe_sched_hybrid;

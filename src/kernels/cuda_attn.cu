@@ -20,6 +20,7 @@
  * lane of warps 0 and 1; same results. H200, depth 65: 8.7 us per layer (11.1 without), ~2.2 us
  * less per layer in the decode step.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +52,10 @@ struct attn_warp_state {
 
     /* One tile: cache positions t0 .. t0+nvalid-1 (nvalid <= 32). qs: R rows of D floats
      * (already multiplied by the softmax scale); rowpos[r]: last position row r may see (-1 =
-     * none); sp: this warp's R x 32 floats of scratch. kbase/vbase: row 0 of this kv head. */
+     * none); sp: this warp's R x 32 floats of scratch. kbase/vbase: row 0 of this kv head.
+     * window > 0: row r sees only t > rowpos[r] - window (the sliding window). */
     __device__ __forceinline__ void tile(const uint8_t *kbase, const uint8_t *vbase, int t0, int nvalid,
-                                         const float *qs, const int (&rowpos)[R], float *sp) {
+                                         const float *qs, const int (&rowpos)[R], float *sp, int window = 0) {
         const int lane = threadIdx.x & 31;
         const int t = t0 + lane;
         constexpr size_t row_bytes = Q8 ? (size_t)(D / 32) * 34 : (size_t)D * 2;
@@ -92,7 +94,8 @@ struct attn_warp_state {
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const float sv = (lane < nvalid && t <= rowpos[r]) ? s[r] : -INFINITY;
+            const float sv = (lane < nvalid && t <= rowpos[r] && (window <= 0 || rowpos[r] - t < window)) ? s[r]
+                                                                                                         : -INFINITY;
             const float m_new = fmaxf(m[r], hmoe_warp_max(sv));
             float p, corr;
             if (m_new == -INFINITY) { /* nothing visible yet for this row */
@@ -175,9 +178,10 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hk = blockIdx.x, split = blockIdx.y;
     const int L = (int)min((int64_t)pos_p[0] + 1, kv.n_ctx);
-    int chunk = (L + n_split - 1) / n_split;
+    const int lo = kv.window > 0 ? max(0, L - kv.window) : 0; /* first position the window sees */
+    int chunk = (L - lo + n_split - 1) / n_split;
     chunk = max(32, (chunk + 31) / 32 * 32);
-    const int begin = split * chunk, end = min(L, begin + chunk);
+    const int begin = lo + split * chunk, end = min(L, begin + chunk);
 
     float *qs = smem, *sp = smem + R * D + warp * R * 32;
     for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
 template <int D>
 __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *__restrict__ scratch, int n_split,
                                                                   float *__restrict__ out, uint8_t *__restrict__ out_q,
-                                                                  int n_head) {
+                                                                  int n_head, const float *__restrict__ sinks) {
     __shared__ float wsp[1024];
     __shared__ float red[4];
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -242,7 +246,9 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
     m = hmoe_warp_max(m);
     if (lane == 0) red[warp] = m;
     __syncthreads();
-    const float M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    /* a sink logit joins the max and the denominator, with no value row */
+    const float sink = sinks ? sinks[h] : -INFINITY;
+    const float M = fmaxf(fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3])), sink);
     __syncthreads();
     float ls = 0.0f;
     for (int s = tid; s < n_split; s += 128) {
@@ -254,7 +260,7 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
     ls = hmoe_warp_sum(ls);
     if (lane == 0) red[warp] = ls;
     __syncthreads();
-    const float L = red[0] + red[1] + red[2] + red[3];
+    const float L = red[0] + red[1] + red[2] + red[3] + (sinks ? expf(sink - M) : 0.0f);
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
     const int nq = n_head * D; /* q8_1 row of all heads */
 #pragma unroll
@@ -533,7 +539,7 @@ static void decode_launch(const float *q, const struct hmoe_cuda_kv *kv, const i
     else
         attn_decode_kernel<D, attn_rows<D>::value, Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(q, *kv, pos, G, scale, n_split,
                                                                                         scratch);
-    attn_decode_combine_kernel<D><<<(unsigned)n_head, 128, 0, st>>>(scratch, n_split, out, out_q, n_head);
+    attn_decode_combine_kernel<D><<<(unsigned)n_head, 128, 0, st>>>(scratch, n_split, out, out_q, n_head, kv->sinks);
 }
 
 extern "C" enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct hmoe_cuda_kv *kv,
@@ -572,6 +578,8 @@ static enum hmoe_status decode_fused(const float *d_q, const struct hmoe_cuda_kv
     int G = 0;
     const char *why = attn_check(kv, n_head, &G);
     HMOE_CUDA_REQUIRE(err, !why, "attn_decode_fused: %s", why);
+    HMOE_CUDA_REQUIRE(err, kv->window <= 0 && !kv->sinks,
+                      "attn_decode_fused: a sliding window or sink logits need hmoe_cuda_attn_decode");
     if (max_split <= 0) max_split = 32;
     HMOE_CUDA_REQUIRE(err, max_split <= 1024 && d_q && d_pos && d_scratch && d_counters && (d_out || d_out_q8_1),
                       "attn_decode_fused: max_split %d > 1024 or NULL buffer", max_split);
@@ -624,6 +632,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
                                                                        struct hmoe_cuda_kv kv, int G, float scale,
                                                                        float *out_f32, __half *out_f16,
                                                                        int64_t out_stride) {
+    /* (kv.window: each row sees its last kv.window positions; kv.sinks: one more logit per head
+     * in the denominator, applied when the rows are written) */
     __shared__ __align__(16) float smem[ATTN_WARPS * R * (D + 32)];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hk = blockIdx.x;
@@ -632,14 +642,16 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
     float *qs = smem + warp * R * (D + 32), *sp = qs + R * D;
 
     int rowpos[R];
-    int maxpos = -1;
+    int maxpos = -1, minlo = INT_MAX;
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int row = warp * R + r;
         const int64_t tok = tok0 + row / G;
         rowpos[r] = (row < tq * G && tok < ntok) ? (int)min((int64_t)pos[tok], kv.n_ctx - 1) : -1;
         maxpos = max(maxpos, rowpos[r]);
+        if (rowpos[r] >= 0) minlo = min(minlo, kv.window > 0 ? max(0, rowpos[r] - kv.window + 1) : 0);
     }
+    if (minlo == INT_MAX) minlo = 0;
     for (int i = lane; i < R * D; i += 32) {
         const int r = i / D, row = warp * R + r;
         const int64_t tok = tok0 + row / G;
@@ -653,7 +665,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
     const size_t rb = attn_row_bytes<Q8>(D);
     const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
     const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
-    for (int t0 = 0; t0 <= maxpos; t0 += 32) st.tile(kbase, vbase, t0, min(32, maxpos + 1 - t0), qs, rowpos, sp);
+    for (int t0 = minlo / 32 * 32; t0 <= maxpos; t0 += 32)
+        st.tile(kbase, vbase, t0, min(32, maxpos + 1 - t0), qs, rowpos, sp, kv.window);
 
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -661,7 +674,11 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
         const int row = warp * R + r;
         const int64_t tok = tok0 + row / G;
         const int hq = hk * G + row % G;
-        const float inv = st.l[r] > 0.0f ? 1.0f / st.l[r] : 0.0f;
+        float inv = st.l[r] > 0.0f ? 1.0f / st.l[r] : 0.0f;
+        if (kv.sinks) { /* o = sum p v / (sum p + exp(sink)), all relative to max(m, sink) */
+            const float sink = kv.sinks[hq], M = fmaxf(st.m[r], sink), c = expf(st.m[r] - M);
+            inv = c / (st.l[r] * c + expf(sink - M));
+        }
 #pragma unroll
         for (int j = 0; j < D / 32; j++) {
             const float v = st.o[r][j] * inv;

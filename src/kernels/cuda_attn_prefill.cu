@@ -14,7 +14,9 @@
  * mask only where a tile passes the smallest position of the warp's rows, online softmax in f32
  * (base 2), P rounded to f16 and O += P V on tensor cores. Rows see key t iff t <= pos[token]
  * (capped at n_ctx - 1, as the CPU attention does), so earlier context (chat turns, micro-batches) is
- * covered; cache rows past the block's last visible position are zero-filled, never read.
+ * covered; cache rows past the block's last visible position are zero-filled, never read. With a
+ * sliding window (kv.window) rows also need pos - t < window, and the walk starts at the tile of
+ * the block's first visible position; sink logits (kv.sinks) join each row's denominator at the end.
  */
 #include <limits.h>
 #include <math.h>
@@ -93,7 +95,7 @@ __global__ void __launch_bounds__(NW * 32) attn_prefill_mma_kernel(const float *
     constexpr int NT = NW * 32;
     extern __shared__ __align__(16) uint8_t pf_smem[];
     __shared__ int s_pos[BR];
-    __shared__ int s_max;
+    __shared__ int s_max, s_minlo;
     /* f16 cache: K[2][TILE], V[2][TILE] halves; q8_0: K[TILE], V[TILE] halves + raw K[2], raw V[2] */
     __half *sK = (__half *)pf_smem;
     __half *sV = sK + (Q8 ? 1 : 2) * TILE;
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__(NW * 32) attn_prefill_mma_kernel(const float *
     const int tpb = BR / HB;                                          /* tokens per block */
     const int64_t tok0 = (int64_t)(n_qtiles - 1 - (int)blockIdx.y) * tpb; /* longest rows first */
 
-    if (tid == 0) s_max = -1;
+    if (tid == 0) s_max = -1, s_minlo = INT_MAX;
     __syncthreads();
     if (tid < BR) {
         const int64_t tok = tok0 + tid / HB;
@@ -113,9 +115,11 @@ __global__ void __launch_bounds__(NW * 32) attn_prefill_mma_kernel(const float *
         if (p < 0) p = -1;
         s_pos[tid] = p;
         atomicMax(&s_max, p);
+        if (p >= 0) atomicMin(&s_minlo, kv.window > 0 ? max(0, p - kv.window + 1) : 0);
     }
     __syncthreads();
     const int maxpos = s_max;
+    const int W = kv.window; /* > 0: row of position p sees keys t > p - W only */
 
     /* this lane's two rows (fragment rows lane/4 and lane/4 + 8 of the warp's 16) */
     const int ra = warp * 16 + (lane >> 2), rb = ra + 8;
@@ -184,9 +188,10 @@ __global__ void __launch_bounds__(NW * 32) attn_prefill_mma_kernel(const float *
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
     const int ntiles = maxpos < 0 ? 0 : maxpos / BC + 1;
-    if (ntiles > 0) load(0, 0);
+    const int it0 = maxpos < 0 || W <= 0 ? 0 : s_minlo / BC; /* tiles before the window are never read */
+    if (ntiles > it0) load(it0 * BC, it0 & 1);
     pf_cp_commit();
-    for (int it = 0; it < ntiles; it++) {
+    for (int it = it0; it < ntiles; it++) {
         if (it + 1 < ntiles) load((it + 1) * BC, (it + 1) & 1);
         pf_cp_commit(); /* possibly empty: keeps "wait for all but the newest group" exact */
         pf_cp_wait1();
@@ -219,7 +224,7 @@ __global__ void __launch_bounds__(NW * 32) attn_prefill_mma_kernel(const float *
             tk = sK + (it & 1) * TILE, tv = sV + (it & 1) * TILE;
         }
         const int t0 = it * BC;
-        if (t0 <= wmax) {
+        if (t0 <= wmax && (W <= 0 || t0 + BC - 1 > wmin - W)) {
             float s[BC / 8][4];
 #pragma unroll
             for (int j = 0; j < BC / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
@@ -234,12 +239,14 @@ __global__ void __launch_bounds__(NW * 32) attn_prefill_mma_kernel(const float *
                     pf_mma(s[j + 1], qf[kc], b[2], b[3]);
                 }
             }
-            if (t0 + BC - 1 > wmin) { /* some row of the warp cannot see the whole tile */
+            if (t0 + BC - 1 > wmin || (W > 0 && t0 <= wmax - W)) { /* some row cannot see the whole tile */
 #pragma unroll
                 for (int j = 0; j < BC / 8; j++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        if (t0 + j * 8 + 2 * (lane & 3) + (e & 1) > (e < 2 ? pa : pb)) s[j][e] = -INFINITY;
+                    for (int e = 0; e < 4; e++) {
+                        const int t = t0 + j * 8 + 2 * (lane & 3) + (e & 1), p = e < 2 ? pa : pb;
+                        if (t > p || (W > 0 && p - t >= W)) s[j][e] = -INFINITY;
+                    }
             }
             /* online softmax (base 2) of rows a (e = 0, 1) and b (e = 2, 3); a row lives in 4 lanes */
             float mx[2] = {m[0], m[1]};
@@ -299,7 +306,11 @@ __global__ void __launch_bounds__(NW * 32) attn_prefill_mma_kernel(const float *
     for (int i = 0; i < 2; i++) {
         const int r = i ? rb : ra, p = i ? pb : pa;
         if (p < 0) continue;
-        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        if (kv.sinks) { /* the head's sink logit in the denominator (base 2 like the scores) */
+            const float s2 = kv.sinks[hq0 + r % HB] * 1.4426950408889634f, M = fmaxf(m[i], s2), c = exp2f(m[i] - M);
+            inv = c / (l[i] * c + exp2f(s2 - M));
+        }
         const int64_t base = (tok0 + r / HB) * out_stride + (int64_t)(hq0 + r % HB) * D + 2 * (lane & 3);
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {

@@ -90,6 +90,11 @@ enum hmoe_status hmoe_cuda_hybrid_wait_add(const int32_t *d_nmiss, const uint32_
     (void)d_nmiss, (void)d_seq, (void)mb, (void)res_host, (void)d_x, (void)n, (void)timeout_ms, (void)stream;
     return NO_CUDA(err);
 }
+enum hmoe_status hmoe_cuda_moe_invert_map(const int32_t *d_map, int n_expert, int32_t *d_inv, int n_inv, void *stream,
+                                          struct hmoe_err *err) {
+    (void)d_map, (void)n_expert, (void)d_inv, (void)n_inv, (void)stream;
+    return NO_CUDA(err);
+}
 enum hmoe_status hmoe_cuda_moe_map_ids(const int32_t *d_ids, int64_t n, const int32_t *d_map, int n_expert,
                                        int32_t *d_out, void *stream, struct hmoe_err *err) {
     (void)d_ids, (void)n, (void)d_map, (void)n_expert, (void)d_out, (void)stream;

@@ -217,6 +217,25 @@ extern "C" enum hmoe_status hmoe_cuda_moe_map_ids(const int32_t *d_ids, int64_t 
     return HMOE_OK;
 }
 
+/* One block: clear, then scatter (a map is one-to-one, so no two experts write one entry). */
+__global__ void moe_invert_map_kernel(const int32_t *__restrict__ map, int E, int32_t *__restrict__ inv, int n_inv) {
+    for (int i = threadIdx.x; i < n_inv; i += blockDim.x) inv[i] = -1;
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        const int i = map[e];
+        if (i >= 0 && i < n_inv) inv[i] = e;
+    }
+}
+
+extern "C" enum hmoe_status hmoe_cuda_moe_invert_map(const int32_t *d_map, int n_expert, int32_t *d_inv, int n_inv,
+                                                     void *stream, struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, n_expert > 0 && n_inv >= 0 && d_map && d_inv, "moe_invert_map: bad arguments");
+    if (n_inv == 0) return HMOE_OK;
+    moe_invert_map_kernel<<<1, 256, 0, hmoe_cu_stream(stream)>>>(d_map, n_expert, d_inv, n_inv);
+    HMOE_CUDA_LAUNCH_CHECK(err, "moe_invert_map");
+    return HMOE_OK;
+}
+
 /* --- transfer and prefetch copies ------------------------------------------------------------- */
 
 #define COPY_BLOCKS 48

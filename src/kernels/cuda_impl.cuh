@@ -220,6 +220,16 @@ HMOE_UNROLL
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+/* The gated activation of an expert's gate / up values (cuda.h HMOE_CUDA_ACT_*): silu(g) * u,
+ * or the clamped form g' sigmoid(1.702 g') (u' + 1) with g' = min(g, 7), u' = clamp(u, -7, 7)
+ * (same operations as the CPU experts). */
+__device__ __forceinline__ float hmoe_cu_glu(int act, float g, float u) {
+    if (act == HMOE_CUDA_ACT_SWIGLU_OAI) {
+        const float x = g < 7.0f ? g : 7.0f, y = u < -7.0f ? -7.0f : u > 7.0f ? 7.0f : u;
+        return x / (1.0f + expf(-1.702f * x)) * (y + 1.0f);
+    }
+    return g / (1.0f + expf(-g)) * u;
+}
 /* Quantize the 32 values held one per lane; lane 0 writes the {d, s} pair. Used by the
  * activation quantizer and the norm / attention kernels that emit q8_1 directly. */
 __device__ __forceinline__ void hmoe_cu_q8_1_warp(float v, int8_t *qs_block, float2 *ds_block) {

@@ -62,7 +62,30 @@ struct mmq_params {
     int64_t add_stride;
     uint8_t *yq;                 /* q8_1 output rows (int8 path), yq_stride bytes apart */
     size_t yq_stride;
+    const float *bias, *bias_up; /* optional [expert][n]: added to the products (gate/up: each its own) */
+    const int32_t *bias_expert;  /* optional: the tile's expert x takes bias rows bias_expert[x] (-1: none) */
+    int act;                     /* gate/up: HMOE_CUDA_ACT_* */
 };
+
+/* Epilogue of one output pair (cols col, col + 1 of the tile's expert): the biases, then the
+ * gate/up activation. */
+template <bool GATEUP>
+__device__ __forceinline__ void mmq_epi_pair(const struct mmq_params &p, int expert, int col, float &v0, float &v1,
+                                             float u0, float u1) {
+    const int be = p.bias_expert ? p.bias_expert[expert] : expert;
+    if (p.bias && col < p.n && be >= 0) {
+        const float *b = p.bias + (size_t)be * p.n + col;
+        v0 += b[0], v1 += b[1];
+        if (GATEUP) {
+            const float *bu = p.bias_up + (size_t)be * p.n + col;
+            u0 += bu[0], u1 += bu[1];
+        }
+    }
+    if (GATEUP) {
+        v0 = hmoe_cu_glu(p.act, v0, u0);
+        v1 = hmoe_cu_glu(p.act, v1, u1);
+    }
+}
 
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -199,11 +222,8 @@ __global__ void __launch_bounds__(128) mmq_kernel(struct mmq_params p) {
                 const int col = n0 + wn * 32 + ni * 8 + 2 * (lane & 3);
                 if (col >= p.n) continue; /* p.n is even, so col + 1 < n too */
                 float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
-                if (GATEUP) {
-                    const float u0 = accu[GATEUP ? mi : 0][ni][2 * half], u1 = accu[GATEUP ? mi : 0][ni][2 * half + 1];
-                    v0 = v0 / (1.0f + expf(-v0)) * u0;
-                    v1 = v1 / (1.0f + expf(-v1)) * u1;
-                }
+                mmq_epi_pair<GATEUP>(p, expert, col, v0, v1, accu[GATEUP ? mi : 0][ni][2 * half],
+                                     accu[GATEUP ? mi : 0][ni][2 * half + 1]);
                 if (p.y32) {
                     if (p.add) {
                         const float2 a = *(const float2 *)(p.add + r * p.add_stride + col);
@@ -508,11 +528,8 @@ __global__ void __launch_bounds__(128) mmq8_kernel(struct mmq_params p) {
 #pragma unroll
             for (int ni = 0; ni < 4; ni++) {
                 v[ni][0] = acc[mi][ni][2 * half], v[ni][1] = acc[mi][ni][2 * half + 1];
-                if (GATEUP) {
-                    const float u0 = accu[GATEUP ? mi : 0][ni][2 * half], u1 = accu[GATEUP ? mi : 0][ni][2 * half + 1];
-                    v[ni][0] = v[ni][0] / (1.0f + expf(-v[ni][0])) * u0;
-                    v[ni][1] = v[ni][1] / (1.0f + expf(-v[ni][1])) * u1;
-                }
+                mmq_epi_pair<GATEUP>(p, expert, n0 + wn * 32 + ni * 8 + 2 * t4, v[ni][0], v[ni][1],
+                                     accu[GATEUP ? mi : 0][ni][2 * half], accu[GATEUP ? mi : 0][ni][2 * half + 1]);
             }
             if (p.yq) {
                 /* q8_1 of the 32 columns wn*32.. of row r: held by the 4 lanes of this quad (8 each);
@@ -588,6 +605,9 @@ static const char *gemm_prepare(const struct hmoe_cuda_gemm_args *a, struct mmq_
         return "y_stride must be even and >= nrows";
     }
     if (a->add && (!a->y_f32 || a->add_stride < a->w.nrows || a->add_stride % 2)) return "add needs y_f32 and an even add_stride >= nrows";
+    if (a->up_bias && (!a->w_up || !a->w.bias)) return "up_bias needs the fused gate/up with a gate bias (w.bias)";
+    if (a->w_up && a->w.bias && !a->up_bias) return "a fused gate/up with a gate bias needs up_bias";
+    if (a->w_up && a->w.act != HMOE_CUDA_ACT_SWIGLU && a->w.act != HMOE_CUDA_ACT_SWIGLU_OAI) return "unknown activation";
     if (a->plan) {
         if (a->k < 1 || a->w.n_expert < 1) return "plan needs k >= 1 and n_expert >= 1";
         if (a->w.expert_stride_bytes < a->w.row_bytes * (size_t)a->w.nrows || a->w.expert_stride_bytes % 16) return "expert_stride_bytes too small or not a multiple of 16";
@@ -612,6 +632,10 @@ static const char *gemm_prepare(const struct hmoe_cuda_gemm_args *a, struct mmq_
     p->add_stride = a->add_stride;
     p->yq = (uint8_t *)a->y_q8_1;
     p->yq_stride = a->y_q8_1_stride_bytes;
+    p->bias = a->w.bias;
+    p->bias_up = a->up_bias;
+    p->bias_expert = a->plan ? a->bias_expert : NULL;
+    p->act = a->w.act;
     return NULL;
 }
 
@@ -731,8 +755,9 @@ extern "C" enum hmoe_status hmoe_cuda_gemm_cublas(struct hmoe_cuda_ctx *ctx, con
     int blck;
     const char *why = gemm_prepare(a, &p, &blck);
     HMOE_CUDA_REQUIRE(err, !why, "gemm_cublas (%s): %s", hmoe_type_name(a->w.type), why);
-    HMOE_CUDA_REQUIRE(err, !a->plan && !a->w_up && a->x && a->y_f32 && (!a->add || (a->add == a->y_f32 && a->add_stride == a->y_stride)),
-                      "gemm_cublas: dense, f16 x, f32 output only (add only in place)");
+    HMOE_CUDA_REQUIRE(err, !a->plan && !a->w_up && !a->w.bias && a->x && a->y_f32 &&
+                               (!a->add || (a->add == a->y_f32 && a->add_stride == a->y_stride)),
+                      "gemm_cublas: dense without bias, f16 x, f32 output only (add only in place)");
     HMOE_CUDA_REQUIRE(err, d_scratch && hmoe_cu_aligned(d_scratch, 16), "gemm_cublas: scratch must be 16-byte aligned");
     if (a->ntok == 0) return HMOE_OK;
     enum hmoe_status st = hmoe_cuda_dequant_f16(a->w.type, a->w.w, a->w.nrows * a->w.ncols, d_scratch, ctx->stream, err);

@@ -6,9 +6,10 @@
  *  topk       one warp per token; k rounds of a warp arg-max (ties -> lower expert index);
  *             router_topk fuses the decode router matvec with it (the last block done runs a
  *             one-pass rank top-k with all 128 threads of that block, moe_topk_block)
- *  gate_up    32 threads per row of gate AND up of one slot's expert, 2 rows each: silu(g) * u
+ *  gate_up    32 threads per row of gate AND up of one slot's expert, 2 rows each: act(g + bg, u + bu)
+ *             (silu(g) * u or the clamped swiglu-oai; biases optional, by expert id)
  *  down       128 threads per output row walk the (slot, slice) pairs of all k experts of the
- *             token, so each output is sum_j w_j * dot_j plus the residual, written once
+ *             token, so each output is sum_j w_j * (dot_j + optional bias_j) plus the residual, written once
  *             (one warp per 4 rows: 17 / 28 us for the Qwen3-30B shapes, latency bound)
  *  plan       one 1024-thread block: per-warp expert counts, prefix sums, then a stable scatter
  *             (warp match_any ranks) -> rows of an expert in slot order; tiles of <= 64 rows
@@ -26,12 +27,29 @@
 
 #define TOPK_MAXV 16 /* values per lane: n_expert <= 512 */
 
-/* Top-k of one token's logits by one warp (all 32 lanes call it). */
-__device__ void moe_topk_warp(const float *lg, int E, int k, int32_t *ids, float *weights) {
+static bool gating_ok(int gating) { return gating == HMOE_CUDA_GATING_SOFTMAX || gating == HMOE_CUDA_GATING_TOPK_SOFTMAX; }
+
+/* The routing weight of lane j < k's chosen logit sel_v (gmax: the largest logit; se: the sum of
+ * exp(logit - gmax) over all experts, warp-summed), by the gating rule (cuda.h). All lanes call it. */
+__device__ __forceinline__ float moe_route_weight(int gating, int k, float sel_v, float gmax, float se) {
+    const int lane = threadIdx.x & 31;
+    if (gating == HMOE_CUDA_GATING_TOPK_SOFTMAX) { /* softmax over the k chosen only, no renormalisation */
+        const float e = lane < k ? expf(sel_v - gmax) : 0.0f;
+        return e / hmoe_warp_sum(e);
+    }
+    const float p = lane < k ? expf(sel_v - gmax) / se : 0.0f;
+    const float ps = hmoe_warp_sum(p);
+    return p / fmaxf(ps, 6.103515625e-5f);
+}
+
+/* Top-k of one token's logits (+ bias) by one warp (all 32 lanes call it). */
+__device__ void moe_topk_warp(const float *lg, const float *bias, int gating, int E, int k, int32_t *ids,
+                              float *weights) {
     const int lane = threadIdx.x & 31;
     float v[TOPK_MAXV];
 #pragma unroll
-    for (int i = 0; i < TOPK_MAXV; i++) v[i] = (lane + 32 * i < E) ? __ldcg(lg + lane + 32 * i) : -INFINITY;
+    for (int i = 0; i < TOPK_MAXV; i++)
+        v[i] = (lane + 32 * i < E) ? __ldcg(lg + lane + 32 * i) + (bias ? bias[lane + 32 * i] : 0.0f) : -INFINITY;
     uint32_t taken = 0;
     float sel_v = 0.0f, gmax = 0.0f;
     int sel_i = 0;
@@ -60,17 +78,16 @@ __device__ void moe_topk_warp(const float *lg, int E, int k, int32_t *ids, float
         if (j == 0) gmax = bv;
         if (lane == j) sel_v = bv, sel_i = bi;
     }
-    /* softmax over all experts, then renormalise over the chosen ones */
+    /* softmax over all experts, then renormalise over the chosen ones (or over the chosen only) */
     float se = 0.0f;
 #pragma unroll
     for (int i = 0; i < TOPK_MAXV; i++)
         if (lane + 32 * i < E) se += expf(v[i] - gmax);
     se = hmoe_warp_sum(se);
-    const float p = lane < k ? expf(sel_v - gmax) / se : 0.0f;
-    const float ps = hmoe_warp_sum(p);
+    const float wt = moe_route_weight(gating, k, sel_v, gmax, se);
     if (lane < k) {
         ids[lane] = sel_i;
-        weights[lane] = p / fmaxf(ps, 6.103515625e-5f);
+        weights[lane] = wt;
     }
 }
 
@@ -80,12 +97,13 @@ __device__ void moe_topk_warp(const float *lg, int E, int k, int32_t *ids, float
  * moe_topk_warp), and the entries of rank < k are the chosen ones, in order. No k serial rounds
  * of warp arg-max: 2.2 us less per layer on the H200. The softmax
  * sums run in warp 0 in moe_topk_warp's order, so ids and weights are bit-identical to it. */
-__device__ void moe_topk_block(const float *lg, int E, int k, int32_t *ids, float *weights) {
+__device__ void moe_topk_block(const float *lg, const float *bias, int gating, int E, int k, int32_t *ids,
+                               float *weights) {
     __shared__ __align__(16) float s_lg[32 * TOPK_MAXV];
     __shared__ float s_sel_v[32];
     __shared__ int s_sel_i[32];
     const int tid = threadIdx.x, lane = tid & 31;
-    for (int i = tid; i < E; i += blockDim.x) s_lg[i] = __ldcg(lg + i);
+    for (int i = tid; i < E; i += blockDim.x) s_lg[i] = __ldcg(lg + i) + (bias ? bias[i] : 0.0f);
     if (tid < 32) s_sel_v[tid] = -INFINITY, s_sel_i[tid] = 0; /* NaN logits leave ranks unfilled: ids stay in range */
     __syncthreads();
     for (int i = tid; i < E; i += blockDim.x) {
@@ -108,27 +126,27 @@ __device__ void moe_topk_block(const float *lg, int E, int k, int32_t *ids, floa
     for (int i = 0; i < TOPK_MAXV; i++)
         if (lane + 32 * i < E) se += expf(s_lg[lane + 32 * i] - gmax);
     se = hmoe_warp_sum(se);
-    const float p = lane < k ? expf(s_sel_v[lane] - gmax) / se : 0.0f;
-    const float ps = hmoe_warp_sum(p);
+    const float wt = moe_route_weight(gating, k, lane < k ? s_sel_v[lane] : 0.0f, gmax, se);
     if (lane < k) {
         ids[lane] = s_sel_i[lane];
-        weights[lane] = p / fmaxf(ps, 6.103515625e-5f);
+        weights[lane] = wt;
     }
 }
 
-__global__ void moe_topk_kernel(const float *__restrict__ logits, int64_t ntok, int E, int k, int32_t *__restrict__ ids,
-                                float *__restrict__ weights) {
+__global__ void moe_topk_kernel(const float *__restrict__ logits, const float *__restrict__ bias, int gating, int64_t ntok,
+                                int E, int k, int32_t *__restrict__ ids, float *__restrict__ weights) {
     const int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (t >= ntok) return;
-    moe_topk_warp(logits + t * E, E, k, ids + t * k, weights + t * k);
+    moe_topk_warp(logits + t * E, bias, gating, E, k, ids + t * k, weights + t * k);
 }
 
 /* Decode router in one launch: block b computes logits 2b, 2b+1 (F32 rows, 128 threads per
  * row, f32 activations); the last block to finish (device counter; it resets it for the next
  * launch, so graphs replay) reads all logits back through L2 and runs the top-k. */
-__global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__restrict__ w, const float *__restrict__ x,
-                                                              int ncols, int E, int k, float *logits, int32_t *ids,
-                                                              float *weights, unsigned int *counter) {
+__global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__restrict__ w, const float *__restrict__ bias,
+                                                              int gating, const float *__restrict__ x, int ncols, int E,
+                                                              int k, float *logits, int32_t *ids, float *weights,
+                                                              unsigned int *counter) {
     __shared__ float red[4][2];
     __shared__ bool last;
     const int tid = threadIdx.x;
@@ -155,7 +173,7 @@ __global__ void __launch_bounds__(128) moe_router_topk_kernel(const float *__res
     if (!last) return;
     __threadfence();
     if (tid == 0) *counter = 0;
-    moe_topk_block(logits, E, k, ids, weights); /* L2 loads (__ldcg): the other blocks' fenced writes */
+    moe_topk_block(logits, bias, gating, E, k, ids, weights); /* L2 loads (__ldcg): the other blocks' fenced writes */
 }
 
 /* Decode RMSNorm + router + top-k in one launch: block b normalises the residual row itself
@@ -215,13 +233,14 @@ __global__ void __launch_bounds__(128) moe_router_norm_topk_kernel(struct hmoe_c
         for (int r = 0; r < 2; r++)
             if (r0 + r < a.n_expert) a.logits[r0 + r] = acc[r];
     if (!hmoe_cu_last_block(a.counter, gridDim.x)) return;
-    moe_topk_block(a.logits, a.n_expert, a.k, a.ids, a.weights); /* L2 loads (__ldcg) */
+    moe_topk_block(a.logits, a.router_bias, a.gating, a.n_expert, a.k, a.ids, a.weights); /* L2 loads (__ldcg) */
 }
 
 extern "C" enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cuda_router_norm_args *a, void *stream,
                                                            struct hmoe_err *err) {
     HMOE_CUDA_REQUIRE(err, a->n_expert > 0 && a->n_expert <= 32 * TOPK_MAXV && a->k >= 1 && a->k <= a->n_expert && a->k <= 32,
                       "moe_router_norm_topk: n_expert %d / k %d out of range", a->n_expert, a->k);
+    HMOE_CUDA_REQUIRE(err, gating_ok(a->gating), "moe_router_norm_topk: unknown gating rule %d", a->gating);
     HMOE_CUDA_REQUIRE(err, a->n > 0 && a->n % 32 == 0 && a->n <= 512 * RN_MAXV,
                       "moe_router_norm_topk: n %lld must be a multiple of 32 up to %d", (long long)a->n, 512 * RN_MAXV);
     HMOE_CUDA_REQUIRE(err, a->x && a->norm_w && a->router && a->logits && a->ids && a->weights && a->counter &&
@@ -234,29 +253,34 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_norm_topk(const struct hmoe_cud
     return HMOE_OK;
 }
 
-extern "C" enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_expert, int k, int32_t *d_ids,
-                                               float *d_weights, void *stream, struct hmoe_err *err) {
+extern "C" enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, const float *d_bias, int gating, int64_t ntok,
+                                               int n_expert, int k, int32_t *d_ids, float *d_weights, void *stream,
+                                               struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, gating_ok(gating), "moe_topk: unknown gating rule %d", gating);
     HMOE_CUDA_REQUIRE(err, n_expert > 0 && n_expert <= 32 * TOPK_MAXV, "moe_topk: n_expert %d not in 1..%d", n_expert,
                       32 * TOPK_MAXV);
     HMOE_CUDA_REQUIRE(err, k >= 1 && k <= n_expert && k <= 32, "moe_topk: k %d not in 1..min(n_expert, 32)", k);
     HMOE_CUDA_REQUIRE(err, ntok >= 0 && ntok < ((int64_t)1 << 31), "moe_topk: bad ntok");
     if (ntok == 0) return HMOE_OK;
-    moe_topk_kernel<<<(unsigned)hmoe_cu_div_up(ntok, 4), 128, 0, hmoe_cu_stream(stream)>>>(d_logits, ntok, n_expert, k,
-                                                                                           d_ids, d_weights);
+    moe_topk_kernel<<<(unsigned)hmoe_cu_div_up(ntok, 4), 128, 0, hmoe_cu_stream(stream)>>>(d_logits, d_bias, gating, ntok,
+                                                                                           n_expert, k, d_ids, d_weights);
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_topk");
     return HMOE_OK;
 }
 
-extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_x, int64_t ncols, int n_expert,
-                                                      int k, float *d_logits, int32_t *d_ids, float *d_weights,
-                                                      unsigned int *d_counter, void *stream, struct hmoe_err *err) {
+extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_bias, int gating, const float *d_x,
+                                                      int64_t ncols, int n_expert, int k, float *d_logits, int32_t *d_ids,
+                                                      float *d_weights, unsigned int *d_counter, void *stream,
+                                                      struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, gating_ok(gating), "moe_router_topk: unknown gating rule %d", gating);
     HMOE_CUDA_REQUIRE(err, n_expert > 0 && n_expert <= 32 * TOPK_MAXV && k >= 1 && k <= n_expert && k <= 32,
                       "moe_router_topk: n_expert %d / k %d out of range", n_expert, k);
     HMOE_CUDA_REQUIRE(err, ncols > 0 && ncols % 4 == 0 && ncols < (1 << 30) && hmoe_cu_aligned(d_w, 16) && hmoe_cu_aligned(d_x, 16),
                       "moe_router_topk: ncols must be a multiple of 4, w and x 16-byte aligned");
     HMOE_CUDA_REQUIRE(err, d_counter && d_logits && d_ids && d_weights, "moe_router_topk: NULL buffer");
     hmoe_cu_launch(moe_router_topk_kernel, dim3((unsigned)hmoe_cu_div_up(n_expert, 2)), dim3(128), 0,
-                   hmoe_cu_stream(stream), d_w, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights, d_counter);
+                   hmoe_cu_stream(stream), d_w, d_bias, gating, d_x, (int)ncols, n_expert, k, d_logits, d_ids, d_weights,
+                   d_counter);
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_router_topk");
     return HMOE_OK;
 }
@@ -272,6 +296,7 @@ extern "C" enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const fl
 
 template <class TR, int TPR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hmoe_cuda_experts g, const uint8_t *__restrict__ upw,
+                                                                       const float *__restrict__ ub,
                                                                        const int32_t *__restrict__ ids, int k,
                                                                        const uint8_t *__restrict__ x, size_t x_stride,
                                                                        float *__restrict__ z, int64_t z_stride) {
@@ -282,6 +307,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
     const int e = ids[slot];
     const bool ok = e >= 0 && e < g.n_expert;
+    const int be = !ok ? 0 : g.bias_ids ? g.bias_ids[slot] : e; /* the expert whose biases apply */
     const int nblocks = (int)(g.ncols / TR::blck);
     const uint8_t *xr = x + (size_t)(slot / k) * x_stride;
     const uint8_t *gw = (const uint8_t *)g.w + (size_t)(ok ? e : 0) * g.expert_stride_bytes;
@@ -314,8 +340,9 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_gate_up_kernel(struct hm
 #pragma unroll
         for (int r = 0; r < MOE_RPT; r++) {
             if (r0 + r >= g.nrows) continue;
-            const float gv = acc[r], uv = acc[MOE_RPT + r];
-            zr[r0 + r] = ok ? gv / (1.0f + expf(-gv)) * uv : 0.0f; /* a bad expert id gives zeros */
+            float gv = acc[r], uv = acc[MOE_RPT + r];
+            if (g.bias) gv += g.bias[(size_t)be * g.nrows + r0 + r], uv += ub[(size_t)be * g.nrows + r0 + r];
+            zr[r0 + r] = ok ? hmoe_cu_glu(g.act, gv, uv) : 0.0f; /* a bad expert id gives zeros */
         }
     }
 }
@@ -329,6 +356,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ const uint8_t *s_w[32];
     __shared__ float s_wt[32];
+    __shared__ int s_be[32]; /* expert of slot j for the bias */
     __shared__ float red[HMOE_MMV_THREADS / 32][MOE_RPT];
     const int tl = threadIdx.x % TPR;
     const int64_t t = blockIdx.y;
@@ -337,6 +365,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
         const bool ok = e >= 0 && e < dn.n_expert;
         s_w[threadIdx.x] = (const uint8_t *)dn.w + (size_t)(ok ? e : 0) * dn.expert_stride_bytes;
         s_wt[threadIdx.x] = ok ? wts[t * k + threadIdx.x] : 0.0f;
+        s_be[threadIdx.x] = !ok ? -1 : dn.bias_ids ? dn.bias_ids[t * k + threadIdx.x] : e;
     }
     __syncthreads();
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MOE_RPT;
@@ -363,8 +392,13 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) moe_down_kernel(struct hmoe_
     hmoe_mmv_group_sum<TPR>(acc, red);
     if (tl == 0) {
 #pragma unroll
-        for (int r = 0; r < MOE_RPT; r++)
-            if (r0 + r < dn.nrows) y[t * y_stride + r0 + r] += acc[r];
+        for (int r = 0; r < MOE_RPT; r++) {
+            if (r0 + r >= dn.nrows) continue;
+            if (dn.bias) /* each expert's bias is inside its weighted output, summed in slot order */
+                for (int j = 0; j < k; j++)
+                    if (s_be[j] >= 0) acc[r] += s_wt[j] * dn.bias[(size_t)s_be[j] * dn.nrows + r0 + r];
+            y[t * y_stride + r0 + r] += acc[r];
+        }
     }
 }
 
@@ -396,6 +430,9 @@ extern "C" enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts
                       hmoe_type_name(gate->type));
     HMOE_CUDA_REQUIRE(err, k >= 1 && nslot >= 0 && nslot <= 65535 && z_stride >= gate->nrows,
                       "moe_gate_up: bad k, nslot (<= 65535) or z_stride");
+    HMOE_CUDA_REQUIRE(err, (gate->act == HMOE_CUDA_ACT_SWIGLU || gate->act == HMOE_CUDA_ACT_SWIGLU_OAI) &&
+                               !gate->bias == !up->bias,
+                      "moe_gate_up: unknown activation %d, or only one of gate / up has a bias", gate->act);
     HMOE_CUDA_REQUIRE(err, hmoe_cu_aligned(d_x, 16) && x_stride_bytes % 16 == 0 &&
                                x_stride_bytes >= hmoe_cu_q8_1_row_bytes(gate->ncols),
                       "moe_gate_up: activations must be 16-byte aligned q8_1 rows of %lld values", (long long)gate->ncols);
@@ -405,7 +442,8 @@ extern "C" enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts
         using TR = decltype(tr);
         if constexpr (!TR::is_float)
             hmoe_cu_launch(moe_gate_up_kernel<TR, MOE_GU_TPR>, grid, dim3(HMOE_MMV_THREADS), 0, hmoe_cu_stream(stream),
-                           *gate, (const uint8_t *)up->w, d_ids, k, (const uint8_t *)d_x, x_stride_bytes, d_z, z_stride);
+                           *gate, (const uint8_t *)up->w, up->bias, d_ids, k, (const uint8_t *)d_x, x_stride_bytes, d_z,
+                           z_stride);
     });
     HMOE_CUDA_LAUNCH_CHECK(err, "moe_gate_up");
     return HMOE_OK;

@@ -121,16 +121,18 @@ enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, void *stream,
     return NO_CUDA(err);
 }
 
-enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, int64_t ntok, int n_expert, int k, int32_t *d_ids,
-                                    float *d_weights, void *stream, struct hmoe_err *err) {
-    (void)d_logits, (void)ntok, (void)n_expert, (void)k, (void)d_ids, (void)d_weights, (void)stream;
+enum hmoe_status hmoe_cuda_moe_topk(const float *d_logits, const float *d_bias, int gating, int64_t ntok, int n_expert,
+                                    int k, int32_t *d_ids, float *d_weights, void *stream, struct hmoe_err *err) {
+    (void)d_logits, (void)d_bias, (void)gating, (void)ntok, (void)n_expert, (void)k, (void)d_ids, (void)d_weights,
+        (void)stream;
     return NO_CUDA(err);
 }
-enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_x, int64_t ncols, int n_expert, int k,
-                                           float *d_logits, int32_t *d_ids, float *d_weights, unsigned int *d_counter,
-                                           void *stream, struct hmoe_err *err) {
-    (void)d_w, (void)d_x, (void)ncols, (void)n_expert, (void)k, (void)d_logits, (void)d_ids, (void)d_weights, (void)d_counter,
-        (void)stream;
+enum hmoe_status hmoe_cuda_moe_router_topk(const float *d_w, const float *d_bias, int gating, const float *d_x,
+                                           int64_t ncols, int n_expert, int k, float *d_logits, int32_t *d_ids,
+                                           float *d_weights, unsigned int *d_counter, void *stream,
+                                           struct hmoe_err *err) {
+    (void)d_w, (void)d_bias, (void)gating, (void)d_x, (void)ncols, (void)n_expert, (void)k, (void)d_logits, (void)d_ids,
+        (void)d_weights, (void)d_counter, (void)stream;
     return NO_CUDA(err);
 }
 enum hmoe_status hmoe_cuda_moe_gate_up(const struct hmoe_cuda_experts *gate, const struct hmoe_cuda_experts *up,
@@ -202,6 +204,11 @@ enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_qkv_args *a
 enum hmoe_status hmoe_cuda_swiglu(const float *d_g, const float *d_u, int64_t in_stride, int64_t nrows, int64_t n,
                                   float *d_z, int64_t z_stride, void *stream, struct hmoe_err *err) {
     (void)d_g, (void)d_u, (void)in_stride, (void)nrows, (void)n, (void)d_z, (void)z_stride, (void)stream;
+    return NO_CUDA(err);
+}
+enum hmoe_status hmoe_cuda_add_bias(float *d_y, int64_t stride, const float *d_b, int64_t ntok, int64_t n, void *stream,
+                                    struct hmoe_err *err) {
+    (void)d_y, (void)stride, (void)d_b, (void)ntok, (void)n, (void)stream;
     return NO_CUDA(err);
 }
 enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, int64_t n, float *d_y, void *stream,

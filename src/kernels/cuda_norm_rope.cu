@@ -266,3 +266,19 @@ extern "C" enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, in
     HMOE_CUDA_LAUNCH_CHECK(err, "add");
     return HMOE_OK;
 }
+
+/* One block per row. */
+__global__ void add_bias_kernel(float *y, int64_t stride, const float *__restrict__ b, int64_t n) {
+    float *row = y + (int64_t)blockIdx.x * stride;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] += b[i];
+}
+
+extern "C" enum hmoe_status hmoe_cuda_add_bias(float *d_y, int64_t stride, const float *d_b, int64_t ntok, int64_t n,
+                                               void *stream, struct hmoe_err *err) {
+    HMOE_CUDA_REQUIRE(err, ntok >= 0 && ntok <= 0x7fffffff && n >= 0 && stride >= n && (ntok == 0 || (d_y && d_b)),
+                      "add_bias: bad shape or NULL buffer");
+    if (ntok == 0 || n == 0) return HMOE_OK;
+    add_bias_kernel<<<(unsigned)ntok, 256, 0, hmoe_cu_stream(stream)>>>(d_y, stride, d_b, n);
+    HMOE_CUDA_LAUNCH_CHECK(err, "add_bias");
+    return HMOE_OK;
+}

@@ -101,7 +101,7 @@ static enum hmoe_status experts(struct hmoe_ctx *c, const struct hmoe_cuda_exper
         /* int8 path: q8_1 rows of h (the RMSNorm wrote them) -> gate/up -> q8_1 z (in the f16
          * z buffer: a q8_1 row of F takes 1.25 F bytes <= 2 F) -> down -> combine */
         const size_t qd = hmoe_cuda_q8_1_row_bytes(d), qf = hmoe_cuda_q8_1_row_bytes(F);
-        struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up->w, .xq = g->hq, .xq_stride_bytes = qd, .ntok = n,
+        struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up->w, .up_bias = up->bias, .xq = g->hq, .xq_stride_bytes = qd, .ntok = n,
                                          .plan = g->plan, .k = k, .x_gather = true, .y_q8_1 = g->z16,
                                          .y_q8_1_stride_bytes = qf};
         TRY(hmoe_cuda_gemm(&gu, g->stream, err));
@@ -110,7 +110,7 @@ static enum hmoe_status experts(struct hmoe_ctx *c, const struct hmoe_cuda_exper
         TRY(hmoe_cuda_gemm(&dn, g->stream, err));
         return hmoe_cuda_moe_combine(g->plan, g->ye, d, g->wts, n, k, E, d, g->x, d, g->stream, err);
     }
-    struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up->w, .x = g->h16, .x_stride = d, .ntok = n, .plan = g->plan,
+    struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up->w, .up_bias = up->bias, .x = g->h16, .x_stride = d, .ntok = n, .plan = g->plan,
                                      .k = k, .x_gather = true, .y_f16 = g->z16, .y_stride = F};
     TRY(hmoe_cuda_gemm(&gu, g->stream, err));
     struct hmoe_cuda_gemm_args dn = {.w = *down, .x = g->z16, .x_stride = F, .ntok = n, .plan = g->plan, .k = k,
@@ -123,9 +123,10 @@ static struct hmoe_cuda_rope rope_params(const struct hmoe_model_config *cfg) {
     struct hmoe_cuda_rope r = {.n_rot = cfg->n_rot, .freq_base = cfg->rope_freq_base,
                                .freq_scale = cfg->rope_freq_scale, .mscale = cfg->rope_attn_factor};
     if (cfg->rope_scaling == HMOE_ROPE_SCALING_YARN) {
-        r.ext_factor = 1.0f;
+        /* yarn_corr sets mscale to YaRN's 1 + 0.1 ln(1 / freq_scale); the attention factor
+         * multiplies it, as in the CPU rope table (ops.c) */
         hmoe_cuda_rope_yarn_corr(&r, cfg->rope_n_ctx_orig, 32.0f, 1.0f);
-        r.mscale *= 1.0f + 0.1f * logf(1.0f / cfg->rope_freq_scale);
+        r.mscale *= cfg->rope_attn_factor;
     }
     return r;
 }
@@ -144,7 +145,8 @@ static enum hmoe_status moe_fused(struct hmoe_ctx *c, int il, struct hmoe_err *e
     const size_t qd = hmoe_cuda_q8_1_row_bytes(d), qf = hmoe_cuda_q8_1_row_bytes(F);
     prof(g, P_ROUTER);
     const struct hmoe_cuda_router_norm_args ra = {.x = g->x, .norm_w = L->ffn_norm, .eps = cfg->rms_eps, .n = d,
-                                                  .router = L->router, .n_expert = E, .k = k, .logits = g->rlog,
+                                                  .router = L->router, .router_bias = L->router_bias,
+                                                  .gating = (int)c->m->w.layers[il].moe.gating, .n_expert = E, .k = k, .logits = g->rlog,
                                                   .ids = g->ids, .weights = g->wts, .counter = g->counter + GPU_CNT_ROUTER,
                                                   .out_f32 = g->hf, .out_q8_1 = g->hq};
     TRY(hmoe_cuda_moe_router_norm_topk(&ra, g->stream, err));
@@ -185,6 +187,7 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
         TRY(dense(g, &L->wk, n, &ah, g->qkv + nq, nqkv, NULL, err));
         TRY(dense(g, &L->wv, n, &ah, g->qkv + nq + nk, nqkv, NULL, err));
     }
+    if (L->qkv_bias) TRY(hmoe_cuda_add_bias(g->qkv, nqkv, L->qkv_bias, n, nqkv, s, err));
     prof(g, P_ROPE);
     struct hmoe_cuda_qkv_args qa = {.q = g->qkv, .k = g->qkv + nq, .v = g->qkv + nq + nk, .q_stride = nqkv,
                                     .kv_stride = nqkv, .ntok = n, .n_head = (int)H, .n_head_kv = (int)Hkv,
@@ -210,6 +213,7 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     prof(g, P_WO);
     const struct hmoe_gpu_act ao = {g->o, no, g->oq, qo, n > SMALL_TOKENS ? g->o16 : NULL, no};
     TRY(dense(g, &L->wo, n, &ao, g->x, d, g->x, err));
+    if (L->o_bias) TRY(hmoe_cuda_add_bias(g->x, d, L->o_bias, n, d, s, err));
     return hmoe_gpu_ffn(c, il, n, decode, err);
 }
 
@@ -219,6 +223,7 @@ enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const int64_t d = cfg->n_embd;
     const int k = cfg->n_expert_used, E = cfg->n_expert;
+    const int gating = (int)c->m->w.layers[il].moe.gating;
     const bool f16 = n > SMALL_TOKENS || !hmoe_type_info[L->gate.type].is_quantized;
     const uint32_t *d_seq = (const uint32_t *)g->step;
     void *s = g->stream;
@@ -232,7 +237,8 @@ enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode
     TRY(hmoe_cuda_rmsnorm(&n2, s, err));
     prof(g, P_ROUTER);
     if (n == 1) {
-        TRY(hmoe_cuda_moe_router_topk(L->router, g->hf, d, E, k, g->rlog, g->ids, g->wts, g->counter, s, err));
+        TRY(hmoe_cuda_moe_router_topk(L->router, L->router_bias, gating, g->hf, d, E, k, g->rlog, g->ids, g->wts,
+                                      g->counter, s, err));
     } else {
         if (n > SMALL_TOKENS) {
             /* many tokens: one FP32 GEMM (the matvec re-reads the router weights per token) */
@@ -243,7 +249,7 @@ enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode
                                            .y_stride = E};
             TRY(hmoe_cuda_mmv(&r, s, err));
         }
-        TRY(hmoe_cuda_moe_topk(g->rlog, n, E, k, g->ids, g->wts, s, err));
+        TRY(hmoe_cuda_moe_topk(g->rlog, L->router_bias, gating, n, E, k, g->ids, g->wts, s, err));
     }
     prof(g, L->resident ? P_EXPERTS : P_HYBRID);
     if (L->resident) return experts(c, &L->gate, &L->up, &L->down, n, err);

@@ -28,7 +28,11 @@ struct hmoe_gpu_layer {
     struct hmoe_cuda_experts gate, up, down; /* resident experts (w = NULL when the layer is in RAM) */
     bool resident;                     /* all experts of this layer on the GPU */
     struct hmoe_cuda_buf kv_buf;
-    struct hmoe_cuda_kv kv;
+    struct hmoe_cuda_kv kv;            /* window and sinks of the layer's attention included */
+    /* optional F32 vectors in attn_buf (device; NULL: none) */
+    const float *qkv_bias;             /* [nq + nk + nv]: the layout of g->qkv rows */
+    const float *o_bias, *sinks, *router_bias; /* [d], [n_head], [E] */
+    const float *gate_bias, *up_bias, *down_bias; /* [E][F], [E][F], [E][d]: every layer (RAM layers' cached experts) */
 };
 
 struct hmoe_sched_hybrid;
@@ -127,7 +131,8 @@ const char *hmoe_gpu_prof_name(int cls); /* NULL past the last class */
 /* Pieces the architectures' layer steps call: y = W·x (+ add) with the kernel picked by shape
  * and type; the FFN of layer il (post-attention RMSNorm of g->x into g->hf/h16/hq, router,
  * routed experts resident / cached / on CPU threads, added into g->x); RoPE parameters of the
- * config; the plain layer (RMSNorm -> q|k|v -> QK-norm + RoPE -> attention -> Wo -> FFN). */
+ * config; the plain layer (RMSNorm -> q|k|v (+ bias) -> QK-norm + RoPE -> attention (the layer's
+ * window and sinks) -> Wo (+ bias) -> FFN). */
 enum hmoe_status hmoe_gpu_dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, int64_t n, const struct hmoe_gpu_act *a,
                                 float *y, int64_t y_stride, const float *add, struct hmoe_err *err);
 enum hmoe_status hmoe_gpu_ffn(struct hmoe_ctx *c, int il, int64_t n, bool decode, struct hmoe_err *err);

@@ -15,6 +15,11 @@
 
 static void fused_decode_setup(struct hmoe_ctx *c);
 
+/* The launchers take sched.h's gating / activation values as they are. */
+_Static_assert(HMOE_CUDA_GATING_SOFTMAX == HMOE_MOE_SOFTMAX && HMOE_CUDA_GATING_TOPK_SOFTMAX == HMOE_MOE_TOPK_SOFTMAX &&
+                   HMOE_CUDA_ACT_SWIGLU == HMOE_MOE_SWIGLU && HMOE_CUDA_ACT_SWIGLU_OAI == HMOE_MOE_SWIGLU_OAI,
+               "cuda.h and sched.h gating / activation values differ");
+
 #define GPU_SMALL_TOKENS 8  /* micro-batches up to this size use the matvec kernels */
 #define GPU_LOGIT_ROWS 32   /* LM-head rows per chunk when every row's logits are wanted */
 #define CUBLAS_WS_BYTES ((uint64_t)32 << 20)
@@ -34,13 +39,15 @@ static size_t mat_bytes(const struct hmoe_mat *m) { return (size_t)m->n_out * m-
 /* Rules the GPU kernels need that the CPU path does not (checked before anything is uploaded). */
 static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmoe_ctx_params *p, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &m->cfg;
-    /* The router and expert kernels (cuda_moe.cu, the hybrid scheduler) compute the softmax
-     * top-k rule with SwiGLU experts on the layer's own width, without biases. */
+    /* The router and expert kernels (cuda_moe.cu, cuda_mmq.cu, the hybrid scheduler) route by
+     * softmax top-k (over all experts or over the chosen ones, router bias optional) to SwiGLU or
+     * clamped-SwiGLU experts (biases optional) on the layer's own width. */
     const struct hmoe_arch_moe *am = &cfg->arch_entry->moe;
     const struct hmoe_arch_gpu *ag = cfg->arch_entry->gpu;
-    if (!ag->own_experts && (am->gating != HMOE_MOE_SOFTMAX || am->act != HMOE_MOE_SWIGLU || am->expert_bias || am->latent))
+    if (!ag->own_experts && ((am->gating != HMOE_MOE_SOFTMAX && am->gating != HMOE_MOE_TOPK_SOFTMAX) ||
+                             (am->act != HMOE_MOE_SWIGLU && am->act != HMOE_MOE_SWIGLU_OAI) || am->latent))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                          "the GPU expert kernels route by softmax top-k to SwiGLU experts without biases or a latent "
+                          "the GPU expert kernels route by softmax top-k to gated SwiGLU experts without a latent "
                           "projection, which %s does not use; use --gpu off",
                           cfg->arch);
     if (p->type_k != p->type_v || (p->type_k != HMOE_TYPE_F16 && p->type_k != HMOE_TYPE_Q8_0))
@@ -77,9 +84,14 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
             if (!hmoe_cuda_type_supported(all[i]->type))
                 return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: type %s has no GPU kernels; use --gpu off",
                                   all[i]->name, hmoe_type_name(all[i]->type));
-        if (L->attn_q_bias || L->attn_k_bias || L->attn_v_bias)
+        if (!L->attn_q_bias != !L->attn_k_bias || !L->attn_q_bias != !L->attn_v_bias)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                              "layer %d has Q/K/V biases, which the GPU path does not apply yet; use --gpu off", il);
+                              "layer %d has a bias on only some of Q, K and V, which the GPU path does not apply; use "
+                              "--gpu off",
+                              il);
+        if (!L->moe.gate_bias != !L->moe.up_bias)
+            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                              "layer %d has a bias on only one of the gate and up experts; use --gpu off", il);
         if (L->moe.router.type != HMOE_TYPE_F32)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "tensor %s: the GPU router needs F32 (file has %s); use --gpu off",
                               L->moe.router.name, hmoe_type_name(L->moe.router.type));
@@ -94,12 +106,48 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
     return HMOE_OK;
 }
 
+/* The optional F32 vectors of a layer that upload_layer places after the norms and the router:
+ * q|k|v bias (one vector, the layout of g->qkv rows), o bias, sink logits, router bias, and the
+ * expert biases (kept in VRAM for every layer: the GPU computes the cached experts of RAM layers
+ * too). NULL sources take no space. */
+struct layer_vec {
+    const float **dst;
+    const float *src[3]; /* pieces placed back to back */
+    size_t n[3];
+};
+static int layer_bias_vecs(const struct hmoe_model *m, int il, struct hmoe_gpu_layer *T, struct layer_vec *v) {
+    const struct hmoe_layer_weights *W = &m->w.layers[il];
+    const struct hmoe_model_config *c = &m->cfg;
+    const size_t d = (size_t)c->n_embd, E = (size_t)c->n_expert, nq = (size_t)c->n_head * c->head_dim,
+                 nk = (size_t)c->n_head_kv * c->head_dim, F = (size_t)W->moe.gate.n_out;
+    int n = 0;
+    v[n++] = (struct layer_vec){&T->qkv_bias, {W->attn_q_bias, W->attn_k_bias, W->attn_v_bias}, {nq, nk, nk}};
+    v[n++] = (struct layer_vec){&T->o_bias, {W->attn_output_bias}, {d}};
+    v[n++] = (struct layer_vec){&T->sinks, {W->attn_sinks}, {(size_t)c->n_head}};
+    v[n++] = (struct layer_vec){&T->router_bias, {W->moe.router_bias}, {E}};
+    v[n++] = (struct layer_vec){&T->gate_bias, {W->moe.gate_bias}, {E * F}};
+    v[n++] = (struct layer_vec){&T->up_bias, {W->moe.up_bias}, {E * F}};
+    v[n++] = (struct layer_vec){&T->down_bias, {W->moe.down_bias}, {E * d}};
+    return n;
+}
+#define LAYER_BIAS_VECS 7
+
+static size_t layer_vec_bytes(const struct layer_vec *v) {
+    size_t n = 0;
+    for (int i = 0; i < 3 && v->src[i]; i++) n += v->n[i];
+    return align256(n * 4);
+}
+
 /* Bytes of the attention block of one layer as laid out in attn_buf (with the F32 vectors). */
 static size_t layer_attn_bytes(const struct hmoe_model *m, int il) {
     const struct hmoe_layer_weights *L = &m->w.layers[il];
     const size_t d = (size_t)m->cfg.n_embd, D = (size_t)m->cfg.head_dim, E = (size_t)m->cfg.n_expert;
+    struct layer_vec bv[LAYER_BIAS_VECS];
+    struct hmoe_gpu_layer sizes_only; /* layer_bias_vecs names its fields; nothing is written */
+    size_t bias = 0;
+    for (int i = 0, n = layer_bias_vecs(m, il, &sizes_only, bv); i < n; i++) bias += layer_vec_bytes(&bv[i]);
     return align256(mat_bytes(&L->attn_q) + mat_bytes(&L->attn_k) + mat_bytes(&L->attn_v) + 32) +
-           align256(mat_bytes(&L->attn_output)) + 2 * align256(d * 4) + 2 * align256(D * 4) + align256(E * d * 4);
+           align256(mat_bytes(&L->attn_output)) + 2 * align256(d * 4) + 2 * align256(D * 4) + align256(E * d * 4) + bias;
 }
 
 static uint64_t layer_expert_bytes(const struct hmoe_layer_weights *L) {
@@ -149,6 +197,17 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
         if ((st = upload(g, p, vecs[i].src, vecs[i].n * 4, err))) return st;
         p += align256(vecs[i].n * 4);
     }
+    struct layer_vec bvec[LAYER_BIAS_VECS];
+    for (int i = 0, n = layer_bias_vecs(m, il, L, bvec); i < n; i++) {
+        const struct layer_vec *v = &bvec[i];
+        *v->dst = v->src[0] ? (const float *)p : NULL;
+        size_t off = 0;
+        for (int j = 0; j < 3 && v->src[j]; j++) {
+            if ((st = upload(g, p + off * 4, v->src[j], v->n[j] * 4, err))) return st;
+            off += v->n[j];
+        }
+        p += layer_vec_bytes(v);
+    }
     if ((size_t)(p - (uint8_t *)L->attn_buf.ptr) > L->attn_buf.bytes)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: attention buffer layout overflow", il);
 
@@ -157,7 +216,8 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
     if (!W->recurrent) {
         if ((st = hmoe_cuda_buf_alloc(g->cu, 2 * align256(kvb), &L->kv_buf, err))) return st;
         L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
-                                      .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim};
+                                      .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim,
+                                      .window = W->attn_window, .sinks = L->sinks};
         if ((st = hmoe_cuda_memset(g->cu, L->kv_buf.ptr, 0, L->kv_buf.bytes, err))) return st;
     }
 
@@ -165,12 +225,14 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
     const struct hmoe_moe_weights *X = &W->moe;
     L->gate = (struct hmoe_cuda_experts){.type = X->gate.type, .row_bytes = X->gate.row_bytes,
                                          .expert_stride_bytes = X->gate.mat_bytes, .nrows = X->gate.n_out,
-                                         .ncols = X->gate.n_in, .n_expert = X->gate.n_mat};
+                                         .ncols = X->gate.n_in, .n_expert = X->gate.n_mat, .bias = L->gate_bias,
+                                         .act = (int)X->act};
     L->up = L->gate;
     L->up.type = X->up.type;
+    L->up.bias = L->up_bias;
     L->down = (struct hmoe_cuda_experts){.type = X->down.type, .row_bytes = X->down.row_bytes,
                                          .expert_stride_bytes = X->down.mat_bytes, .nrows = X->down.n_out,
-                                         .ncols = X->down.n_in, .n_expert = X->down.n_mat};
+                                         .ncols = X->down.n_in, .n_expert = X->down.n_mat, .bias = L->down_bias};
     if (!L->resident) return HMOE_OK;
     const size_t gb = X->gate.mat_bytes * (size_t)X->gate.n_mat, ub = X->up.mat_bytes * (size_t)X->up.n_mat,
                  db = X->down.mat_bytes * (size_t)X->down.n_mat;
@@ -405,14 +467,24 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     }
     if (!st && any_ram && !cfg->arch_entry->gpu->own_experts) { /* an entry with its own experts runs RAM layers itself */
         /* the routers on the device, for the next-layer prefetch */
-        const float **routers = malloc((size_t)cfg->n_layer * sizeof *routers);
+        /* the routers on the device, for the next-layer prefetch; the expert biases, for the GPU's share */
+        const size_t nl = (size_t)cfg->n_layer;
+        const float **routers = malloc(4 * nl * sizeof *routers);
         if (!routers) st = HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-        for (int il = 0; il < cfg->n_layer && !st; il++) routers[il] = g->L[il].router;
+        const float **gb = routers + nl, **ub = gb + nl, **db = ub + nl;
+        bool biased = false;
+        for (int il = 0; il < cfg->n_layer && !st; il++) {
+            routers[il] = g->L[il].router;
+            gb[il] = g->L[il].gate_bias, ub[il] = g->L[il].up_bias, db[il] = g->L[il].down_bias;
+            biased |= gb[il] || db[il];
+        }
         struct hmoe_sched_hybrid_params hp = {.cu = g->cu, .moe = g->moe, .n_layer = cfg->n_layer,
                                               .n_embd = cfg->n_embd, .n_ub = g->n_ub, .n_threads = c->p.n_threads,
                                               .plan = &plan, .sched = &c->p.sched, .file_base = m->gguf->base,
                                               .file_size = m->gguf->file_size, .file_in_ram = m->gguf->in_ram, .cpu_moe = c->rs.moe,
-                                              .d_router = routers, .stream_chunk_experts = chunk};
+                                              .d_router = routers, .stream_chunk_experts = chunk,
+                                              .d_gate_bias = biased ? gb : NULL, .d_up_bias = biased ? ub : NULL,
+                                              .d_down_bias = biased ? db : NULL};
         if (!st) st = hmoe_sched_hybrid_init(&hp, &g->hyb, err);
         free(routers);
     }
@@ -438,7 +510,9 @@ static void fused_decode_setup(struct hmoe_ctx *c) {
               cfg->n_expert_used <= 32 /* the router top-k */ && cfg->n_expert <= 512;
     for (int il = 0; il < cfg->n_layer && ok; il++) {
         const struct hmoe_gpu_layer *L = &g->L[il];
-        ok = L->resident && hmoe_type_info[L->gate.type].is_quantized && hmoe_type_info[L->down.type].is_quantized;
+        /* (the fused attention ropes q and k inside: no room for a bias before; no window or sinks) */
+        ok = L->resident && hmoe_type_info[L->gate.type].is_quantized && hmoe_type_info[L->down.type].is_quantized &&
+             !L->qkv_bias && !L->kv.sinks && L->kv.window <= 0;
     }
     g->fused_decode = ok;
 }

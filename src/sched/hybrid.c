@@ -38,17 +38,23 @@ uint64_t hmoe_sched_hybrid_stream_bytes(const struct hmoe_moe_weights *moe, int 
     return 2 * ((uint64_t)c * mx + 3 * 256);
 }
 
-static void set_pool(struct hyb_layer *L, const struct hmoe_moe_weights *w, uint8_t *base, int n) {
+/* The slots of layer l as expert stacks, with the layer's activation and device biases (indexed by
+ * expert: the launchers get the experts' ids beside the slots). */
+static void set_pool(const struct hmoe_sched_hybrid *h, int l, struct hyb_layer *L, const struct hmoe_moe_weights *w,
+                     uint8_t *base, int n) {
     const size_t gb = al256(w->gate.mat_bytes * (size_t)n), ub = al256(w->up.mat_bytes * (size_t)n);
     L->gate = (struct hmoe_cuda_experts){.type = w->gate.type, .w = base, .row_bytes = w->gate.row_bytes,
                                          .expert_stride_bytes = w->gate.mat_bytes, .nrows = w->gate.n_out,
-                                         .ncols = w->gate.n_in, .n_expert = n};
+                                         .ncols = w->gate.n_in, .n_expert = n,
+                                         .bias = h->d_gate_bias ? h->d_gate_bias[l] : NULL, .act = (int)w->act};
     L->up = L->gate;
     L->up.type = w->up.type;
     L->up.w = base + gb;
+    L->up.bias = h->d_up_bias ? h->d_up_bias[l] : NULL;
     L->down = (struct hmoe_cuda_experts){.type = w->down.type, .w = base + gb + ub, .row_bytes = w->down.row_bytes,
                                          .expert_stride_bytes = w->down.mat_bytes, .nrows = w->down.n_out,
-                                         .ncols = w->down.n_in, .n_expert = n};
+                                         .ncols = w->down.n_in, .n_expert = n,
+                                         .bias = h->d_down_bias ? h->d_down_bias[l] : NULL};
 }
 
 /* Copy expert e of layer l into slot s: synchronous at set-up, on the fill stream otherwise. */
@@ -238,6 +244,14 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         if (!h->d_router) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
         memcpy(h->d_router, p->d_router, (size_t)p->n_layer * sizeof *h->d_router);
     }
+    const float *const *bias_src[3] = {p->d_gate_bias, p->d_up_bias, p->d_down_bias};
+    const float ***bias_dst[3] = {&h->d_gate_bias, &h->d_up_bias, &h->d_down_bias};
+    for (int i = 0; i < 3; i++) {
+        if (!bias_src[i]) continue;
+        *bias_dst[i] = malloc((size_t)p->n_layer * sizeof **bias_dst[i]);
+        if (!*bias_dst[i]) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        memcpy(*bias_dst[i], bias_src[i], (size_t)p->n_layer * sizeof **bias_dst[i]);
+    }
     h->L = calloc((size_t)p->n_layer, sizeof *h->L);
     h->counts = calloc((size_t)p->n_layer * (size_t)h->E, sizeof *h->counts);
     h->profile = calloc((size_t)p->n_layer * (size_t)h->E, sizeof *h->profile);
@@ -274,7 +288,7 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
         const size_t n = (size_t)Ly->n_slots;
         st = hmoe_cuda_buf_alloc(h->cu, al256(w->gate.mat_bytes * n) + al256(w->up.mat_bytes * n) +
                                             al256(w->down.mat_bytes * n), &Ly->pool, err);
-        if (!st) set_pool(Ly, w, Ly->pool.ptr, Ly->n_slots);
+        if (!st) set_pool(h, l, Ly, w, Ly->pool.ptr, Ly->n_slots);
         pool_total += Ly->pool.bytes;
     }
     /* Slot maps (all -1) and the streamed-chunk maps. */
@@ -282,10 +296,11 @@ enum hmoe_status hmoe_sched_hybrid_init(const struct hmoe_sched_hybrid_params *p
     /* + 1: the split by count streams a first chunk of at most half the layer, then full chunks */
     h->n_chunks = (h->E + h->chunk_experts - 1) / h->chunk_experts + 1;
     const size_t cm_bytes = al256(L * (size_t)h->n_chunks * E * 4);
-    if (!st) st = hmoe_cuda_buf_alloc(h->cu, al256(L * E * 4) + cm_bytes, &h->dev, err);
+    if (!st) st = hmoe_cuda_buf_alloc(h->cu, al256(L * E * 4) + cm_bytes + al256(E * 4), &h->dev, err);
     if (!st) {
         h->d_slot_of = h->dev.ptr;
         h->d_chunk_map = (int32_t *)((uint8_t *)h->dev.ptr + al256(L * E * 4));
+        h->d_bias_expert = (int32_t *)((uint8_t *)h->d_chunk_map + cm_bytes);
         st = hmoe_cuda_host_alloc(al256(L * E * 4) + cm_bytes, false, (void **)&h->map_host, err);
     }
     if (!st) {
@@ -442,6 +457,9 @@ void hmoe_sched_hybrid_free(struct hmoe_sched_hybrid *h) {
     free(h->profile);
     free(h->moe);
     free(h->d_router);
+    free(h->d_gate_bias);
+    free(h->d_up_bias);
+    free(h->d_down_bias);
     free(h->L);
     free(h);
 }
@@ -459,9 +477,12 @@ enum hmoe_status hmoe_sched_hybrid_enqueue_decode(struct hmoe_sched_hybrid *h, i
     /* the next layer's prediction runs beside this layer's experts and the next attention */
     if ((st = hmoe_hyb_prefetch_fork(h, il, d_seq, stream, err))) return st;
     if (L->n_slots > 0) {
-        if ((st = hmoe_cuda_moe_gate_up(&L->gate, &L->up, d_gids, k, k, d_hq, hq_stride, d_z, F, stream, err))) return st;
+        /* d_gids name slots; the biases belong to the experts d_ids names */
+        struct hmoe_cuda_experts gate = L->gate, up = L->up, down = L->down;
+        gate.bias_ids = up.bias_ids = down.bias_ids = d_ids;
+        if ((st = hmoe_cuda_moe_gate_up(&gate, &up, d_gids, k, k, d_hq, hq_stride, d_z, F, stream, err))) return st;
         if ((st = hmoe_cuda_quantize_q8_1(d_z, F, k, F, d_zq, stream, err))) return st;
-        if ((st = hmoe_cuda_moe_down(&L->down, d_gids, d_wts, 1, k, d_zq, hmoe_cuda_q8_1_row_bytes(F), d_x, d, stream,
+        if ((st = hmoe_cuda_moe_down(&down, d_gids, d_wts, 1, k, d_zq, hmoe_cuda_q8_1_row_bytes(F), d_x, d, stream,
                                      err)))
             return st;
     }

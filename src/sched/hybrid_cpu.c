@@ -5,7 +5,7 @@
  * SwiGLU expert of qwen3moe.md §4.4 with cpu.h kernels, as work items claimed in order from one
  * counter per layer (a descheduled thread delays only the item it holds):
  *   A. gate and up rows of one missed expert (whole or a large part: long contiguous runs),
- *      silu(g) * u; whoever finishes the last rows of expert j quantizes z_j for the down matrix;
+ *      + their biases, the layer's activation (silu(g) * u or the clamped form); whoever finishes the last rows of expert j quantizes z_j for the down matrix;
  *   D. down rows of one missed expert into that expert's partial vector (waiting for z_j, the
  *      thread prefetches the rows it is about to read into L2 instead of idling);
  *   R. output rows: res[r] = sum_j w_j y_j[r] in selection order (one expert: D writes res),
@@ -215,7 +215,17 @@ static int step_items(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline
                     float *g = h->g + (size_t)j * (size_t)F, *u = h->u + (size_t)j * (size_t)F;
                     hmoe_cpu_gemv(W->gate.type, d, wg, W->gate.row_bytes, r0, r1, xg, g + r0);
                     hmoe_cpu_gemv(W->up.type, d, wu, W->up.row_bytes, r0, r1, same ? xg : xu, u + r0);
-                    for (int64_t r = r0; r < r1; r++) g[r] = g[r] / (1.0f + expf(-g[r])) * u[r];
+                    if (W->gate_bias) {
+                        const float *bg = W->gate_bias + (size_t)e_of[j] * (size_t)F;
+                        for (int64_t r = r0; r < r1; r++) g[r] += bg[r];
+                    }
+                    if (W->up_bias) {
+                        const float *bu = W->up_bias + (size_t)e_of[j] * (size_t)F;
+                        for (int64_t r = r0; r < r1; r++) u[r] += bu[r];
+                    }
+                    if (W->act == HMOE_MOE_SWIGLU_OAI) hmoe_sched_swiglu_oai(g + r0, u + r0, r1 - r0);
+                    else
+                        for (int64_t r = r0; r < r1; r++) g[r] = g[r] / (1.0f + expf(-g[r])) * u[r];
                     const int32_t rows = (int32_t)(r1 - r0);
                     if (__atomic_fetch_add(&S->zrows[j], rows, __ATOMIC_ACQ_REL) + rows == (int32_t)F) {
                         hmoe_hyb_act_quantize(W->down.type, g, h->zq + (size_t)j * h->ad, F);
@@ -233,12 +243,18 @@ static int step_items(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline
                         break;
                     }
                     const uint8_t *zq = h->zq + (size_t)j * h->ad;
+                    /* the down bias is inside the expert's output, so it is weighted with it */
+                    const float *bd = W->down_bias ? W->down_bias + (size_t)e_of[j] * (size_t)d : NULL;
                     if (m == 1) {
                         hmoe_cpu_gemv(W->down.type, F, wd, W->down.row_bytes, r0, r1, zq, tmp);
+                        if (bd)
+                            for (int64_t r = r0; r < r1; r++) tmp[r - r0] += bd[r];
                         for (int64_t r = r0; r < r1; r++) res[r] = w_of[0] * tmp[r - r0];
                     } else {
-                        hmoe_cpu_gemv(W->down.type, F, wd, W->down.row_bytes, r0, r1, zq,
-                                      h->ypart + (size_t)j * (size_t)d + r0);
+                        float *yp = h->ypart + (size_t)j * (size_t)d;
+                        hmoe_cpu_gemv(W->down.type, F, wd, W->down.row_bytes, r0, r1, zq, yp + r0);
+                        if (bd)
+                            for (int64_t r = r0; r < r1; r++) yp[r] += bd[r];
                     }
                     if (__atomic_fetch_add(&S->ddone, 1, __ATOMIC_ACQ_REL) + 1 == nD && m == 1) release(h, il, seq);
                 } else { /* R: weighted sum over the missed experts, selection order */

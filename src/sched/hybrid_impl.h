@@ -119,6 +119,9 @@ struct hmoe_sched_hybrid {
     bool prefetch;
     int pf_max, pf_cand, last_ram;
     const float **d_router;            /* [n_layer] router of each layer (device) */
+    /* expert biases of each layer on the device ([n_layer] each, NULL: none) for the GPU's share */
+    const float **d_gate_bias, **d_up_bias, **d_down_bias;
+    int32_t *d_bias_expert;            /* [E] prefill: index of a renumbered stack -> expert (its bias rows) */
     void *pf_stream, **ev_fork, *ev_join;
     bool pf_forked;
     struct hmoe_cuda_buf pref_buf;

@@ -66,13 +66,15 @@ static enum hmoe_status enqueue_copy_list(struct hmoe_sched_hybrid *h, int il, i
     if (!st) st = hmoe_cuda_event_record(h->ev_copy[b], h->fill_stream, err);
     h->sg[b] = (struct hmoe_cuda_experts){.type = w->gate.type, .w = base, .row_bytes = w->gate.row_bytes,
                                           .expert_stride_bytes = w->gate.mat_bytes, .nrows = w->gate.n_out,
-                                          .ncols = w->gate.n_in, .n_expert = HMOE_MAX(cnt, 1)};
+                                          .ncols = w->gate.n_in, .n_expert = HMOE_MAX(cnt, 1),
+                                          .bias = h->d_gate_bias ? h->d_gate_bias[il] : NULL, .act = (int)w->act};
     h->su[b] = h->sg[b];
     h->su[b].type = w->up.type;
     h->su[b].w = base + gb;
     h->sd[b] = (struct hmoe_cuda_experts){.type = w->down.type, .w = base + gb + ub, .row_bytes = w->down.row_bytes,
                                           .expert_stride_bytes = w->down.mat_bytes, .nrows = w->down.n_out,
-                                          .ncols = w->down.n_in, .n_expert = HMOE_MAX(cnt, 1)};
+                                          .ncols = w->down.n_in, .n_expert = HMOE_MAX(cnt, 1),
+                                          .bias = h->d_down_bias ? h->d_down_bias[il] : NULL};
     h->stream_experts_total += (uint64_t)cnt;
     h->stream_bytes_total += (uint64_t)cnt * (w->gate.mat_bytes + w->up.mat_bytes + w->down.mat_bytes);
     return st;
@@ -128,11 +130,17 @@ static enum hmoe_status grouped(struct hmoe_sched_hybrid *h, int il, int n, cons
     const int64_t d = h->d, F = h->moe[il].gate.n_out;
     enum hmoe_status st = hmoe_cuda_moe_map_ids(b->ids, (int64_t)n * k, d_map, h->E, b->ids_mapped, stream, err);
     if (!st) st = hmoe_cuda_moe_plan_build(b->ids_mapped, n, k, cnt, b->plan, stream, err);
-    struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up_w, .x = b->h16, .x_stride = d, .ntok = n, .plan = b->plan,
-                                     .k = k, .x_gather = true, .y_f16 = b->z16, .y_stride = F};
+    /* biased experts: the stack's index -> expert, for the bias rows */
+    const bool biased = gate->bias || down->bias;
+    if (!st && biased) st = hmoe_cuda_moe_invert_map(d_map, h->E, h->d_bias_expert, cnt, stream, err);
+    const int32_t *be = biased ? h->d_bias_expert : NULL;
+    const float *ub = h->d_up_bias && gate->bias ? h->d_up_bias[il] : NULL;
+    struct hmoe_cuda_gemm_args gu = {.w = *gate, .w_up = up_w, .up_bias = ub, .bias_expert = be, .x = b->h16,
+                                     .x_stride = d, .ntok = n, .plan = b->plan, .k = k, .x_gather = true,
+                                     .y_f16 = b->z16, .y_stride = F};
     if (!st) st = hmoe_cuda_gemm(&gu, stream, err);
-    struct hmoe_cuda_gemm_args dn = {.w = *down, .x = b->z16, .x_stride = F, .ntok = n, .plan = b->plan, .k = k,
-                                     .x_gather = false, .y_f32 = b->ye, .y_stride = d};
+    struct hmoe_cuda_gemm_args dn = {.w = *down, .bias_expert = be, .x = b->z16, .x_stride = F, .ntok = n,
+                                     .plan = b->plan, .k = k, .x_gather = false, .y_f32 = b->ye, .y_stride = d};
     if (!st) st = hmoe_cuda_gemm(&dn, stream, err);
     if (!st) st = hmoe_cuda_moe_combine(b->plan, b->ye, d, b->wts, n, k, cnt, d, b->x, d, stream, err);
     return st;

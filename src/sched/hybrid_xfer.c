@@ -65,8 +65,11 @@ static void slot1(const struct hmoe_cuda_experts *g, const struct hmoe_cuda_expe
     dst[2] = (uint8_t *)dn->w + dn->expert_stride_bytes;
 }
 
+/* Experts a transfer can compute: quantized, without biases (the hits' selections name the zero
+ * expert of slot 0 there, whose product must stay zero). */
 static bool quantized(const struct hmoe_moe_weights *w) {
-    return hmoe_type_info[w->gate.type].is_quantized && hmoe_type_info[w->down.type].is_quantized;
+    return hmoe_type_info[w->gate.type].is_quantized && hmoe_type_info[w->down.type].is_quantized && !w->gate_bias &&
+           !w->up_bias && !w->down_bias;
 }
 
 /* auto pins nothing by itself: it uses what the cache / streaming pinned anyway (pinning can be
@@ -155,8 +158,8 @@ enum hmoe_status hmoe_hyb_xfer_init(struct hmoe_sched_hybrid *h, struct hmoe_err
         }
         if (mode == HMOE_MOE_MISS_AUTO && !n_can)
             snprintf(h->miss_why, sizeof h->miss_why,
-                     "auto = cpu for %d RAM layers: no layer's experts are page-locked and quantized (a transfer "
-                     "reads them from kernels)", h->n_ram);
+                     "auto = cpu for %d RAM layers: no layer's experts are page-locked, quantized and without "
+                     "biases (a transfer reads them from kernels)", h->n_ram);
         else if (mode == HMOE_MOE_MISS_AUTO)
             snprintf(h->miss_why, sizeof h->miss_why,
                      "auto = %s for %d of %d RAM layers: CPU reads %.1f GB/s x %.2f (its expert-phase efficiency) = "

@@ -339,7 +339,7 @@ static void z_quantize(const struct moe_call *m, int slot, int64_t r0, int64_t r
 /* gpt-oss's clamped SwiGLU (gpt-oss.md, MoE differences): the gate is clamped from above
  * only, the up value on both sides and offset by one; alpha = 1.702 and the limit 7 are fixed
  * constants of the model family. g = g' * sigmoid(alpha * g') * (u' + 1), in place over n. */
-static void swiglu_oai(float *g, const float *u, int64_t n) {
+void hmoe_sched_swiglu_oai(float *g, const float *u, int64_t n) {
     const float alpha = 1.702f, limit = 7.0f;
     for (int64_t j = 0; j < n; j++) {
         const float x = g[j] < limit ? g[j] : limit;
@@ -384,7 +384,7 @@ static void task_gate_up(void *arg, int64_t it, int tid) {
             for (int64_t j = r0; j < r1; j++) g[j] += bg[j];
         if (bu)
             for (int64_t j = r0; j < r1; j++) u[j] += bu[j];
-        if (w->act == HMOE_MOE_SWIGLU_OAI) swiglu_oai(g + r0, u + r0, r1 - r0);
+        if (w->act == HMOE_MOE_SWIGLU_OAI) hmoe_sched_swiglu_oai(g + r0, u + r0, r1 - r0);
         else
             for (int64_t j = r0; j < r1; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
         if (m->quant_in_item) z_quantize(m, i, r0, r1);

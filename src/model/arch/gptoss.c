@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/arch/gptoss.h"
+#include "model/gpu_impl.h"
 
 /* "{arch}.{suffix}" as an integer, or dflt when absent (required: an error naming the key). */
 static enum hmoe_status key_int(const struct hmoe_gguf *g, const char *arch, const char *suffix, bool required,
@@ -129,6 +130,15 @@ enum hmoe_status hmoe_gptoss_bind_layer(struct hmoe_model *md, int il, struct hm
     return HMOE_OK;
 }
 
+/* On the GPU the backend's plain layer step computes it: the biases, sinks and window are
+ * uploaded from the layer weights, the router and expert kernels take the gating and activation
+ * from the MoE block. The fused single-token launchers rope q and k inside the attention launch
+ * (no bias before it, no window or sinks), so decode launches one kernel per operation. */
+static const struct hmoe_arch_gpu gptoss_gpu = {
+    .layer = hmoe_gpu_layer_attn_moe,
+    .fused_decode = false,
+};
+
 const struct hmoe_arch hmoe_arch_gptoss = {
     .names = {"gpt-oss"},
     .summary = "gpt-oss: attention with sinks and a sliding window, biased top-k-softmax experts",
@@ -136,6 +146,7 @@ const struct hmoe_arch hmoe_arch_gptoss = {
     .read_config = hmoe_gptoss_read_config,
     .bind_layer = hmoe_gptoss_bind_layer,
     .forward_cpu = hmoe_gptoss_forward,
+    .gpu = &gptoss_gpu,
     .moe = {.gating = HMOE_MOE_TOPK_SOFTMAX, .act = HMOE_MOE_SWIGLU_OAI, .expert_bias = true},
     .chat_family = HMOE_CHAT_TEMPLATE_HARMONY,
     .tokenizer_pre = "gpt-4o",
