@@ -41,7 +41,9 @@ static const char *const num_fields[] = {"build_number", "model_size", "model_n_
                                          "avg_ts", "stddev_ts", "ram_read_gbps", "rss_peak_mib", "pinned_mib"};
 static const char *const na_fields[] = {"h2d_gbps", "bytes_per_token", "ram_gbps", "roofline_pct",
                                         "vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps",
-                                        "cpu_expert_gbps", "handoff_in_us", "handoff_out_us"};
+                                        "cpu_expert_gbps", "handoff_in_us", "handoff_out_us", "vram_plan_mib",
+                                        "vram_context_mib", "vram_reserve_mib", "vram_kv_mib", "vram_resident_mib",
+                                        "vram_cache_mib", "vram_cache_slots", "vram_buffers_mib", "vram_device_peak_mib"};
 
 /* Every documented field present with its JSON type; returns the first problem or NULL. */
 static const char *check_fields(const struct hmoe_json *o, char *why, size_t why_size) {
@@ -156,7 +158,8 @@ int main(void) {
                     "%.400s", out);
         }
         const char *gpu[] = {"vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps", "cpu_expert_gbps",
-                             "handoff_in_us", "handoff_out_us"};
+                             "handoff_in_us", "handoff_out_us", "vram_plan_mib", "vram_context_mib",
+                             "vram_kv_mib", "vram_cache_slots", "vram_device_peak_mib"};
         bool nulls = true;
         for (size_t f = 0; f < HMOE_ARRAY_LEN(gpu); f++) nulls &= hmoe_json_get(o, gpu[f])->kind == HMOE_JSON_NULL;
         snprintf(name, sizeof name, "bench -o json: %s GPU columns are null on the CPU path", pp ? "pp8" : "tg4");
@@ -189,7 +192,9 @@ int main(void) {
                 strstr(out, "model_filename,model_type,model_size,model_n_params,n_batch,n_ubatch,n_threads") &&
                 strstr(out, "n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts") &&
                 strstr(out, "ram_gbps,roofline_pct,vram_budget_mib,vram_peak_mib,cache_hit_rate,pcie_gbps,"
-                            "cpu_expert_gbps,handoff_in_us,handoff_out_us,rss_peak_mib,pinned_mib\n"),
+                            "cpu_expert_gbps,handoff_in_us,handoff_out_us,rss_peak_mib,pinned_mib,vram_plan_mib,"
+                            "vram_context_mib,vram_reserve_mib,vram_kv_mib,vram_resident_mib,vram_cache_mib,"
+                            "vram_cache_slots,vram_buffers_mib,vram_device_peak_mib\n"),
             "bench -o csv: header with llama-bench's and hmoe's names, two quoted rows", "rc %d: %.500s", rc, out);
     free(out);
 

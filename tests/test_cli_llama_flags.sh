@@ -69,12 +69,12 @@ flag_case "--moe-cache-mib 256 --vram-budget 1024" "hmoe: --moe-cache-mib 256: i
 # leaving 1451776 (1.4 MiB -> 2); with every expert resident 2631424 (-> 3); -ncmoe 1 keeps 2 layers resident
 # (2238208 -> 3). KV: 3 layers x (K + V) x 4 heads x 32 dims x 2 bytes x 4096 tokens = 6 MiB; q8_0 rows of 128
 # are 136 bytes (3342336 -> 4 MiB); -c 2048 halves f16 to 3 MiB. Buffers: 512 MiB.
-flag_case "--moe-cache-mib 256 -cmoe --gpu off" "(with one: --vram-budget 776 (256 MiB of expert cache + 2 MiB of weights kept on the GPU + 6 MiB of KV cache + 512 MiB of buffers))"
-flag_case "--moe-cache-mib 256 --gpu off" "--vram-budget 777 (256 MiB of expert cache + 3 MiB of weights kept on the GPU, resident experts included + 6 MiB"
-flag_case "--moe-cache-mib 256 -ncmoe 1 --gpu off" "--vram-budget 777 (256 MiB of expert cache + 3 MiB"
-flag_case "--moe-cache-mib 256 -ncmoe 3 --gpu off" "--vram-budget 776 (256 MiB of expert cache + 2 MiB of weights kept on the GPU + 6"
-flag_case "--moe-cache-mib 1000 -cmoe -ctk q8_0 -ctv q8_0 --gpu off" "--vram-budget 1518 (1000 MiB of expert cache + 2 MiB of weights kept on the GPU + 4 MiB of KV"
-flag_case "--moe-cache-mib 256 -cmoe -c 2048 --gpu off" "--vram-budget 773 ("
+flag_case "--moe-cache-mib 256 -cmoe --gpu off" "(with one: --vram-budget 1800 (256 MiB of expert cache + 2 MiB of weights kept on the GPU + 6 MiB of KV cache + 512 MiB of buffers + 1024 MiB for the CUDA context and code))"
+flag_case "--moe-cache-mib 256 --gpu off" "--vram-budget 1801 (256 MiB of expert cache + 3 MiB of weights kept on the GPU, resident experts included + 6 MiB"
+flag_case "--moe-cache-mib 256 -ncmoe 1 --gpu off" "--vram-budget 1801 (256 MiB of expert cache + 3 MiB"
+flag_case "--moe-cache-mib 256 -ncmoe 3 --gpu off" "--vram-budget 1800 (256 MiB of expert cache + 2 MiB of weights kept on the GPU + 6"
+flag_case "--moe-cache-mib 1000 -cmoe -ctk q8_0 -ctv q8_0 --gpu off" "--vram-budget 2542 (1000 MiB of expert cache + 2 MiB of weights kept on the GPU + 4 MiB of KV"
+flag_case "--moe-cache-mib 256 -cmoe -c 2048 --gpu off" "--vram-budget 1797 ("
 flag_case "--cache-reuse 256" "hmoe: --cache-reuse 256: ignored: only serve keeps a prompt cache"
 flag_case "--metrics" "hmoe: --metrics: ignored: only serve has a /metrics endpoint"
 flag_case "-tb 2" "hmoe: -tb 2: ignored: the -t threads run both"

@@ -54,7 +54,8 @@ enum hmoe_status hmoe_cuda_ctx_init(struct hmoe_cuda_ctx **out, int dev, struct 
 void hmoe_cuda_ctx_free(struct hmoe_cuda_ctx *ctx);
 /* The context's stream as a cudaStream_t. */
 void *hmoe_cuda_ctx_stream(const struct hmoe_cuda_ctx *ctx);
-/* Bytes currently allocated through hmoe_cuda_buf_alloc, and the high-water mark. */
+/* Bytes currently allocated through hmoe_cuda_buf_alloc (each rounded to HMOE_CUDA_ALLOC_GRANULE),
+ * and the high-water mark. */
 uint64_t hmoe_cuda_ctx_used_bytes(const struct hmoe_cuda_ctx *ctx);
 /* The device index of ctx, and making a device current on the calling thread (the runtime keeps
  * the current device per thread: a worker thread that calls the driver must pick ctx's first). */
@@ -73,6 +74,40 @@ enum hmoe_status hmoe_cuda_buf_alloc(struct hmoe_cuda_ctx *ctx, size_t bytes, st
                                      struct hmoe_err *err);
 /* Free and zero *buf; a zeroed buf is a no-op. Waits for the device (cudaFree does). */
 void hmoe_cuda_buf_free(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_buf *buf);
+
+/* ------------------------------------------------------------------------------------------
+ * Device memory as nvidia-smi counts it (cuda_mem.cu)
+ * ------------------------------------------------------------------------------------------ */
+
+/* The allocator hands out device memory in 2 MiB granules: the accounting of hmoe_cuda_buf_alloc
+ * and the VRAM plan count every allocation rounded up to one. */
+#define HMOE_CUDA_ALLOC_GRANULE ((uint64_t)2 << 20)
+static inline uint64_t hmoe_cuda_alloc_cost(uint64_t bytes) {
+    return (bytes + HMOE_CUDA_ALLOC_GRANULE - 1) / HMOE_CUDA_ALLOC_GRANULE * HMOE_CUDA_ALLOC_GRANULE;
+}
+/* The context's size where NVML cannot say what the device had free before it (an H200 context
+ * with CUDA 13 takes about 0.5 GiB). */
+#define HMOE_CUDA_CONTEXT_ESTIMATE_BYTES ((uint64_t)576 << 20)
+
+/* The process's own use of the device: the free bytes before its context (NVML) minus free now. */
+struct hmoe_cuda_device_mem {
+    uint64_t used_now, peak;  /* peak: highest of the samples taken (every allocation, every report) */
+    uint64_t context;         /* the CUDA context right after creation */
+    bool context_measured;    /* false: NVML unavailable, context = HMOE_CUDA_CONTEXT_ESTIMATE_BYTES */
+    uint64_t cublas;          /* cuBLAS handle + workspace (0 until created) */
+    uint64_t free_now;        /* device free bytes now */
+};
+void hmoe_cuda_ctx_device_mem(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_device_mem *out);
+/* Take one sample now (updates the peak); returns the own use. */
+uint64_t hmoe_cuda_ctx_sample(struct hmoe_cuda_ctx *ctx);
+/* Create the cuBLAS handle and its workspace now (else on first use), so the plan can count them. */
+enum hmoe_status hmoe_cuda_ctx_cublas_init(struct hmoe_cuda_ctx *ctx, struct hmoe_err *err);
+
+/* Test hook: the nth device allocation from now (1 = the next) fails as out of memory; 0 turns it
+ * off. Counted: hmoe_cuda_buf_alloc, the cuBLAS handle's workspace, graph instantiation.
+ * hmoe_cuda_alloc_calls: allocations counted since the last hmoe_cuda_fail_alloc_at. */
+void hmoe_cuda_fail_alloc_at(int n);
+int hmoe_cuda_alloc_calls(void);
 
 /* Host <-> device copies on the context's stream; they return when the copy is done. */
 enum hmoe_status hmoe_cuda_upload(struct hmoe_cuda_ctx *ctx, void *d_dst, const void *src, size_t bytes,

@@ -247,6 +247,11 @@ const char *hmoe_ctx_report(struct hmoe_ctx *c);
 /* Numbers for `hmoe bench` (zeros where not applicable). */
 struct hmoe_ctx_stats {
     uint64_t vram_budget_bytes, vram_peak_bytes, vram_used_bytes;
+    /* the VRAM plan of the load (gpu_init.c) and the process's measured use of the device as
+     * nvidia-smi counts it (context included) */
+    uint64_t vram_plan_bytes, vram_context_bytes, vram_reserve_bytes, vram_kv_bytes, vram_resident_bytes,
+        vram_cache_bytes, vram_buffers_bytes, vram_device_peak_bytes, vram_device_used_bytes;
+    int vram_cache_slots;
     uint64_t decode_tokens;      /* single-token steps since the last reset of the statistics */
     double gpu_ms_per_token;     /* device time of a decode step (verbose only) */
     double cpu_expert_ms_per_token; /* CPU time spent on missed experts per decode step */

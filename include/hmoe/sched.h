@@ -169,7 +169,7 @@ enum hmoe_cache_policy {
 
 /* Settings of the GPU backend's placement (what lives in VRAM) and of the hybrid scheduler. */
 struct hmoe_sched_gpu_params {
-    int64_t vram_budget_mib;   /* everything hmoe allocates on the GPU; 0 = free VRAM - 1024 MiB */
+    int64_t vram_budget_mib;   /* the process on the GPU as nvidia-smi counts it; 0 = the card's free share - max(1 GiB, 4 %) */
     bool cpu_moe;              /* --cpu-moe: every expert tensor stays in RAM, computed by the CPU */
     int n_cpu_moe;             /* --n-cpu-moe N: the experts of the first N layers stay in RAM */
     const char *const *override_tensor; /* -ot REGEX=CPU|GPU (llama.cpp syntax), first match wins */

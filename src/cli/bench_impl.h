@@ -40,6 +40,11 @@ struct hmoe_bench_result {
     /* after the test: the process's peak resident set, and the host memory page-locked (for the
      * device's copies plus mlock) */
     double rss_peak_mib, pinned_mib;
+    /* GPU: the VRAM plan made at load (total, CUDA context, reserve for what loads on first use, KV
+     * cache, resident experts, expert cache and its slots per RAM layer, buffers) and the measured
+     * peak of the process on the device (as nvidia-smi counts it); NA on the CPU path */
+    double vram_plan_mib, vram_context_mib, vram_reserve_mib, vram_kv_mib, vram_resident_mib, vram_cache_mib,
+        vram_cache_slots, vram_buffers_mib, vram_device_peak_mib;
 };
 
 /* ---- probes (bench_probe.c) --------------------------------------------------------------- */

@@ -110,7 +110,10 @@ static const struct field fields[] = {
     F(roofline_pct, K_NUM_NA),   F(vram_budget_mib, K_NUM_NA), F(vram_peak_mib, K_NUM_NA),
     F(cache_hit_rate, K_NUM_NA), F(pcie_gbps, K_NUM_NA),     F(cpu_expert_gbps, K_NUM_NA),
     F(handoff_in_us, K_NUM_NA),  F(handoff_out_us, K_NUM_NA), F(rss_peak_mib, K_NUM),
-    F(pinned_mib, K_NUM),
+    F(pinned_mib, K_NUM),        F(vram_plan_mib, K_NUM_NA),  F(vram_context_mib, K_NUM_NA),
+    F(vram_reserve_mib, K_NUM_NA), F(vram_kv_mib, K_NUM_NA),  F(vram_resident_mib, K_NUM_NA),
+    F(vram_cache_mib, K_NUM_NA), F(vram_cache_slots, K_NUM_NA), F(vram_buffers_mib, K_NUM_NA),
+    F(vram_device_peak_mib, K_NUM_NA),
 };
 #undef F
 

@@ -253,6 +253,9 @@ static uint64_t non_cache_bytes(const struct hmoe_cli_model_opts *o, const struc
 int64_t hmoe_cli_compat_vram_budget(const struct hmoe_cli_model_opts *o, const struct hmoe_model *model) {
     if (o->vram_budget_mib > 0 || o->compat.expert_cache_mib < 0) return o->vram_budget_mib;
     const int64_t MiB = 1 << 20, buffers_mib = 512;
+    /* the CUDA context, cuBLAS and the kernel code loaded on first use (gpu_init.c plans them inside
+     * the budget: about 0.9 GiB on the H200) */
+    const int64_t runtime_mib = 1024;
     uint64_t resident_experts = 0;
     const uint64_t weights = non_cache_bytes(o, model, &resident_experts);
     const struct hmoe_model_config *cfg = &model->cfg;
@@ -264,16 +267,17 @@ int64_t hmoe_cli_compat_vram_budget(const struct hmoe_cli_model_opts *o, const s
     const uint64_t kv = (uint64_t)cfg->n_layer * (hmoe_row_bytes(tk, per_token) + hmoe_row_bytes(tv, per_token)) *
                         (uint64_t)(o->n_ctx > 0 ? o->n_ctx : 4096);
     const int64_t weights_mib = (int64_t)((weights + MiB - 1) / MiB), kv_mib = (int64_t)((kv + MiB - 1) / MiB);
-    const int64_t budget = o->compat.expert_cache_mib + weights_mib + kv_mib + buffers_mib;
+    const int64_t budget = o->compat.expert_cache_mib + weights_mib + kv_mib + buffers_mib + runtime_mib;
     const bool no_gpu = (o->gpu && strcmp(o->gpu, "off") == 0) || !hmoe_cuda_available();
     static int64_t last_printed = -1; /* bench opens one context per test: say it once per value */
     if (budget != last_printed) {
         char how[256];
         snprintf(how, sizeof how,
                  "--vram-budget %lld (%lld MiB of expert cache + %lld MiB of weights kept on the GPU%s + %lld MiB of "
-                 "KV cache + %lld MiB of buffers)",
+                 "KV cache + %lld MiB of buffers + %lld MiB for the CUDA context and code)",
                  (long long)budget, (long long)o->compat.expert_cache_mib, (long long)weights_mib,
-                 resident_experts ? ", resident experts included" : "", (long long)kv_mib, (long long)buffers_mib);
+                 resident_experts ? ", resident experts included" : "", (long long)kv_mib, (long long)buffers_mib,
+                 (long long)runtime_mib);
         if (no_gpu) note(o, "--moe-cache-mib", o->compat.moe_cache_mib, "ignored: no GPU in use (with one: %s)", how);
         else note(o, "--moe-cache-mib", o->compat.moe_cache_mib, "mapped to %s", how);
         last_printed = budget;

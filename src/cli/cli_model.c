@@ -176,8 +176,9 @@ void hmoe_cli_mem_report(const struct hmoe_ctx *c) {
             (double)hmoe_sysmem_rss_peak() / 1048576.0, (double)(cs.pinned_bytes + locked) / 1048576.0,
             (double)cs.pinned_bytes / 1048576.0, (double)locked / 1048576.0);
     if (cs.vram_budget_bytes)
-        fprintf(stderr, ", VRAM peak %.0f MiB of a %.0f MiB budget", (double)cs.vram_peak_bytes / 1048576.0,
-                (double)cs.vram_budget_bytes / 1048576.0);
+        fprintf(stderr, ", VRAM peak %.0f MiB of a %.0f MiB budget (the process as nvidia-smi counts it; %.0f MiB of "
+                "it hmoe's buffers)", (double)cs.vram_device_peak_bytes / 1048576.0,
+                (double)cs.vram_budget_bytes / 1048576.0, (double)cs.vram_peak_bytes / 1048576.0);
     fputc('\n', stderr);
 }
 

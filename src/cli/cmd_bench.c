@@ -55,7 +55,10 @@ static const char *bench_help =
     "  handoff_in_us, handoff_out_us: hybrid tg, per layer with CPU misses: GPU publish -> CPU sees it, CPU\n"
     "                   release -> GPU sees it (-v shows both and their clock-free sum)\n"
     "  rss_peak_mib     peak resident set of the process after the test (mapped weights count once read)\n"
-    "  pinned_mib       host memory page-locked: the GPU's pinned expert ranges (or their copy) plus --mlock\n";
+    "  pinned_mib       host memory page-locked: the GPU's pinned expert ranges (or their copy) plus --mlock\n"
+    "  vram_plan_mib, vram_context_mib, vram_reserve_mib, vram_kv_mib, vram_resident_mib, vram_cache_mib,\n"
+    "  vram_cache_slots, vram_buffers_mib: the VRAM plan made at load (json/csv only; null on the CPU path)\n"
+    "  vram_device_peak_mib: the process's measured peak on the device as nvidia-smi counts it (context included)\n";
 
 /* Comma lists from repeatable options ("-p 128,512 -p 1024") into a malloc'd int array. */
 static int parse_list(const char *flag, const struct hmoe_opt_strs *s, int dflt, int min, int **out, int *n) {
@@ -314,7 +317,12 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                             .roofline_pct = HMOE_BENCH_NA, .vram_budget_mib = HMOE_BENCH_NA,
                             .vram_peak_mib = HMOE_BENCH_NA, .cache_hit_rate = HMOE_BENCH_NA,
                             .pcie_gbps = HMOE_BENCH_NA, .cpu_expert_gbps = HMOE_BENCH_NA,
-                            .handoff_in_us = HMOE_BENCH_NA, .handoff_out_us = HMOE_BENCH_NA};
+                            .handoff_in_us = HMOE_BENCH_NA, .handoff_out_us = HMOE_BENCH_NA,
+                            .vram_plan_mib = HMOE_BENCH_NA, .vram_context_mib = HMOE_BENCH_NA,
+                            .vram_reserve_mib = HMOE_BENCH_NA, .vram_kv_mib = HMOE_BENCH_NA,
+                            .vram_resident_mib = HMOE_BENCH_NA, .vram_cache_mib = HMOE_BENCH_NA,
+                            .vram_cache_slots = HMOE_BENCH_NA, .vram_buffers_mib = HMOE_BENCH_NA,
+                            .vram_device_peak_mib = HMOE_BENCH_NA};
                         snprintf(r.model_type, sizeof r.model_type, "%s", mf.type);
                         struct hmoe_ctx_stats cs;
                         hmoe_ctx_get_stats(b.ctx, &cs);
@@ -323,6 +331,15 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                             r.n_gpu_layers = model->cfg.n_layer + 1;
                             r.vram_budget_mib = (double)cs.vram_budget_bytes / 1048576.0;
                             r.vram_peak_mib = (double)cs.vram_peak_bytes / 1048576.0;
+                            r.vram_plan_mib = (double)cs.vram_plan_bytes / 1048576.0;
+                            r.vram_context_mib = (double)cs.vram_context_bytes / 1048576.0;
+                            r.vram_reserve_mib = (double)cs.vram_reserve_bytes / 1048576.0;
+                            r.vram_kv_mib = (double)cs.vram_kv_bytes / 1048576.0;
+                            r.vram_resident_mib = (double)cs.vram_resident_bytes / 1048576.0;
+                            r.vram_cache_mib = (double)cs.vram_cache_bytes / 1048576.0;
+                            r.vram_cache_slots = cs.vram_cache_slots;
+                            r.vram_buffers_mib = (double)cs.vram_buffers_bytes / 1048576.0;
+                            r.vram_device_peak_mib = (double)cs.vram_device_peak_bytes / 1048576.0;
                             r.cache_hit_rate = cs.cache_hit_rate;
                             r.pcie_gbps = cs.pcie_gbps;
                             if (n_gen > 0 && cs.cpu_expert_gbps > 0) {

@@ -25,6 +25,7 @@ extern "C" enum hmoe_status hmoe_cuda_device_info(int dev, struct hmoe_cuda_devi
     if (e != cudaSuccess)
         return HMOE_RAISE(err, HMOE_ERR_DEVICE, "CUDA device %d: %s", dev, cudaGetErrorString(e));
     memset(out, 0, sizeof *out);
+    hmoe_cu_mem_baseline(dev); /* before cudaSetDevice creates the context */
     snprintf(out->name, sizeof out->name, "%s", prop.name);
     out->cc_major = prop.major;
     out->cc_minor = prop.minor;
@@ -51,12 +52,14 @@ extern "C" enum hmoe_status hmoe_cuda_ctx_init(struct hmoe_cuda_ctx **out, int d
     struct hmoe_cuda_ctx *c = (struct hmoe_cuda_ctx *)calloc(1, sizeof *c);
     if (!c) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of host memory for the CUDA context");
     c->dev = dev;
+    hmoe_cu_mem_baseline(dev);
     cudaError_t e = cudaSetDevice(dev);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         free(c);
         return HMOE_RAISE(err, HMOE_ERR_DEVICE, "CUDA device %d: cannot create a stream: %s", dev, cudaGetErrorString(e));
     }
+    hmoe_cu_mem_ctx_start(c);
     *out = c;
     return HMOE_OK;
 }
@@ -82,23 +85,36 @@ extern "C" uint64_t hmoe_cuda_ctx_peak_bytes(const struct hmoe_cuda_ctx *ctx) { 
 
 enum hmoe_status hmoe_cuda_ctx_cublas(struct hmoe_cuda_ctx *ctx, void **handle, struct hmoe_err *err) {
     if (!ctx->cublas) {
+        cudaSetDevice(ctx->dev);
+        const uint64_t before = hmoe_cuda_ctx_sample(ctx);
         cublasHandle_t h;
         if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
             return HMOE_RAISE(err, HMOE_ERR_DEVICE, "cuBLAS: cannot create a handle (out of device memory?)");
         /* A fixed workspace keeps cuBLAS from allocating inside a graph capture. */
         const size_t ws_bytes = (size_t)32 << 20;
-        if (cudaMalloc(&ctx->cublas_ws, ws_bytes) != cudaSuccess) {
+        if (hmoe_cu_alloc_should_fail() || cudaMalloc(&ctx->cublas_ws, ws_bytes) != cudaSuccess) {
             cublasDestroy(h);
             cudaGetLastError();
-            return HMOE_RAISE(err, HMOE_ERR_DEVICE, "cuBLAS: cannot allocate its 32 MiB workspace");
+            ctx->cublas_ws = NULL;
+            return HMOE_RAISE(err, HMOE_ERR_DEVICE,
+                              "GPU %d: cuBLAS cannot allocate its 32 MiB workspace (out of device memory, %llu MiB "
+                              "held by hmoe): lower --vram-budget or -c/--ctx-size",
+                              ctx->dev, (unsigned long long)(ctx->used_bytes >> 20));
         }
         cublasSetStream(h, ctx->stream);
         cublasSetWorkspace(h, ctx->cublas_ws, ws_bytes);
         cublasSetMathMode(h, CUBLAS_DEFAULT_MATH); /* no TF32 for f32 GEMMs */
         ctx->cublas = (void *)h;
+        const uint64_t after = hmoe_cuda_ctx_sample(ctx);
+        ctx->cublas_bytes = after > before ? after - before : ws_bytes;
     }
     *handle = ctx->cublas;
     return HMOE_OK;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_ctx_cublas_init(struct hmoe_cuda_ctx *ctx, struct hmoe_err *err) {
+    void *h = NULL;
+    return hmoe_cuda_ctx_cublas(ctx, &h, err);
 }
 
 extern "C" enum hmoe_status hmoe_cuda_buf_alloc(struct hmoe_cuda_ctx *ctx, size_t bytes, struct hmoe_cuda_buf *out,
@@ -108,28 +124,29 @@ extern "C" enum hmoe_status hmoe_cuda_buf_alloc(struct hmoe_cuda_ctx *ctx, size_
     if (bytes == 0) return HMOE_OK;
     cudaSetDevice(ctx->dev);
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes);
+    cudaError_t e = hmoe_cu_alloc_should_fail() ? cudaErrorMemoryAllocation : cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
         cudaGetLastError();
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         return HMOE_RAISE(err, HMOE_ERR_DEVICE,
                           "GPU %d: cannot allocate %zu MiB (%s); %zu MiB free of %zu MiB, %llu MiB held by hmoe: "
-                          "lower the VRAM budget or the context size",
+                          "lower --vram-budget or -c/--ctx-size",
                           ctx->dev, bytes >> 20, cudaGetErrorString(e), free_b >> 20, total_b >> 20,
                           (unsigned long long)(ctx->used_bytes >> 20));
     }
     out->ptr = p;
     out->bytes = bytes;
-    ctx->used_bytes += bytes;
+    ctx->used_bytes += hmoe_cuda_alloc_cost(bytes);
     if (ctx->used_bytes > ctx->peak_bytes) ctx->peak_bytes = ctx->used_bytes;
+    hmoe_cuda_ctx_sample(ctx);
     return HMOE_OK;
 }
 
 extern "C" void hmoe_cuda_buf_free(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_buf *buf) {
     if (!buf || !buf->ptr) return;
     cudaFree(buf->ptr);
-    ctx->used_bytes -= buf->bytes;
+    ctx->used_bytes -= hmoe_cuda_alloc_cost(buf->bytes);
     buf->ptr = NULL;
     buf->bytes = 0;
 }
@@ -234,12 +251,17 @@ extern "C" enum hmoe_status hmoe_cuda_graph_capture_end(struct hmoe_cuda_ctx *ct
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of host memory for a CUDA graph");
     }
     gr->graph = g;
-    e = cudaGraphInstantiate(&gr->exec, g, 0);
+    e = hmoe_cu_alloc_should_fail() ? cudaErrorMemoryAllocation : cudaGraphInstantiate(&gr->exec, g, 0);
     if (e != cudaSuccess) {
+        cudaGetLastError();
         cudaGraphDestroy(g);
         free(gr);
-        return HMOE_RAISE(err, HMOE_ERR_DEVICE, "graph instantiation failed: %s", cudaGetErrorString(e));
+        return HMOE_RAISE(err, HMOE_ERR_DEVICE,
+                          "GPU %d: the decode graph cannot be instantiated (%s; %llu MiB held by hmoe): lower "
+                          "--vram-budget or -c/--ctx-size",
+                          ctx->dev, cudaGetErrorString(e), (unsigned long long)(ctx->used_bytes >> 20));
     }
+    hmoe_cuda_ctx_sample(ctx);
     *out = gr;
     return HMOE_OK;
 }

@@ -1,6 +1,8 @@
 /* cuda_none.c — the cuda.h API in a CPU-only build (make CUDA=0): no GPU, clear errors.
  * Every function of cuda.h exists here so callers need no #if; each answers
  * HMOE_ERR_UNSUPPORTED (or false / 0 / a size that needs no device). */
+#include <string.h>
+
 #include "hmoe/cuda.h"
 
 #if !HMOE_HAVE_CUDA
@@ -35,6 +37,18 @@ enum hmoe_status hmoe_cuda_buf_alloc(struct hmoe_cuda_ctx *ctx, size_t bytes, st
     return NO_CUDA(err);
 }
 void hmoe_cuda_buf_free(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_buf *buf) { (void)ctx, (void)buf; }
+
+void hmoe_cuda_ctx_device_mem(struct hmoe_cuda_ctx *ctx, struct hmoe_cuda_device_mem *out) {
+    (void)ctx;
+    memset(out, 0, sizeof *out);
+}
+uint64_t hmoe_cuda_ctx_sample(struct hmoe_cuda_ctx *ctx) { (void)ctx; return 0; }
+enum hmoe_status hmoe_cuda_ctx_cublas_init(struct hmoe_cuda_ctx *ctx, struct hmoe_err *err) {
+    (void)ctx;
+    return NO_CUDA(err);
+}
+void hmoe_cuda_fail_alloc_at(int n) { (void)n; }
+int hmoe_cuda_alloc_calls(void) { return 0; }
 
 enum hmoe_status hmoe_cuda_upload(struct hmoe_cuda_ctx *ctx, void *d_dst, const void *src, size_t bytes,
                                   struct hmoe_err *err) {

@@ -7,12 +7,14 @@
 extern "C" {
 #include "hmoe/cuda.h"
 }
+extern "C" void hmoe_cu_mem_baseline(int dev); /* cuda_mem.cu */
 
 extern "C" enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err) {
     *gbps = 0;
     void *host = NULL, *device = NULL;
     cudaEvent_t start = NULL, stop = NULL;
     float best_ms = 0;
+    hmoe_cu_mem_baseline(dev); /* before this call creates the context */
     cudaError_t e = cudaSetDevice(dev);
     if (e == cudaSuccess) e = cudaMallocHost(&host, bytes);
     if (e == cudaSuccess) e = cudaMalloc(&device, bytes);

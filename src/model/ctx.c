@@ -295,6 +295,18 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
     out->vram_budget_bytes = g->budget_bytes;
     out->vram_peak_bytes = hmoe_cuda_ctx_peak_bytes(g->cu);
     out->vram_used_bytes = hmoe_cuda_ctx_used_bytes(g->cu);
+    struct hmoe_cuda_device_mem dm;
+    hmoe_cuda_ctx_device_mem(g->cu, &dm);
+    out->vram_device_peak_bytes = dm.peak;
+    out->vram_device_used_bytes = dm.used_now;
+    out->vram_plan_bytes = g->plan_bytes;
+    out->vram_context_bytes = g->bytes_context;
+    out->vram_reserve_bytes = g->bytes_reserve + g->bytes_cublas + g->bytes_pad;
+    out->vram_kv_bytes = g->bytes_kv;
+    out->vram_resident_bytes = g->bytes_experts;
+    out->vram_cache_bytes = g->bytes_cache;
+    out->vram_buffers_bytes = g->act_bytes_total + g->bytes_stream;
+    out->vram_cache_slots = g->cache_slots;
     out->decode_tokens = g->n_steps;
     out->gpu_ms_per_token = g->n_timed ? g->gpu_ms_sum / (double)g->n_timed : 0.0;
     out->cache_hit_rate = 1.0;

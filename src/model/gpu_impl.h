@@ -100,6 +100,12 @@ struct hmoe_gpu {
     char plan_text[4096];              /* placement, for the report */
     /* accounting for the report */
     uint64_t bytes_attn, bytes_experts, bytes_head, bytes_kv, budget_bytes;
+    /* the VRAM plan as nvidia-smi counts it (gpu_init.c): context, cuBLAS, the reserve for what is
+     * loaded on first use, the expert cache, the streaming buffer, allocator rounding, the total */
+    uint64_t bytes_context, bytes_cublas, bytes_reserve, bytes_cache, bytes_stream, bytes_pad, plan_bytes;
+    bool context_measured;
+    int cache_slots;      /* per RAM layer (automatic placement) */
+    int slots_kv_cost;    /* cache slots per layer that the KV cache at -c takes */
     void *ev0, *ev1;                   /* step timing (verbose) */
     double gpu_ms_sum;
     uint64_t n_steps, n_timed;

@@ -22,7 +22,10 @@ _Static_assert(HMOE_CUDA_GATING_SOFTMAX == HMOE_MOE_SOFTMAX && HMOE_CUDA_GATING_
 
 #define GPU_SMALL_TOKENS 8  /* micro-batches up to this size use the matvec kernels */
 #define GPU_LOGIT_ROWS 32   /* LM-head rows per chunk when every row's logits are wanted */
-#define CUBLAS_WS_BYTES ((uint64_t)32 << 20)
+/* Loaded on first use and so not measurable before the plan: the code of the kernels (lazy
+ * module loading), cuBLAS's kernels, the decode graph. The measured peak after a run (-v,
+ * bench json vram_device_peak_mib) shows what they took. */
+#define GPU_RUNTIME_RESERVE ((uint64_t)256 << 20)
 
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
@@ -356,28 +359,66 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     g->no_graph = getenv("HMOE_NO_GRAPH") != NULL; /* debugging: every kernel launched from the host */
     g->cublas_scratch_halves = g->n_ub > GPU_SMALL_TOKENS ? max_dense_halves(m) : 0;
 
-    /* Budget: what the caller allows, else free VRAM minus 1 GiB for the driver and others. */
+    /* The budget is what the process takes on the device as nvidia-smi counts it: the context and
+     * the cuBLAS handle are measured here, what is loaded on first use (kernel code, graphs,
+     * cuBLAS kernels) is a reserve, and every allocation is counted in whole 2 MiB granules. */
+    const uint64_t MiB = (uint64_t)1 << 20;
+    if (g->n_ub > GPU_SMALL_TOKENS && (st = hmoe_cuda_ctx_cublas_init(g->cu, err))) return st;
+    struct hmoe_cuda_device_mem dm;
+    hmoe_cuda_ctx_device_mem(g->cu, &dm);
     struct hmoe_cuda_device_info di;
     if ((st = hmoe_cuda_device_info(c->p.gpu_device, &di, err))) return st;
-    const uint64_t MiB = (uint64_t)1 << 20;
-    g->budget_bytes = c->p.sched.vram_budget_mib > 0 ? (uint64_t)c->p.sched.vram_budget_mib * MiB
-                      : di.free_bytes > 1024 * MiB ? di.free_bytes - 1024 * MiB
-                                                   : di.free_bytes / 2;
+    g->bytes_context = dm.context;
+    g->context_measured = dm.context_measured;
+    g->bytes_cublas = dm.cublas ? hmoe_cuda_alloc_cost(dm.cublas) : 0;
+    g->bytes_reserve = GPU_RUNTIME_RESERVE;
+    /* The card's share for this process: what it holds now plus what is free. The default leaves
+     * max(1 GiB, 4 % of the card) for the driver, the display and other programs; an explicit
+     * budget above the share is planned at the share (the driver would page or fail beyond it). */
+    const uint64_t share = dm.used_now + di.free_bytes;
+    const uint64_t headroom = HMOE_MAX(1024 * MiB, di.total_bytes / 25);
+    const uint64_t dflt = share > headroom + 2048 * MiB ? share - headroom : share / 2;
+    g->budget_bytes = c->p.sched.vram_budget_mib > 0 ? (uint64_t)c->p.sched.vram_budget_mib * MiB : dflt;
+    if (c->p.sched.vram_budget_mib > 0 && g->budget_bytes > share - HMOE_MIN(share / 8, 256 * MiB)) {
+        const uint64_t cap = share - HMOE_MIN(share / 8, 256 * MiB);
+        HMOE_WARN("--vram-budget %lld MiB is more than GPU %d can give this process (%.0f MiB free + %.0f MiB held): "
+                  "planning for %.0f MiB",
+                  (long long)c->p.sched.vram_budget_mib, c->p.gpu_device, (double)di.free_bytes / MiB,
+                  (double)dm.used_now / MiB, (double)cap / MiB);
+        g->budget_bytes = cap;
+    }
 
-    /* What must live on the GPU whatever happens to the experts. */
+    /* What must live on the GPU whatever happens to the experts (each buffer in whole granules). */
     uint64_t attn = 0;
-    for (int il = 0; il < cfg->n_layer; il++) attn += layer_attn_bytes(m, il);
+    for (int il = 0; il < cfg->n_layer; il++) attn += hmoe_cuda_alloc_cost(layer_attn_bytes(m, il));
     const uint64_t head = align256((size_t)cfg->n_embd * 4) + align256(mat_bytes(&m->w.output));
     int n_kv_layers = 0;
     for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent;
-    const uint64_t kv = (uint64_t)n_kv_layers * 2 *
-                        align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv, cfg->head_dim));
-    const uint64_t act = act_layout(c, NULL) + (g->n_ub > GPU_SMALL_TOKENS ? CUBLAS_WS_BYTES : 0) +
-                         (cfg->arch_entry->gpu->vram_bytes ? cfg->arch_entry->gpu->vram_bytes(c) : 0); /* mixers, state */
+    const uint64_t kv = (uint64_t)n_kv_layers *
+                        hmoe_cuda_alloc_cost(2 * align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv,
+                                                                              cfg->head_dim)));
+    const uint64_t arch_vram = cfg->arch_entry->gpu->vram_bytes ? cfg->arch_entry->gpu->vram_bytes(c) : 0;
+    const uint64_t act = hmoe_cuda_alloc_cost(act_layout(c, NULL)) +
+                         (arch_vram ? hmoe_cuda_alloc_cost(arch_vram) + 4 * HMOE_CUDA_ALLOC_GRANULE : 0); /* mixers, state */
+    /* one expert buffer per layer (resident stack or cache slots) and the scheduler's three shared
+     * buffers, each rounded up to a granule */
+    g->bytes_pad = (uint64_t)(cfg->n_layer + 3) * HMOE_CUDA_ALLOC_GRANULE;
+    const uint64_t overhead = g->bytes_context + g->bytes_cublas + g->bytes_reserve + g->bytes_pad;
     g->bytes_attn = attn;
     g->bytes_head = head;
     g->bytes_kv = kv;
     g->act_bytes_total = act;
+    if (overhead + attn + hmoe_cuda_alloc_cost(head) + kv + act > g->budget_bytes)
+        return HMOE_RAISE(err, HMOE_ERR_RANGE,
+                          "VRAM budget %.0f MiB is below the %.0f MiB the GPU needs without any expert: CUDA context "
+                          "%.0f%s, cuBLAS %.0f, reserve %.0f, attention + norms + router %.0f, LM head %.0f, KV cache "
+                          "%.0f (%s, -c %d), buffers %.0f MiB; raise --vram-budget, lower -c/--ctx-size or -ub, or "
+                          "use --gpu off",
+                          (double)g->budget_bytes / MiB, (double)(overhead + attn + hmoe_cuda_alloc_cost(head) + kv + act) / MiB,
+                          (double)g->bytes_context / MiB, g->context_measured ? "" : " (estimated)",
+                          (double)g->bytes_cublas / MiB, (double)g->bytes_reserve / MiB, (double)attn / MiB,
+                          (double)hmoe_cuda_alloc_cost(head) / MiB, (double)kv / MiB, hmoe_type_name(c->p.type_k),
+                          c->p.n_ctx, (double)act / MiB);
 
     uint64_t *eb = malloc((size_t)cfg->n_layer * sizeof *eb);
     g->moe = malloc((size_t)cfg->n_layer * sizeof *g->moe);
@@ -404,10 +445,11 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
      * giving up streaming (prefill of RAM layers on CPU threads, ~20x slower on the H200), halve the
      * chunk down to 4 experts (more, smaller copy/compute steps of the same bytes). */
     int chunk = c->p.sched.stream_chunk_experts > 0 ? c->p.sched.stream_chunk_experts : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
+    struct hmoe_sched_place_req req = {0};
     while (!st) {
         /* (a model without experts places zero bytes per layer) */
-        struct hmoe_sched_place_req req = {.n_layer = cfg->n_layer, .n_expert = HMOE_MAX(cfg->n_expert, 1), .expert_bytes = eb,
-                                           .fixed_bytes = attn + head + kv + act,
+        req = (struct hmoe_sched_place_req){.n_layer = cfg->n_layer, .n_expert = HMOE_MAX(cfg->n_expert, 1), .expert_bytes = eb,
+                                           .fixed_bytes = overhead + attn + hmoe_cuda_alloc_cost(head) + kv + act,
                                            .stream_bytes = cfg->n_ff_exp % 32 ? 0 /* not GEMM-able: prefill on CPU threads */
                                                            : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub, chunk),
                                            .budget_bytes = g->budget_bytes, .cpu_moe = c->p.sched.cpu_moe,
@@ -421,18 +463,49 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         plan = (struct hmoe_sched_plan){0};
         chunk /= 2;
     }
+    bool any_ram = false;
+    for (int il = 0; !st && il < cfg->n_layer; il++) {
+        g->L[il].resident = plan.where[il] == HMOE_PLACE_GPU;
+        any_ram |= !g->L[il].resident && eb[il] > 0; /* layers without experts have nothing in RAM */
+        if (g->L[il].resident) g->bytes_experts += eb[il] * (uint64_t)cfg->n_expert;
+        if (!g->L[il].resident) g->cache_slots = plan.n_slots[il];
+    }
+    /* What the KV cache at -c costs the expert cache: the same plan without it. */
+    if (!st && any_ram && !plan.explicit_placement) {
+        struct hmoe_sched_place_req no_kv = req;
+        no_kv.fixed_bytes -= kv;
+        struct hmoe_sched_plan p2 = {0};
+        struct hmoe_err e2 = {0};
+        if (hmoe_sched_place(&no_kv, &p2, &e2) == HMOE_OK) {
+            for (int il = 0; il < cfg->n_layer; il++)
+                if (p2.where[il] == HMOE_PLACE_RAM) g->slots_kv_cost = p2.n_slots[il] - g->cache_slots;
+        }
+        hmoe_sched_plan_free(&p2);
+    }
     for (int i = 0; i < n_ot; i++) hmoe_sched_override_free(&ot[i]);
     free(ot);
     if (st) {
         free(eb);
         return st;
     }
-    bool any_ram = false;
-    for (int il = 0; il < cfg->n_layer; il++) {
-        g->L[il].resident = plan.where[il] == HMOE_PLACE_GPU;
-        any_ram |= !g->L[il].resident && eb[il] > 0; /* layers without experts have nothing in RAM */
-        if (g->L[il].resident) g->bytes_experts += eb[il] * (uint64_t)cfg->n_expert;
-    }
+    g->bytes_cache = plan.cache_bytes;
+    g->bytes_stream = plan.stream ? req.stream_bytes : 0;
+    g->plan_bytes = plan.total_bytes;
+    HMOE_INFO("VRAM plan for GPU %d (budget %.0f MiB, %.0f MiB free on the device): CUDA context %.0f MiB%s, cuBLAS "
+              "%.0f MiB, reserve for code and graphs loaded on first use %.0f MiB, allocator rounding %.0f MiB",
+              c->p.gpu_device, (double)g->budget_bytes / MiB, (double)di.free_bytes / MiB,
+              (double)g->bytes_context / MiB, g->context_measured ? " (measured)" : " (estimated: NVML unavailable)",
+              (double)g->bytes_cublas / MiB, (double)g->bytes_reserve / MiB, (double)g->bytes_pad / MiB);
+    HMOE_INFO("VRAM plan: attention + norms + router %.0f MiB, LM head %.0f MiB, KV cache %.0f MiB (%s, -c %d), "
+              "buffers %.0f MiB (%d-token ubatch), resident experts %.0f MiB, expert cache %.0f MiB (%d slots per RAM "
+              "layer), prefill streaming %.0f MiB: %.0f MiB planned",
+              (double)attn / MiB, (double)hmoe_cuda_alloc_cost(head) / MiB, (double)kv / MiB,
+              hmoe_type_name(c->p.type_k), c->p.n_ctx, (double)act / MiB, g->n_ub, (double)g->bytes_experts / MiB,
+              (double)g->bytes_cache / MiB, g->cache_slots, (double)g->bytes_stream / MiB, (double)g->plan_bytes / MiB);
+    if (g->slots_kv_cost > 0)
+        HMOE_INFO("VRAM plan: the KV cache of -c %d takes %d expert-cache slots per RAM layer (%d without it): the "
+                  "expert cache shrinks first as -c grows",
+                  c->p.n_ctx, g->slots_kv_cost, g->cache_slots + g->slots_kv_cost);
 
     /* Upload, then activations and staging. */
     for (int il = 0; il < cfg->n_layer && !st; il++) st = upload_layer(c, il, err);
@@ -566,9 +639,14 @@ const char *hmoe_gpu_report(struct hmoe_ctx *c) {
             free(buf);
         }
     }
-    rappend(g, "  allocated now %.1f MiB, peak %.1f MiB (+%.0f MiB cuBLAS workspace when prefill used it)\n",
-            (double)hmoe_cuda_ctx_used_bytes(g->cu) / MiB, (double)hmoe_cuda_ctx_peak_bytes(g->cu) / MiB,
-            g->n_ub > GPU_SMALL_TOKENS ? (double)CUBLAS_WS_BYTES / MiB : 0.0);
+    struct hmoe_cuda_device_mem dm;
+    hmoe_cuda_ctx_device_mem(g->cu, &dm);
+    rappend(g, "  buffers allocated now %.1f MiB, peak %.1f MiB (in 2 MiB granules)\n",
+            (double)hmoe_cuda_ctx_used_bytes(g->cu) / MiB, (double)hmoe_cuda_ctx_peak_bytes(g->cu) / MiB);
+    rappend(g, "  the process on the device (as nvidia-smi counts it): now %.0f MiB, measured peak %.0f MiB of the "
+            "%.0f MiB planned and the %.0f MiB budget (context %.0f MiB%s, cuBLAS %.0f MiB)\n",
+            (double)dm.used_now / MiB, (double)dm.peak / MiB, (double)g->plan_bytes / MiB, (double)g->budget_bytes / MiB,
+            (double)dm.context / MiB, dm.context_measured ? "" : " estimated", (double)dm.cublas / MiB);
     if (g->n_timed)
         rappend(g, "  decode: %llu steps, GPU %.3f ms/token (device time of the step graph)\n",
                 (unsigned long long)g->n_steps, g->gpu_ms_sum / (double)g->n_timed);
