@@ -302,6 +302,9 @@ struct hmoe_ctx_stats {
     double handoff_in_us, handoff_out_us; /* hybrid decode, per layer with CPU misses (sched.h) */
 };
 void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
+/* The CPU MoE's expert reads since the last call (sched.h hmoe_sched_moe_reads; zeros on the
+ * GPU backend and for models without MoE layers), then reset. */
+void hmoe_ctx_take_moe_reads(struct hmoe_ctx *c, struct hmoe_sched_moe_reads *out);
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c);
 
 /* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0).

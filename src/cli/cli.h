@@ -113,6 +113,7 @@ struct hmoe_cli_compat {
 struct hmoe_cli_model_opts {
     const char *model_path;
     int n_ctx, n_threads, n_ubatch, n_batch;
+    int n_seq;        /* sequences of the context (default 1); n_ctx is their total */
     const char *cache_type_k, *cache_type_v;
     const char *rope_scaling;
     /* kept as text so that "not given" (NULL) differs from every value, 0 included */

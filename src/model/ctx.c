@@ -405,6 +405,11 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
     }
 }
 
+void hmoe_ctx_take_moe_reads(struct hmoe_ctx *c, struct hmoe_sched_moe_reads *out) {
+    memset(out, 0, sizeof *out);
+    if (!c->gpu && c->rs.moe) hmoe_sched_moe_reads_take(c->rs.moe, out);
+}
+
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c) {
     struct hmoe_gpu *g = c->gpu;
     if (!g) return;
