@@ -319,7 +319,7 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     if (p.n_threads <= 0) p.n_threads = hmoe_cpu_physical_cores();
     if (p.n_threads > 1024) p.n_threads = 1024;
     if (p.n_ubatch <= 0) p.n_ubatch = 512;
-    if (p.n_ubatch > p.n_ctx) p.n_ubatch = p.n_ctx;
+    if (p.n_ubatch > p.n_ctx * p.n_seq) p.n_ubatch = p.n_ctx * p.n_seq; /* a micro-batch may hold rows of every sequence */
     enum hmoe_status st = check_kv_type(p.type_k, "K (-ctk)", cfg->head_dim, err);
     if (!st) st = check_kv_type(p.type_v, "V (-ctv)", cfg->head_dim_v, err);
     if (st) return st;
