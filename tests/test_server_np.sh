@@ -108,9 +108,10 @@ check "serve -np 4: 8 concurrent clients (half streamed) each get their own prom
 
 # --- clients that hang up free their slots; nothing is lost --------------------------------------
 pids=()
-for i in 0 1 2 3 4 5; do
-    curl -s -o /dev/null --max-time 1 -H 'Content-Type: application/json' \
-        --data-binary "$(body "$i" true 900)" "$URL/v1/completions" & pids+=($!)
+for i in 0 1 2 3 4 5; do # each reads the start of its stream, then hangs up
+    ( curl -sN --max-time 60 -H 'Content-Type: application/json' \
+        --data-binary "$(body "$i" true 900 | sed 's/}$/,"ignore_eos":true}/')" "$URL/v1/completions" |
+        head -c 300 >/dev/null ) & pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
 busy=1
