@@ -195,7 +195,9 @@ enum hmoe_gpu_mode { HMOE_GPU_OFF = 0, HMOE_GPU_AUTO = 1, HMOE_GPU_ON = 2 };
 bool hmoe_gpu_mode_from_name(const char *name, enum hmoe_gpu_mode *out); /* auto|on|off */
 
 struct hmoe_ctx_params {
-    int n_ctx;              /* KV cache positions; capped at n_ctx_train with a warning (default 4096) */
+    int n_ctx;              /* KV cache positions of all sequences together (default 4096); each of the
+                               n_seq sequences gets n_ctx / n_seq of them (llama-server's -c with -np) */
+    int n_seq;              /* sequences the context holds, 1 .. HMOE_MAX_SEQ (default 1; -np) */
     enum hmoe_type type_k;  /* KV cache types: F32, F16 (default), BF16 or Q8_0 */
     enum hmoe_type type_v;
     int n_threads;          /* OpenMP threads (default: physical cores) */
@@ -214,7 +216,14 @@ bool hmoe_kv_type_from_name(const char *name, enum hmoe_type *out);
 
 struct hmoe_ctx;
 
-/* Allocate the run state and the KV cache for `m` (which must outlive the context). */
+/* Most sequences one context holds (hmoe_ctx_params.n_seq). */
+#define HMOE_MAX_SEQ 64
+
+/* Allocate the run state and the KV cache for `m` (which must outlive the context). One
+ * pool holds the KV cache of every sequence: sequence s owns the positions of a cache of
+ * n_ctx / n_seq positions carved from it (a fixed split, as llama-server without
+ * --kv-unified). With the GPU backend a context holds one sequence: n_seq > 1 with --gpu on
+ * is HMOE_ERR_UNSUPPORTED, with --gpu auto it runs on the CPU (with a note). */
 enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx_params *p, struct hmoe_ctx **out,
                                struct hmoe_err *err);
 void hmoe_ctx_free(struct hmoe_ctx *c);
@@ -233,7 +242,36 @@ enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, 
                                  float *logits_out, struct hmoe_err *err);
 
 int hmoe_ctx_n_past(const struct hmoe_ctx *c);  /* positions held in the KV cache */
-int hmoe_ctx_n_ctx(const struct hmoe_ctx *c);   /* capacity after capping */
+int hmoe_ctx_n_ctx(const struct hmoe_ctx *c);   /* capacity of one sequence */
+
+/* --- several sequences in one context ---------------------------------------------- */
+
+int hmoe_ctx_n_seq(const struct hmoe_ctx *c);
+/* Make sequence s (0 .. n_seq-1) the one that the single-sequence calls act on:
+ * hmoe_ctx_decode, _n_past, _truncate, _reset, _shift, _checkpoint. A new context uses 0. */
+enum hmoe_status hmoe_ctx_use_seq(struct hmoe_ctx *c, int s, struct hmoe_err *err);
+int hmoe_ctx_cur_seq(const struct hmoe_ctx *c);
+
+/* One sequence's share of a batched step: n tokens at positions pos0 .. pos0+n-1 of
+ * sequence seq, with the rules of hmoe_ctx_decode (pos0 <= its n_past rewinds it). */
+struct hmoe_seq_tokens {
+    int seq;
+    const int32_t *ids;
+    int n;
+    int pos0;
+    bool logits;            /* logits after its last token */
+};
+
+/* One step of several sequences (each at most once): their rows go through the model as
+ * micro-batches of up to n_ubatch rows in which the dense matmuls, the router and the MoE
+ * (rows grouped by expert, each routed expert read once per micro-batch) serve every row
+ * at once, while attention and the recurrent state run per sequence over its own cache.
+ * A sequence's decode token and another's prefill chunk mix freely; a share longer than
+ * the room left in a micro-batch continues in the next. logits_out gets n_vocab floats
+ * per share with logits, in the order of `seqs`. The selected sequence (hmoe_ctx_use_seq)
+ * is unchanged. The GPU backend (one sequence) runs the share through hmoe_ctx_decode. */
+enum hmoe_status hmoe_ctx_decode_batch(struct hmoe_ctx *c, const struct hmoe_seq_tokens *seqs, int n_seqs,
+                                       float *logits_out, struct hmoe_err *err);
 const struct hmoe_ctx_params *hmoe_ctx_get_params(const struct hmoe_ctx *c);
 size_t hmoe_ctx_kv_bytes(const struct hmoe_ctx *c);
 /* "cpu", "cuda" (everything on the GPU) or "cuda+cpu" (hybrid: some experts in RAM). */
@@ -269,6 +307,9 @@ struct hmoe_ctx_stats {
     double handoff_in_us, handoff_out_us; /* hybrid decode, per layer with CPU misses (sched.h) */
 };
 void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out);
+/* The CPU MoE's expert reads since the last call (sched.h hmoe_sched_moe_reads; zeros on the
+ * GPU backend and for models without MoE layers), then reset. */
+void hmoe_ctx_take_moe_reads(struct hmoe_ctx *c, struct hmoe_sched_moe_reads *out);
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c);
 
 /* Forget positions >= n_keep (n_keep <= n_past); hmoe_ctx_reset() is hmoe_ctx_truncate(c, 0).

@@ -147,6 +147,14 @@ void hmoe_sched_moe_chunks_default(struct hmoe_sched_moe_chunks *c);
 enum hmoe_status hmoe_sched_moe_set_chunks(struct hmoe_sched_moe *s, const struct hmoe_sched_moe_chunks *c,
                                            struct hmoe_err *err);
 void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out);
+/* Expert reads of every call (decode and batch) since the last take: calls, active experts
+ * (each read once per call), (token, rank) pairs, and their bytes (gate + up + down of one
+ * expert per active expert, and per pair). bytes / pair_bytes is the sharing of a batch.
+ * take copies and resets. */
+struct hmoe_sched_moe_reads {
+    uint64_t calls, experts, pairs, bytes, pair_bytes;
+};
+void hmoe_sched_moe_reads_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_reads *out);
 const char *hmoe_sched_moe_phase_name(int phase);
 
 /* --- GPU placement, expert cache and hybrid CPU+GPU scheduling ------------------------------ */

@@ -24,7 +24,8 @@ struct hmoe_server_params {
     int port;                /* TCP port (default 8080; 0 = any free port, see hmoe_server_port) */
     const char *alias;       /* model name reported by /v1/models and in responses (default: file name) */
     const char *api_key;     /* when set, every endpoint but /health needs "Authorization: Bearer KEY" */
-    int queue_max;           /* requests waiting behind the running one (default 16) */
+    int queue_max;           /* requests waiting behind the running ones (default 16) */
+    int prefill_chunk;       /* prompt tokens a slot runs per step beside the others' tokens (0: -ub) */
     size_t body_max;         /* request body limit in bytes (default 16 MiB) */
     int http_threads;        /* libmicrohttpd thread pool size (default 4) */
     int conn_max;            /* open connections at most (default 64) */

@@ -71,6 +71,13 @@ void hmoe_bench_print_begin(struct hmoe_bench_printer *p);
 void hmoe_bench_print_row(struct hmoe_bench_printer *p, const struct hmoe_bench_result *r);
 void hmoe_bench_print_end(struct hmoe_bench_printer *p);
 
+/* ---- parallel sequences (bench_batched.c) ------------------------------------------------- */
+
+/* llama-batched-bench's tests for every (-npp, -ntg, -npl) of the model at path, printed in
+ * fmt. Returns an exit code (errors printed). */
+int hmoe_bench_batched(const struct hmoe_cli_model_opts *mo, const char *path, const int *npp, int n_npp,
+                       const int *ntg, int n_ntg, const int *npl, int n_npl, enum hmoe_bench_format fmt, bool quiet);
+
 /* ---- synthetic default model (bench_synth.c) ----------------------------------------------- */
 
 /* Write a synthetic model of `preset` (n_layers 0 = as many of the preset's layers as fit in

@@ -85,7 +85,7 @@ struct hmoe_cli_compat {
     {"--jinja", NULL, NULL, "accepted: the model's own Jinja template is the default (--chat-template NAME: built in)", \
      HMOE_OPT_FLAG, &(c).jinja},                                                                                \
     {"--no-jinja", NULL, NULL, "ignored: use --chat-template NAME for a built-in format", HMOE_OPT_FLAG, &(c).no_jinja},                             \
-    {"--parallel", "-np", "N", "sequences at a time: one (serve queues further requests)", HMOE_OPT_STR,          \
+    {"--parallel", "-np", "N", "serve: N slots stepped together, -c split between them; bench: as -npl; run/chat: one", HMOE_OPT_STR, \
      &(c).parallel},                                                                                            \
     {"--fit", "-fit", "on|off", "on is what hmoe does: placement fits --vram-budget; -c is never shrunk",         \
      HMOE_OPT_STR, &(c).fit},                                                                                   \
@@ -113,6 +113,7 @@ struct hmoe_cli_compat {
 struct hmoe_cli_model_opts {
     const char *model_path;
     int n_ctx, n_threads, n_ubatch, n_batch;
+    int n_seq;        /* sequences of the context (default 1); n_ctx is their total */
     const char *cache_type_k, *cache_type_v;
     const char *rope_scaling;
     /* kept as text so that "not given" (NULL) differs from every value, 0 included */

@@ -51,6 +51,7 @@ static bool check_override_rules(const struct hmoe_opt_strs *ot) {
 void hmoe_cli_model_opts_default(struct hmoe_cli_model_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_ctx = 4096;
+    o->n_seq = 1;
     o->n_ubatch = 512;
     o->cache_type_k = "f16";
     o->cache_type_v = "f16";
@@ -220,6 +221,7 @@ int hmoe_cli_ctx_open(const struct hmoe_cli_model_opts *o, const struct hmoe_mod
         return HMOE_EXIT_USAGE;
     }
     cp.n_ctx = o->n_ctx;
+    cp.n_seq = o->n_seq > 0 ? o->n_seq : 1;
     cp.n_threads = o->n_threads;
     /* More threads than CPUs only adds contention (and one OpenMP stack each): warn and cap. */
     const long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);

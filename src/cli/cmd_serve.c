@@ -63,8 +63,10 @@ static int read_key_file(const char *path, char **key) {
 /* What the llama-server flags left to serve by hmoe_cli_compat_apply map to, one line each. */
 static void print_tolerated(const struct hmoe_cli_compat *c, bool parse_reasoning) {
     if (c->parallel)
-        fprintf(stderr, "hmoe serve: -np %s: one sequence at a time; further requests wait in the FIFO queue "
-                        "(--queue)\n", c->parallel);
+        fprintf(stderr, "hmoe serve: -np %s: %d slot%s stepped together, -c split evenly between them%s; further "
+                        "requests wait in the FIFO queue (--queue)\n",
+                c->parallel, c->n_parallel > 1 ? c->n_parallel : 1, c->n_parallel > 1 ? "s" : "",
+                c->n_parallel > 1 ? " (on the CPU: the GPU backend holds one sequence)" : "");
     if (c->metrics) fprintf(stderr, "hmoe serve: --metrics: GET /metrics (always served)\n");
     if (c->cache_reuse)
         fprintf(stderr, "hmoe serve: --cache-reuse %s: the prompt cache reuses the longest common prefix of the last "
@@ -94,8 +96,10 @@ int hmoe_cmd_serve(int argc, char **argv) {
          &sp.api_key},
         {"--api-key-file", NULL, "FILE", "the same with the key read from the first line of FILE", HMOE_OPT_STR,
          &key_file},
-        {"--queue", NULL, "N", "requests waiting behind the running one (default 16; more get 503 + Retry-After)",
+        {"--queue", NULL, "N", "requests waiting behind the running ones (default 16; more get 503 + Retry-After)",
          HMOE_OPT_INT, &sp.queue_max},
+        {"--prefill-chunk", NULL, "N", "prompt tokens a slot runs per step beside the other slots' tokens (default: "
+         "-ub)", HMOE_OPT_INT, &sp.prefill_chunk},
         {"--threads-http", NULL, "N", "HTTP threads (default 4)", HMOE_OPT_INT, &sp.http_threads},
         {"--timeout", "-to", "N", "seconds an idle connection is kept open (default 30)", HMOE_OPT_INT,
          &sp.idle_timeout_s},
@@ -121,6 +125,16 @@ int hmoe_cmd_serve(int argc, char **argv) {
     /* --reasoning off: thinking off unless a request asks; --reasoning-format none: <think> stays in content */
     sp.enable_thinking = mo.compat.reasoning_mode != 0;
     sp.parse_reasoning = !mo.compat.reasoning_format || strcmp(mo.compat.reasoning_format, "none") != 0;
+    if (mo.compat.n_parallel > HMOE_MAX_SEQ) {
+        fprintf(stderr, "hmoe: -np %d: at most %d parallel sequences\nusage: %s\n", mo.compat.n_parallel, HMOE_MAX_SEQ,
+                usage);
+        return HMOE_EXIT_USAGE;
+    }
+    mo.n_seq = mo.compat.n_parallel > 1 ? mo.compat.n_parallel : 1; /* -1 (auto): one */
+    if (sp.prefill_chunk < 0) {
+        fprintf(stderr, "hmoe: --prefill-chunk must be >= 1\nusage: %s\n", usage);
+        return HMOE_EXIT_USAGE;
+    }
     if (sp.queue_max < 0 || sp.http_threads < 1 || sp.idle_timeout_s < 1 || max_body_mib < 1 || max_body_mib > 4096 ||
         sp.n_predict < -1) {
         fprintf(stderr, "hmoe: --queue must be >= 0, --threads-http and --timeout >= 1, --max-body 1 to 4096, "

@@ -167,7 +167,8 @@ static void task_attend_chunk(void *arg, int64_t it, int tid) {
     }
 }
 
-void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
+/* The rows of one sequence over its own cache. */
+static void attention_seq(struct hmoe_ctx *c, int il, int n) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     struct hmoe_run_state *rs = &c->rs;
     struct att_call a = {.c = c, .il = il, .n = n, .H = cfg->n_head, .Hkv = cfg->n_head_kv, .D = cfg->head_dim,
@@ -198,3 +199,5 @@ void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) {
     else
         hmoe_cpu_parallel(nt, (int64_t)n * a.Hkv * a.n_slice, task_attend, &a);
 }
+
+void hmoe_model_attention(struct hmoe_ctx *c, int il, int n) { hmoe_model_per_seq(c, il, n, attention_seq); }

@@ -19,6 +19,7 @@
 
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
     p->n_ctx = 4096;
+    p->n_seq = 1;
     p->type_k = HMOE_TYPE_F16;
     p->type_v = HMOE_TYPE_F16;
     p->n_threads = 0; /* physical cores */
@@ -103,9 +104,26 @@ static void free_run_state(struct hmoe_run_state *rs, int n_layer) {
     hmoe_rec_free(rs->rec);
 }
 
+/* The sequences beyond 0; sequence 0's cache pointers are the pool itself (freed with the
+ * run state), so the mirrored fields go back to it first. */
+static void free_seqs(struct hmoe_ctx *c) {
+    if (!c->seqs) return;
+    for (int s = 1; s < c->p.n_seq; s++) {
+        free(c->seqs[s].k_cache);
+        free(c->seqs[s].v_cache);
+        hmoe_rec_free(c->seqs[s].rec);
+    }
+    c->rs.k_cache = c->seqs[0].k_cache;
+    c->rs.v_cache = c->seqs[0].v_cache;
+    c->rs.rec = c->seqs[0].rec;
+    free(c->seqs);
+    c->seqs = NULL;
+}
+
 void hmoe_ctx_free(struct hmoe_ctx *c) {
     if (!c) return;
     hmoe_gpu_free(c->gpu, c->m->cfg.n_layer);
+    free_seqs(c);
     free_run_state(&c->rs, c->m->cfg.n_layer);
     free(c);
 }
@@ -137,12 +155,40 @@ static size_t max_act_row_bytes(const struct hmoe_model *m) {
     return mx;
 }
 
+/* Every sequence's view of the KV pool (sequence s: the slice of positions s * n_ctx ..
+ * (s+1) * n_ctx - 1 in the cache layout, so each slice is a whole cache of n_ctx positions)
+ * and its recurrent state; sequence 0 is the run state's own. */
+static enum hmoe_status alloc_seqs(struct hmoe_ctx *c, struct hmoe_err *err) {
+    const int L = c->m->cfg.n_layer, n_seq = c->p.n_seq;
+    const size_t rows = (size_t)c->p.n_ctx * (size_t)c->m->cfg.n_head_kv;
+    c->seqs = calloc((size_t)n_seq, sizeof *c->seqs);
+    if (!c->seqs) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    c->seqs[0] = (struct hmoe_seq){.k_cache = c->rs.k_cache, .v_cache = c->rs.v_cache, .rec = c->rs.rec};
+    for (int s = 1; s < n_seq; s++) {
+        struct hmoe_seq *q = &c->seqs[s];
+        q->k_cache = calloc((size_t)L, sizeof *q->k_cache);
+        q->v_cache = calloc((size_t)L, sizeof *q->v_cache);
+        if (!q->k_cache || !q->v_cache) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+        for (int il = 0; il < L; il++) {
+            if (!c->rs.k_cache[il]) continue;
+            q->k_cache[il] = c->rs.k_cache[il] + (size_t)s * rows * c->k_row_bytes;
+            q->v_cache[il] = c->rs.v_cache[il] + (size_t)s * rows * c->v_row_bytes;
+        }
+        if (c->rs.rec) {
+            enum hmoe_status st = hmoe_rec_init_seq(c->rs.rec, c->p.n_ctx, &q->rec, err);
+            if (st) return st;
+        }
+    }
+    return HMOE_OK;
+}
+
 static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     struct hmoe_run_state *rs = &c->rs;
     const size_t ub = (size_t)c->p.n_ubatch, d = (size_t)cfg->n_embd, H = (size_t)cfg->n_head,
                  Hkv = (size_t)cfg->n_head_kv, D = (size_t)cfg->head_dim, Dv = (size_t)cfg->head_dim_v,
-                 G = H / Hkv, nt = (size_t)c->p.n_threads, n_ctx = (size_t)c->p.n_ctx, L = (size_t)cfg->n_layer;
+                 G = H / Hkv, nt = (size_t)c->p.n_threads, n_ctx = (size_t)c->p.n_ctx, L = (size_t)cfg->n_layer,
+                 n_seq = (size_t)c->p.n_seq;
     rs->x = calloc(ub * d, sizeof(float));
     rs->xn = calloc(ub * d, sizeof(float));
     rs->q = calloc(ub * H * D, sizeof(float));
@@ -171,11 +217,12 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     if (!rs->x || !rs->xn || !rs->q || !rs->k || !rs->v || !rs->attn || !rs->out || !rs->rope_cos || !rs->rope_sin ||
         !rs->pos || !rs->act || !rs->att_scores || !rs->att_q || !rs->att_v || !rs->att_o || !rs->k_cache || !rs->v_cache)
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the run state (%zu-token micro-batch)", ub);
-    /* calloc: the OS hands out zero pages lazily, so RSS grows only with positions used. */
+    /* calloc: the OS hands out zero pages lazily, so RSS grows only with positions used. One
+     * pool per layer for all sequences, each sequence's cache a contiguous slice (alloc_seqs). */
     for (size_t il = 0; il < L; il++) {
         if (c->m->w.layers[il].recurrent || c->m->w.layers[il].ffn_only) continue; /* no KV cache */
-        rs->k_cache[il] = calloc(n_ctx * Hkv, c->k_row_bytes);
-        rs->v_cache[il] = calloc(n_ctx * Hkv, c->v_row_bytes);
+        rs->k_cache[il] = calloc(n_seq * n_ctx * Hkv, c->k_row_bytes);
+        rs->v_cache[il] = calloc(n_seq * n_ctx * Hkv, c->v_row_bytes);
         if (!rs->k_cache[il] || !rs->v_cache[il])
             return HMOE_RAISE(err, HMOE_ERR_NOMEM,
                               "out of memory for the KV cache (%zu MiB for %d positions); lower -c/--ctx-size or use "
@@ -192,10 +239,12 @@ static enum hmoe_status alloc_run_state(struct hmoe_ctx *c, struct hmoe_err *err
     enum hmoe_status st =
         any_moe ? hmoe_sched_moe_init(moe, (int)L, c->p.n_ubatch, c->p.n_threads, &rs->moe, err) : HMOE_OK;
     free(moe);
-    if (!cfg->arch_entry->rec_dims) return st; /* attention only: the KV cache is the whole state */
-    struct hmoe_rec_dims dm;
-    cfg->arch_entry->rec_dims(cfg, &dm);
-    return st ? st : hmoe_rec_init(c, &dm, err);
+    if (!st && cfg->arch_entry->rec_dims) {
+        struct hmoe_rec_dims dm;
+        cfg->arch_entry->rec_dims(cfg, &dm);
+        st = hmoe_rec_init(c, &dm, err);
+    }
+    return st ? st : alloc_seqs(c, err);
 }
 
 /* --gpu auto|on: the GPU backend, or (auto only) the CPU with a note when there is no GPU or
@@ -238,6 +287,25 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     if (params) p = *params;
     const struct hmoe_model_config *cfg = &m->cfg;
     if (p.n_ctx <= 0) p.n_ctx = 4096;
+    if (p.n_seq <= 0) p.n_seq = 1;
+    if (p.n_seq > HMOE_MAX_SEQ)
+        return HMOE_RAISE(err, HMOE_ERR_ARG, "%d parallel sequences (-np) is more than the %d a context holds",
+                          p.n_seq, HMOE_MAX_SEQ);
+    if (p.n_ctx / p.n_seq < 1)
+        return HMOE_RAISE(err, HMOE_ERR_ARG,
+                          "a context of %d positions cannot hold %d sequences; raise -c/--ctx-size (it is the total "
+                          "of all -np sequences)",
+                          p.n_ctx, p.n_seq);
+    p.n_ctx /= p.n_seq; /* from here on: one sequence's capacity */
+    if (p.n_seq > 1 && p.gpu != HMOE_GPU_OFF) {
+        if (p.gpu == HMOE_GPU_ON)
+            return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
+                              "--gpu on with %d parallel sequences: the GPU backend holds one sequence; use -np 1 or "
+                              "--gpu off",
+                              p.n_seq);
+        HMOE_INFO("%d parallel sequences run on the CPU (the GPU backend holds one sequence)", p.n_seq);
+        p.gpu = HMOE_GPU_OFF;
+    }
     /* As llama.cpp: a context past what the model was trained for is allowed with a warning
      * (quality may fall, nothing breaks); with RoPE scaling the trained span is the original
      * context times the factor. */
@@ -251,7 +319,7 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     if (p.n_threads <= 0) p.n_threads = hmoe_cpu_physical_cores();
     if (p.n_threads > 1024) p.n_threads = 1024;
     if (p.n_ubatch <= 0) p.n_ubatch = 512;
-    if (p.n_ubatch > p.n_ctx) p.n_ubatch = p.n_ctx;
+    if (p.n_ubatch > p.n_ctx * p.n_seq) p.n_ubatch = p.n_ctx * p.n_seq; /* a micro-batch may hold rows of every sequence */
     enum hmoe_status st = check_kv_type(p.type_k, "K (-ctk)", cfg->head_dim, err);
     if (!st) st = check_kv_type(p.type_v, "V (-ctv)", cfg->head_dim_v, err);
     if (st) return st;
@@ -265,7 +333,8 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
     c->v_trans = hmoe_type_info[p.type_v].blck == 1;
     int n_kv_layers = 0;
     for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent && !m->w.layers[il].ffn_only;
-    c->kv_bytes = (size_t)n_kv_layers * (size_t)p.n_ctx * (size_t)cfg->n_head_kv * (c->k_row_bytes + c->v_row_bytes);
+    c->kv_bytes = (size_t)n_kv_layers * (size_t)p.n_seq * (size_t)p.n_ctx * (size_t)cfg->n_head_kv *
+                  (c->k_row_bytes + c->v_row_bytes);
     st = alloc_run_state(c, err);
     if (!st && p.gpu != HMOE_GPU_OFF) st = init_gpu(c, err);
     if (st) {
@@ -277,6 +346,22 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
 }
 
 int hmoe_ctx_n_past(const struct hmoe_ctx *c) { return c->n_past; }
+int hmoe_ctx_n_seq(const struct hmoe_ctx *c) { return c->p.n_seq; }
+int hmoe_ctx_cur_seq(const struct hmoe_ctx *c) { return c->cur_seq; }
+
+enum hmoe_status hmoe_ctx_use_seq(struct hmoe_ctx *c, int s, struct hmoe_err *err) {
+    if (s < 0 || s >= c->p.n_seq)
+        return HMOE_RAISE(err, HMOE_ERR_RANGE, "sequence %d does not exist: the context holds %d (-np)", s,
+                          c->p.n_seq);
+    struct hmoe_seq *cur = &c->seqs[c->cur_seq], *to = &c->seqs[s];
+    cur->n_past = c->n_past;
+    c->cur_seq = s;
+    c->n_past = to->n_past;
+    c->rs.k_cache = to->k_cache;
+    c->rs.v_cache = to->v_cache;
+    c->rs.rec = to->rec;
+    return HMOE_OK;
+}
 int hmoe_ctx_n_ctx(const struct hmoe_ctx *c) { return c->p.n_ctx; }
 const struct hmoe_ctx_params *hmoe_ctx_get_params(const struct hmoe_ctx *c) { return &c->p; }
 size_t hmoe_ctx_kv_bytes(const struct hmoe_ctx *c) { return c->kv_bytes; }
@@ -330,6 +415,11 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
         out->handoff_in_us = hs.handoff_in_us;
         out->handoff_out_us = hs.handoff_out_us;
     }
+}
+
+void hmoe_ctx_take_moe_reads(struct hmoe_ctx *c, struct hmoe_sched_moe_reads *out) {
+    memset(out, 0, sizeof *out);
+    if (!c->gpu && c->rs.moe) hmoe_sched_moe_reads_take(c->rs.moe, out);
 }
 
 void hmoe_ctx_reset_stats(struct hmoe_ctx *c) {

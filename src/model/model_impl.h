@@ -35,10 +35,33 @@ struct hmoe_run_state {
     struct hmoe_rec_state *rec; /* recurrent state and its scratch (recurrent_impl.h), NULL for attention-only models */
 };
 
+/* One sequence of a context: its share of the KV pool and its recurrent state. The selected
+ * sequence's fields are mirrored in hmoe_ctx (n_past, rs.k_cache, rs.v_cache, rs.rec), which
+ * every single-sequence path reads; hmoe_ctx_use_seq stores them back and loads another's. */
+struct hmoe_seq {
+    int n_past;
+    uint8_t **k_cache, **v_cache; /* [n_layer] its cache of p.n_ctx positions in the pool (NULL: no KV layer) */
+    struct hmoe_rec_state *rec;   /* its state; sequence 0's owns the micro-batch scratch the others borrow */
+};
+
+/* The rows of a batched micro-batch: segment i is sequence seq's rows row0 .. row0+n-1 at
+ * positions pos0 .. pos0+n-1 (batch.c). */
+struct hmoe_batch_seg {
+    int seq, row0, n, pos0;
+    bool logits;               /* logits of its last row */
+};
+struct hmoe_batch_rows {
+    int n_seg;
+    struct hmoe_batch_seg seg[HMOE_MAX_SEQ];
+};
+
 struct hmoe_ctx {
     const struct hmoe_model *m;
-    struct hmoe_ctx_params p;  /* after defaults and capping */
+    struct hmoe_ctx_params p;  /* after defaults and capping; n_ctx is one sequence's capacity */
     int n_past;                /* positions 0 .. n_past-1 are in the KV cache */
+    int cur_seq;               /* the selected sequence (mirrored fields above and in rs) */
+    struct hmoe_seq *seqs;     /* [p.n_seq] */
+    const struct hmoe_batch_rows *batch; /* during a batched forward: its segments; NULL otherwise */
     size_t k_row_bytes;        /* one head's K row (D elements of type_k) */
     size_t v_row_bytes;        /* one head's V row (Dv elements of type_v) */
     bool v_trans;              /* V cached transposed (types without blocks: f32, f16, bf16), so that
@@ -108,6 +131,20 @@ void hmoe_model_add_rmsnorm(struct hmoe_ctx *c, float *x, const float *add, floa
 /* attention.c — write the batch's K/V rows into the cache at their positions, then causal
  * GQA attention of every query over the cache (qwen3moe.md §4.3 steps 6-9, §6). */
 void hmoe_model_attention(struct hmoe_ctx *c, int il, int n);
+
+/* batch.c — rs->pos of the micro-batch's n rows: pos0 + t, or each segment's positions. */
+void hmoe_model_positions(struct hmoe_ctx *c, int n, int pos0);
+/* batch.c — the last residual, final norm and LM head of the n-row micro-batch: rows of
+ * `which` (hmoe_ctx_forward's meaning), or in a batch the last row of each segment that
+ * wants logits, packed in segment order. */
+void hmoe_model_logits(struct hmoe_ctx *c, enum hmoe_logits which, int n, float *logits);
+/* batch.c — op on the micro-batch's rows with the sequence state they belong to: op(c, il, n)
+ * outside a batch, else once per segment on a view of c whose row buffers start at the
+ * segment's first row and whose KV cache and recurrent state are the segment's sequence's.
+ * For the parts of a layer that read or write per-sequence state (attention over the cache,
+ * the recurrences); everything else runs on all rows at once. */
+typedef void (*hmoe_seq_op)(struct hmoe_ctx *c, int il, int n);
+void hmoe_model_per_seq(struct hmoe_ctx *c, int il, int n, hmoe_seq_op op);
 
 /* ctx.c — one micro-batch through the whole model on the context's backend: the GPU
  * (gpu_forward.c) or the architecture entry's CPU forward (recurrent.c replays with it). */

@@ -33,6 +33,10 @@ void hmoe_rec_free(struct hmoe_rec_state *r) {
         free(r->ckpt[i].conv);
         free(r->ckpt[i].ssm);
     }
+    if (r->scratch_borrowed) {
+        free(r);
+        return;
+    }
     free(r->qkv);
     free(r->y);
     free(r->z);
@@ -53,28 +57,13 @@ void hmoe_rec_free(struct hmoe_rec_state *r) {
 /* calloc of n rows of cols floats; a zero size still gets one float (a valid pointer). */
 static float *rows(size_t n, int64_t cols) { return calloc(cols > 0 ? n * (size_t)cols : 1, sizeof(float)); }
 
-enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, const struct hmoe_rec_dims *dm, struct hmoe_err *err) {
-    const struct hmoe_model_config *cfg = &c->m->cfg;
-    struct hmoe_rec_state *r = calloc(1, sizeof *r);
-    if (!r) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    c->rs.rec = r;
-    r->slot = malloc((size_t)cfg->n_layer * sizeof *r->slot);
-    if (!r->slot) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
-    for (int il = 0; il < cfg->n_layer; il++) r->slot[il] = c->m->w.layers[il].recurrent ? r->n_rec++ : -1;
-    r->dim = cfg->ssm_head_dim;
-    r->n_k_head = cfg->ssm_n_k_head;
-    r->n_v_head = cfg->ssm_n_v_head;
-    r->key_dim = (int64_t)r->n_k_head * r->dim;
-    r->value_dim = (int64_t)r->n_v_head * r->dim;
-    r->K = dm->K;
-    r->conv_dim = dm->conv_dim;
-    r->conv_floats = (size_t)(r->K - 1) * (size_t)r->conv_dim;
-    r->ssm_floats = dm->ssm_floats;
-    const size_t nr = (size_t)(r->n_rec ? r->n_rec : 1), ub = (size_t)c->p.n_ubatch, d = (size_t)cfg->n_embd;
+/* The live state, token history and checkpoints of one sequence (shapes already set). */
+static enum hmoe_status alloc_state(struct hmoe_rec_state *r, int n_ctx, struct hmoe_err *err) {
+    const size_t nr = (size_t)(r->n_rec ? r->n_rec : 1);
     /* calloc: large blocks come as untouched zero pages, so unused checkpoints cost nothing. */
     r->conv = calloc(nr * r->conv_floats, sizeof(float));
     r->ssm = calloc(nr * r->ssm_floats, sizeof(float));
-    r->hist = calloc((size_t)c->p.n_ctx, sizeof *r->hist);
+    r->hist = calloc((size_t)n_ctx, sizeof *r->hist);
     bool ok = r->conv && r->ssm && r->hist;
     for (int i = 0; i < HMOE_REC_CKPT; i++) {
         r->ckpt[i].pos = -1;
@@ -85,6 +74,55 @@ enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, const struct hmoe_rec_dims *d
     if (!ok)
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the recurrent state (%zu MiB, %d checkpoints)",
                           hmoe_rec_state_bytes(r) >> 20, HMOE_REC_CKPT);
+    return HMOE_OK;
+}
+
+enum hmoe_status hmoe_rec_init_seq(const struct hmoe_rec_state *base, int n_ctx, struct hmoe_rec_state **out,
+                                   struct hmoe_err *err) {
+    struct hmoe_rec_state *r = malloc(sizeof *r);
+    *out = r;
+    if (!r) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    *r = *base; /* shapes and scratch pointers */
+    r->scratch_borrowed = true;
+    r->conv = r->ssm = NULL;
+    r->hist = NULL;
+    r->n_state = 0;
+    r->age = 0;
+    r->cu = NULL;
+    r->d_conv = r->d_ssm = NULL;
+    for (int i = 0; i < HMOE_REC_CKPT; i++) r->ckpt[i] = (struct hmoe_rec_ckpt){.pos = -1};
+    r->slot = malloc((size_t)base->n_layer_slots * sizeof *r->slot);
+    if (!r->slot) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    memcpy(r->slot, base->slot, (size_t)base->n_layer_slots * sizeof *r->slot);
+    return alloc_state(r, n_ctx, err);
+}
+
+enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, const struct hmoe_rec_dims *dm, struct hmoe_err *err) {
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    struct hmoe_rec_state *r = calloc(1, sizeof *r);
+    if (!r) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    c->rs.rec = r;
+    r->slot = malloc((size_t)cfg->n_layer * sizeof *r->slot);
+    if (!r->slot) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    r->cols = (struct hmoe_rec_dims_cols){.qkv = dm->qkv_cols, .y = dm->y_cols, .z = dm->z_cols,
+                                          .alpha = dm->alpha_cols, .beta = dm->beta_cols,
+                                          .o = dm->o_seq_cols ? dm->o_seq_cols : dm->o_cols,
+                                          .qg = dm->qg_cols, .sh = dm->sh_cols, .sh_u = dm->sh_u_cols,
+                                          .d = cfg->n_embd};
+    for (int il = 0; il < cfg->n_layer; il++) r->slot[il] = c->m->w.layers[il].recurrent ? r->n_rec++ : -1;
+    r->n_layer_slots = cfg->n_layer;
+    r->dim = cfg->ssm_head_dim;
+    r->n_k_head = cfg->ssm_n_k_head;
+    r->n_v_head = cfg->ssm_n_v_head;
+    r->key_dim = (int64_t)r->n_k_head * r->dim;
+    r->value_dim = (int64_t)r->n_v_head * r->dim;
+    r->K = dm->K;
+    r->conv_dim = dm->conv_dim;
+    r->conv_floats = (size_t)(r->K - 1) * (size_t)r->conv_dim;
+    r->ssm_floats = dm->ssm_floats;
+    const size_t ub = (size_t)c->p.n_ubatch, d = (size_t)cfg->n_embd;
+    enum hmoe_status st = alloc_state(r, c->p.n_ctx, err);
+    if (st) return st;
     r->qkv = rows(ub, dm->qkv_cols);
     r->y = rows(ub, dm->y_cols);
     r->z = rows(ub, dm->z_cols);

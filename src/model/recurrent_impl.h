@@ -24,6 +24,7 @@ struct hmoe_rec_state {
     /* Shapes (qwen35moe.md §2). */
     int n_rec;                  /* recurrent (Gated DeltaNet) layers */
     int *slot;                  /* [n_layer] state index of a recurrent layer, -1 for attention layers */
+    int n_layer_slots;          /* n_layer: entries of slot */
     int K, dim, n_k_head, n_v_head;
     int64_t key_dim, value_dim, conv_dim;
     size_t conv_floats, ssm_floats; /* per layer: (K-1)*conv_dim, Hv*dim*dim */
@@ -35,7 +36,13 @@ struct hmoe_rec_state {
     struct hmoe_rec_ckpt ckpt[HMOE_REC_CKPT];
     uint64_t age;
 
-    /* Micro-batch scratch (n_ub rows). */
+    /* Micro-batch scratch (n_ub rows), shared by the sequences of a context: a sequence
+     * other than 0 borrows sequence 0's (scratch_borrowed), and so does a batch view. */
+    bool scratch_borrowed;
+    struct hmoe_rec_dims_cols {
+        int64_t qkv, y, z, alpha, beta, o, qg, sh, sh_u, d;
+    } cols;                     /* row stride in floats of each scratch buffer where the per-sequence
+                                   parts of a layer use it (row views, batch.c) */
     float *qkv;                 /* [n_ub][conv_dim] raw attn_qkv output (conv input) */
     float *y;                   /* [n_ub][conv_dim] conv + SiLU output, then L2-normed q, k */
     float *z;                   /* [n_ub][value_dim] attn_gate output */
@@ -63,10 +70,15 @@ struct hmoe_rec_dims {
     size_t ssm_floats;     /* floats of the recurrent matrices of one layer */
     int64_t qkv_cols, y_cols, z_cols, o_cols, alpha_cols, beta_cols, qg_cols, sh_cols, sh_u_cols;
     size_t chunk_floats;   /* per-thread scratch of the chunked prefill form */
+    int64_t o_seq_cols;    /* row stride of o where the recurrence writes it, if not o_cols (0) */
 };
 
 /* recurrent.c */
 enum hmoe_status hmoe_rec_init(struct hmoe_ctx *c, const struct hmoe_rec_dims *dm, struct hmoe_err *err);
+/* The state of one more sequence: shapes and scratch from `base` (borrowed, freed with base),
+ * its own live state, token history of n_ctx positions and checkpoints. */
+enum hmoe_status hmoe_rec_init_seq(const struct hmoe_rec_state *base, int n_ctx, struct hmoe_rec_state **out,
+                                   struct hmoe_err *err);
 void hmoe_rec_free(struct hmoe_rec_state *r);
 /* Forget positions >= n_keep: restore the newest checkpoint at or before n_keep, or zero. */
 void hmoe_rec_truncate(struct hmoe_rec_state *r, int n_keep);

@@ -52,6 +52,7 @@ struct hmoe_sched_moe {
     _Atomic int32_t *gu_done; /* [E] decode: gate/up items finished per active expert */
     struct hmoe_sched_moe_chunks chunks; /* work-item sizes (defaults at init; tests change them) */
     struct hmoe_sched_moe_times times;
+    struct hmoe_sched_moe_reads reads;
 };
 
 static double now_ms(void) {
@@ -630,6 +631,14 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     if (timed) t[1 + HMOE_MOE_PH_ROUTE] = now_ms();
     /* 3. Group by expert (serial counting sort; a batch gathers the rows in a job). */
     group_by_expert(&m);
+    /* Expert weights this call reads (each active expert once) against what one read per
+     * (token, rank) pair would be: the sharing of a batch of rows. */
+    const uint64_t eb = (uint64_t)(w->gate.data ? w->gate.mat_bytes : 0) + w->up.mat_bytes + w->down.mat_bytes;
+    s->reads.calls++;
+    s->reads.experts += (uint64_t)m.n_active;
+    s->reads.pairs += (uint64_t)m.n_pairs;
+    s->reads.bytes += (uint64_t)m.n_active * eb;
+    s->reads.pair_bytes += (uint64_t)m.n_pairs * eb;
     if (m.batch && m.n_pairs > 0) hmoe_cpu_parallel(nt, (m.n_pairs + 63) / 64, task_gather, &m);
     if (timed) t[1 + HMOE_MOE_PH_GROUP] = now_ms();
     /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
@@ -727,6 +736,11 @@ enum hmoe_status hmoe_sched_moe_set_chunks(struct hmoe_sched_moe *s, const struc
                           "MoE work items: per-thread counts must be 1..64, chunks at least 16 rows, tail 1..64 items");
     s->chunks = *c;
     return HMOE_OK;
+}
+
+void hmoe_sched_moe_reads_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_reads *out) {
+    *out = s->reads;
+    memset(&s->reads, 0, sizeof s->reads);
 }
 
 void hmoe_sched_moe_times_take(struct hmoe_sched_moe *s, struct hmoe_sched_moe_times *out) {

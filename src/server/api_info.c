@@ -26,7 +26,7 @@ int srv_api_props(struct hmoe_server *s, json_t **out) {
                      "default_generation_settings", "n_ctx", hmoe_ctx_n_ctx(s->ctx), "params", "n_predict",
                      s->p.n_predict, "temperature", (double)sp->temp, "top_k", sp->top_k, "top_p", (double)sp->top_p,
                      "min_p", (double)sp->min_p, "repeat_penalty", (double)sp->repeat_penalty, "repeat_last_n",
-                     sp->repeat_last_n, "total_slots", 1, "model_path", s->model_path, "chat_template", tmpl,
+                     sp->repeat_last_n, "total_slots", s->n_slots, "model_path", s->model_path, "chat_template", tmpl,
                      "chat_template_family", hmoe_chat_fmt_name(s->fmt), "build_info", "hmoe", "modalities",
                      "vision", 0, "audio", 0);
     return 200;
@@ -137,13 +137,15 @@ char *srv_api_metrics(struct hmoe_server *s) {
            pus > 0 ? pt * 1e6 / pus : 0);
     metric(&b, "llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
            gus > 0 ? gt * 1e6 / gus : 0);
-    metric(&b, "llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+    metric(&b, "llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage of the last finished request's slot. 1 means 100 percent usage.",
            n_ctx ? (double)n_kv / n_ctx : 0);
     metric(&b, "llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", n_kv);
     metric(&b, "llamacpp:requests_processing", "gauge", "Number of requests processing.",
            atomic_load(&m->processing));
     metric(&b, "llamacpp:requests_deferred", "gauge", "Number of requests deferred (waiting in the queue).",
            atomic_load(&m->deferred));
+    metric(&b, "hmoe:slots_total", "gauge", "Parallel sequences (-np), each with n_ctx / np positions.", s->n_slots);
+    metric(&b, "hmoe:slots_busy", "gauge", "Slots running a request.", atomic_load(&m->processing));
     metric(&b, "hmoe:requests_ok_total", "counter", "Generation requests answered in full.",
            (double)atomic_load(&m->requests_ok));
     metric(&b, "hmoe:requests_error_total", "counter", "Generation requests refused (4xx) or failed (5xx).",

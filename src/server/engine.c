@@ -1,9 +1,12 @@
-/* engine.c — the one thread that owns the model context. It takes jobs from a bounded FIFO
- * queue in arrival order and runs each to the end: reuse the longest common token prefix
- * of the KV cache (the prompt cache: agents resend the whole conversation every turn),
- * prefill the rest in micro-batches, then sample and decode token by token. Between two
- * micro-batches and after every token it checks whether the client hung up (a peek at its
- * socket) or the server stops, so a cancelled request ends within one token.
+/* engine.c — the one thread that owns the model context and its -np slots (one sequence
+ * each). Requests wait in a bounded FIFO queue and join a free slot at the next step, in
+ * arrival order, on the slot whose cached tokens share the longest prefix with the prompt
+ * (the prompt cache per slot: agents resend the whole conversation every turn). Every step
+ * runs each active slot once, as one batch (model.h hmoe_ctx_decode_batch): a prefill chunk
+ * (--prefill-chunk tokens, default -ub) of a new prompt beside the other slots' next tokens,
+ * so a long prompt delays the others' streams by one chunk per step; the order rotates each
+ * step. Before each step it checks whether a client hung up (a peek at its socket) or the
+ * server stops: a cancelled request leaves its slot within one step.
  */
 #include <errno.h>
 #include <math.h>
@@ -53,7 +56,7 @@ void srv_job_wake(struct srv_job *j) {
 
 bool srv_engine_submit(struct hmoe_server *s, struct srv_job *j) {
     pthread_mutex_lock(&s->qmu);
-    if (s->q_len >= s->p.queue_max + 1 || s->stopping) { /* +1: the one running */
+    if (s->q_len >= s->p.queue_max + (s->n_slots > 0 ? s->n_slots : 1) || s->stopping) { /* + the running ones */
         pthread_mutex_unlock(&s->qmu);
         return false;
     }
@@ -88,14 +91,14 @@ static bool job_abandoned(struct srv_job *j) {
 
 /* llama.cpp's penalties step over the last repeat_last_n tokens: repeat penalty (divide a
  * positive logit, multiply a negative one), then frequency * count + presence. */
-static const float *apply_penalties(struct hmoe_server *s, const struct srv_gen_params *gp, const int32_t *hist,
-                                    int n_hist) {
+static const float *apply_penalties(struct hmoe_server *s, const struct srv_gen_params *gp, const float *logits,
+                                    const int32_t *hist, int n_hist) {
     const struct hmoe_sampler_params *sp = &gp->sp;
     const bool on = sp->repeat_penalty != 1.0f || gp->frequency_penalty != 0.0f || gp->presence_penalty != 0.0f;
     const int win = sp->repeat_last_n < 0 ? n_hist : HMOE_MIN(sp->repeat_last_n, n_hist);
-    if (!on || win <= 0) return s->logits;
+    if (!on || win <= 0) return logits;
     const int n_vocab = s->model->cfg.n_vocab;
-    memcpy(s->logits_pen, s->logits, (size_t)n_vocab * sizeof *s->logits);
+    memcpy(s->logits_pen, logits, (size_t)n_vocab * sizeof *logits);
     for (int i = n_hist - win; i < n_hist; i++) s->pen_count[hist[i]]++;
     for (int i = n_hist - win; i < n_hist; i++) {
         const int32_t id = hist[i];
@@ -135,109 +138,134 @@ static bool feed_text(struct srv_job *j, struct srv_buf *pend, const char *s, si
     return false;
 }
 
-/* Prefill ids[p..n) after keeping the cached prefix p; a recurrent model keeps a checkpoint
- * before the last turn's <|im_start|>, where the next request's common prefix will end. */
-static enum hmoe_status prefill(struct hmoe_server *s, struct srv_job *j, int p, bool *abandoned,
-                                struct hmoe_err *err) {
-    const int32_t *ids = j->ids;
-    const int n = j->n_ids;
-    const int step = hmoe_ctx_get_params(s->ctx)->n_ubatch;
-    const int32_t im_start = hmoe_vocab_find(s->vocab, "<|im_start|>", 12);
-    int ck = -1;
-    for (int i = n - 1; i >= p && im_start != HMOE_TOKEN_NONE && ck < 0; i--)
-        if (ids[i] == im_start) ck = i;
-    for (int pos = p, m; pos < n; pos += m) {
-        if (job_abandoned(j)) {
-            *abandoned = true;
-            return HMOE_OK;
-        }
-        m = HMOE_MIN(step, n - pos);
-        if (pos < ck) m = HMOE_MIN(m, ck - pos);
-        if (pos == ck) hmoe_ctx_checkpoint(s->ctx);
-        const bool last = pos + m == n;
-        enum hmoe_status st = hmoe_ctx_decode(s->ctx, ids + pos, m, pos, last ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE,
-                                              s->logits, err);
-        if (st) return st;
-        memcpy(s->kv_ids + pos, ids + pos, (size_t)m * sizeof *ids);
-        s->n_kv = pos + m;
-    }
-    return HMOE_OK;
-}
+/* One slot: a sequence of the context, the request running on it (NULL: free) and the tokens
+ * its KV cache holds (the slot's prompt cache). */
+struct srv_slot {
+    int seq;
+    struct srv_job *job;
+    int32_t *kv_ids;               /* [n_ctx] tokens held in the slot's KV cache */
+    int n_kv;
+    /* the running request */
+    int pos;                       /* prefill: next prompt position to run */
+    int ck;                        /* position to checkpoint the recurrent state at, -1: none */
+    bool gen;                      /* the prompt is in: generating */
+    int32_t next_id;               /* generating: the token to decode in the next step */
+    int limit;
+    struct hmoe_sampler *smp;
+    int32_t *hist;                 /* prompt + generated tokens, for the penalties */
+    int n_hist;
+    struct hmoe_detok_stream ds;
+    struct srv_buf pend;
+    double t0, t1;
+    bool abandoned, done;
+    enum hmoe_status st;
+    struct hmoe_err err;
+    int share;                     /* index of its logits in the step, -1: none */
+    uint64_t last_used;            /* s->slot_clock when a request last took it */
+};
 
-static void run_job(struct hmoe_server *s, struct srv_job *j) {
-    struct hmoe_err err = {0};
+/* Start j on slot sl: reuse the slot's cached prefix, rewind its sequence to it. */
+static void slot_start(struct hmoe_server *s, struct srv_slot *sl, struct srv_job *j) {
     const int n_ctx = hmoe_ctx_n_ctx(s->ctx);
+    sl->job = j;
+    sl->done = sl->abandoned = sl->gen = false;
+    sl->st = HMOE_OK;
+    memset(&sl->err, 0, sizeof sl->err);
     int p = 0;
     if (j->gp.cache_prompt)
-        while (p < j->n_ids && p < s->n_kv && s->kv_ids[p] == j->ids[p]) p++;
+        while (p < j->n_ids && p < sl->n_kv && sl->kv_ids[p] == j->ids[p]) p++;
     if (p == j->n_ids) p = j->n_ids - 1; /* the last prompt token is run again for its logits */
+    hmoe_ctx_use_seq(s->ctx, sl->seq, &sl->err);
     hmoe_ctx_truncate(s->ctx, p);
-    s->n_kv = p;
+    sl->n_kv = p;
     j->n_cached = p;
     j->n_prompt_eval = j->n_ids - p;
-
+    sl->pos = p;
+    /* a recurrent model keeps a checkpoint before the last turn's <|im_start|>, where the next
+     * request's common prefix will end */
+    const int32_t im_start = hmoe_vocab_find(s->vocab, "<|im_start|>", 12);
+    sl->ck = -1;
+    for (int i = j->n_ids - 1; i >= p && im_start != HMOE_TOKEN_NONE && sl->ck < 0; i--)
+        if (j->ids[i] == im_start) sl->ck = i;
     struct hmoe_sampler_params sp = j->gp.sp;
     sp.repeat_penalty = 1.0f; /* applied here, with frequency and presence */
-    struct hmoe_sampler *smp = NULL;
-    int32_t *hist = malloc((size_t)(n_ctx + 1) * sizeof *hist);
-    struct hmoe_detok_stream ds;
-    hmoe_detok_stream_init(&ds, s->vocab, false);
-    struct srv_buf pend = {0};
-    bool abandoned = false;
-    enum hmoe_status st = hist ? hmoe_sampler_init(&sp, s->model->cfg.n_vocab, &smp, &err)
-                               : HMOE_RAISE(&err, HMOE_ERR_NOMEM, "out of memory");
-    const double t0 = hmoe_time_s();
-    if (!st) st = prefill(s, j, p, &abandoned, &err);
-    const double t1 = hmoe_time_s();
-    j->prompt_ms = (t1 - t0) * 1e3;
+    sl->smp = NULL;
+    sl->hist = malloc((size_t)(n_ctx + 1) * sizeof *sl->hist);
+    hmoe_detok_stream_init(&sl->ds, s->vocab, false);
+    sl->pend = (struct srv_buf){0};
+    sl->n_hist = 0;
+    sl->st = sl->hist ? hmoe_sampler_init(&sp, s->model->cfg.n_vocab, &sl->smp, &sl->err)
+                      : HMOE_RAISE(&sl->err, HMOE_ERR_NOMEM, "out of memory");
+    /* a prompt past the slot's context: hmoe_ctx_decode's check names the sizes (nothing runs) */
+    if (!sl->st && j->n_ids > n_ctx)
+        sl->st = hmoe_ctx_decode(s->ctx, j->ids + p, j->n_ids - p, p, HMOE_LOGITS_NONE, NULL, &sl->err);
+    sl->t0 = sl->t1 = hmoe_time_s();
+    if (sl->st) sl->done = true;
+}
+
+/* Sample the slot's next token from its logits; decides whether it goes on. */
+static void slot_sample(struct hmoe_server *s, struct srv_slot *sl, const float *logits) {
+    struct srv_job *j = sl->job;
+    const int n_ctx = hmoe_ctx_n_ctx(s->ctx);
+    const int32_t id = hmoe_sampler_sample(sl->smp, apply_penalties(s, &j->gp, logits, sl->hist, sl->n_hist));
+    if (!j->gp.ignore_eos && hmoe_vocab_is_eog(s->vocab, id)) {
+        j->finish = SRV_FINISH_STOP_EOG;
+        sl->done = true;
+        return;
+    }
+    j->n_gen++;
+    sl->hist[sl->n_hist++] = id;
+    size_t len = 0;
+    const char *piece = hmoe_detok_stream_push(&sl->ds, id, &len);
+    if ((piece && len && feed_text(j, &sl->pend, piece, len, false)) || j->n_gen >= sl->limit ||
+        sl->n_kv >= n_ctx || sl->n_hist > n_ctx) { /* context full: "length" */
+        sl->done = true;
+        return;
+    }
+    sl->next_id = id;
+}
+
+/* The prompt is in: the first token from its logits. */
+static void slot_prompt_done(struct hmoe_server *s, struct srv_slot *sl, const float *logits) {
+    struct srv_job *j = sl->job;
+    sl->t1 = hmoe_time_s();
+    j->prompt_ms = (sl->t1 - sl->t0) * 1e3;
     atomic_fetch_add(&s->m.prompt_tokens, (unsigned long long)j->n_prompt_eval);
     atomic_fetch_add(&s->m.prompt_us, (unsigned long long)(j->prompt_ms * 1e3));
-    int n_hist = 0;
-    if (!st && !abandoned) {
-        memcpy(hist, j->ids, (size_t)j->n_ids * sizeof *hist);
-        n_hist = j->n_ids;
-        int n_past = j->n_ids;
-        const int limit = j->gp.n_predict < 0 ? n_ctx : j->gp.n_predict;
-        j->finish = SRV_FINISH_LENGTH;
-        while (j->n_gen < limit) {
-            const int32_t id = hmoe_sampler_sample(smp, apply_penalties(s, &j->gp, hist, n_hist));
-            if (!j->gp.ignore_eos && hmoe_vocab_is_eog(s->vocab, id)) {
-                j->finish = SRV_FINISH_STOP_EOG;
-                break;
-            }
-            j->n_gen++;
-            hist[n_hist++] = id;
-            size_t len = 0;
-            const char *piece = hmoe_detok_stream_push(&ds, id, &len);
-            if (piece && len && feed_text(j, &pend, piece, len, false)) break;
-            if (j->n_gen >= limit) break;
-            if (n_past >= n_ctx || n_hist > n_ctx) break; /* context full: "length" */
-            if (job_abandoned(j)) {
-                abandoned = true;
-                break;
-            }
-            if ((st = hmoe_ctx_decode(s->ctx, &id, 1, n_past, HMOE_LOGITS_LAST, s->logits, &err))) break;
-            atomic_fetch_add(&s->m.n_decode, 1);
-            s->kv_ids[n_past++] = id;
-            s->n_kv = n_past;
-        }
-        if (!st && !abandoned && j->finish != SRV_FINISH_STOP_WORD) {
-            size_t len = 0;
-            const char *rest = hmoe_detok_stream_flush(&ds, &len);
-            feed_text(j, &pend, rest ? rest : "", rest ? len : 0, true);
-        }
+    memcpy(sl->hist, j->ids, (size_t)j->n_ids * sizeof *sl->hist);
+    sl->n_hist = j->n_ids;
+    sl->limit = j->gp.n_predict < 0 ? hmoe_ctx_n_ctx(s->ctx) : j->gp.n_predict;
+    j->finish = SRV_FINISH_LENGTH;
+    sl->gen = true;
+    if (j->n_gen < sl->limit) slot_sample(s, sl, logits);
+    else sl->done = true;
+}
+
+/* The request leaves its slot: the answer's end, an error or the cancellation. */
+static void slot_finish(struct hmoe_server *s, struct srv_slot *sl) {
+    struct srv_job *j = sl->job;
+    if (!sl->gen) { /* ended before its prompt was in */
+        sl->t1 = hmoe_time_s();
+        j->prompt_ms = (sl->t1 - sl->t0) * 1e3;
+        atomic_fetch_add(&s->m.prompt_tokens, (unsigned long long)j->n_prompt_eval);
+        atomic_fetch_add(&s->m.prompt_us, (unsigned long long)(j->prompt_ms * 1e3));
+    } else if (!sl->st && !sl->abandoned && j->finish != SRV_FINISH_STOP_WORD) {
+        size_t len = 0;
+        const char *rest = hmoe_detok_stream_flush(&sl->ds, &len);
+        feed_text(j, &sl->pend, rest ? rest : "", rest ? len : 0, true);
     }
-    j->gen_ms = (hmoe_time_s() - t1) * 1e3;
+    j->gen_ms = sl->gen ? (hmoe_time_s() - sl->t1) * 1e3 : 0;
     atomic_fetch_add(&s->m.gen_tokens, (unsigned long long)j->n_gen);
     atomic_fetch_add(&s->m.gen_us, (unsigned long long)(j->gen_ms * 1e3));
     pthread_mutex_lock(&j->mu);
-    if (st) {
-        /* the KV cache may hold a partial batch: forget it rather than trust it */
-        hmoe_ctx_reset(s->ctx);
-        s->n_kv = 0;
-        srv_job_fail(j, err.code == HMOE_ERR_RANGE ? 400 : 500, err.msg);
+    if (sl->st) {
+        /* the slot's KV cache may hold a partial batch: forget it rather than trust it */
+        struct hmoe_err e2 = {0};
+        if (!hmoe_ctx_use_seq(s->ctx, sl->seq, &e2)) hmoe_ctx_reset(s->ctx);
+        sl->n_kv = 0;
+        srv_job_fail(j, sl->err.code == HMOE_ERR_RANGE ? 400 : 500, sl->err.msg);
         atomic_fetch_add(&s->m.requests_error, 1);
-    } else if (abandoned || j->cancelled) {
+    } else if (sl->abandoned || j->cancelled) {
         j->cancelled = true;
         if (atomic_load(&s->stopping)) srv_job_fail(j, 503, "the server is shutting down");
         atomic_fetch_add(&s->m.requests_cancelled, 1);
@@ -249,65 +277,168 @@ static void run_job(struct hmoe_server *s, struct srv_job *j) {
     j->state = SRV_JOB_DONE;
     srv_job_wake(j);
     pthread_mutex_unlock(&j->mu);
-    srv_buf_free(&pend);
-    hmoe_detok_stream_free(&ds);
-    hmoe_sampler_free(smp);
-    free(hist);
+    srv_buf_free(&sl->pend);
+    hmoe_detok_stream_free(&sl->ds);
+    hmoe_sampler_free(sl->smp);
+    sl->smp = NULL;
+    free(sl->hist);
+    sl->hist = NULL;
+    sl->job = NULL;
+    atomic_fetch_sub(&s->m.processing, 1);
+    struct hmoe_ctx_stats st;
+    hmoe_ctx_get_stats(s->ctx, &st);
+    pthread_mutex_lock(&s->qmu);
+    s->q_len--;
+    s->stats = st;
+    s->n_kv_seen = sl->n_kv;
+    pthread_mutex_unlock(&s->qmu);
+    srv_job_unref(j);
+}
+
+/* One step of every active slot: a prefill chunk or the next token each, in one batch. */
+static void step(struct hmoe_server *s) {
+    const int n_slots = s->n_slots, V = s->model->cfg.n_vocab;
+    const int chunk = s->prefill_chunk;
+    struct hmoe_seq_tokens sh[HMOE_MAX_SEQ];
+    struct srv_slot *who[HMOE_MAX_SEQ];
+    int n_sh = 0, n_lg = 0;
+    for (int i = 0; i < n_slots; i++) {
+        struct srv_slot *sl = &s->slots[(s->rr + i) % n_slots]; /* rotating order: no slot always first */
+        sl->share = -1;
+        if (!sl->job || sl->done) continue;
+        if (job_abandoned(sl->job)) {
+            sl->abandoned = sl->done = true;
+            continue;
+        }
+        struct srv_job *j = sl->job;
+        if (!sl->gen) {
+            int m = HMOE_MIN(chunk, j->n_ids - sl->pos);
+            if (sl->pos < sl->ck) m = HMOE_MIN(m, sl->ck - sl->pos);
+            if (sl->pos == sl->ck && !hmoe_ctx_use_seq(s->ctx, sl->seq, &sl->err)) hmoe_ctx_checkpoint(s->ctx);
+            const bool last = sl->pos + m == j->n_ids;
+            sh[n_sh] = (struct hmoe_seq_tokens){.seq = sl->seq, .ids = j->ids + sl->pos, .n = m, .pos0 = sl->pos,
+                                                .logits = last};
+            if (last) sl->share = n_lg++;
+        } else {
+            sh[n_sh] = (struct hmoe_seq_tokens){.seq = sl->seq, .ids = &sl->next_id, .n = 1, .pos0 = sl->n_kv,
+                                                .logits = true};
+            sl->share = n_lg++;
+        }
+        who[n_sh++] = sl;
+    }
+    s->rr = (s->rr + 1) % n_slots;
+    if (n_sh == 0) return;
+    struct hmoe_err err = {0};
+    const enum hmoe_status st = hmoe_ctx_decode_batch(s->ctx, sh, n_sh, s->logits, &err);
+    for (int i = 0; i < n_sh; i++) {
+        struct srv_slot *sl = who[i];
+        if (st) {
+            sl->st = st;
+            sl->err = err;
+            sl->done = true;
+            continue;
+        }
+        memcpy(sl->kv_ids + sh[i].pos0, sh[i].ids, (size_t)sh[i].n * sizeof *sh[i].ids);
+        sl->n_kv = sh[i].pos0 + sh[i].n;
+        if (!sl->gen) {
+            sl->pos += sh[i].n;
+            if (sl->share >= 0) slot_prompt_done(s, sl, s->logits + (size_t)sl->share * V);
+        } else {
+            atomic_fetch_add(&s->m.n_decode, 1);
+            slot_sample(s, sl, s->logits + (size_t)sl->share * V);
+        }
+    }
+}
+
+/* The free slot for j: the one whose cached tokens j continues (a common prefix of at least
+ * half of what it holds: a returning conversation finds its own cache), the longest such
+ * prefix first; else the free slot used least recently, so that one conversation's cache is
+ * not overwritten by another that only shares the template's first tokens. */
+static struct srv_slot *pick_slot(struct hmoe_server *s, const struct srv_job *j) {
+    struct srv_slot *best = NULL, *lru = NULL;
+    int best_p = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct srv_slot *sl = &s->slots[i];
+        if (sl->job) continue;
+        if (!lru || sl->last_used < lru->last_used) lru = sl;
+        int p = 0;
+        while (p < j->n_ids && p < sl->n_kv && sl->kv_ids[p] == j->ids[p]) p++;
+        if (p > best_p && 2 * p >= sl->n_kv) best = sl, best_p = p;
+    }
+    struct srv_slot *sl = best ? best : lru;
+    sl->last_used = ++s->slot_clock;
+    return sl;
 }
 
 static void *engine_main(void *arg) {
     struct hmoe_server *s = arg;
     for (;;) {
+        int active = 0;
+        for (int i = 0; i < s->n_slots; i++) active += s->slots[i].job != NULL;
+        /* admit queued requests into free slots, in arrival order */
         pthread_mutex_lock(&s->qmu);
-        while (!s->q_head && !atomic_load(&s->stopping)) pthread_cond_wait(&s->qcv, &s->qmu);
-        struct srv_job *j = s->q_head;
-        if (j) {
+        while (!active && !s->q_head && !atomic_load(&s->stopping)) pthread_cond_wait(&s->qcv, &s->qmu);
+        struct srv_job *admit[HMOE_MAX_SEQ];
+        int n_admit = 0;
+        while (s->q_head && active + n_admit < s->n_slots) {
+            struct srv_job *j = s->q_head;
             s->q_head = j->next;
             if (!s->q_head) s->q_tail = NULL;
+            admit[n_admit++] = j;
         }
         pthread_mutex_unlock(&s->qmu);
-        if (!j) break;
-        atomic_fetch_sub(&s->m.deferred, 1);
-        atomic_fetch_add(&s->m.processing, 1);
-        pthread_mutex_lock(&j->mu);
-        const bool skip = j->cancelled || j->released || atomic_load(&s->stopping);
-        j->state = SRV_JOB_RUNNING;
-        pthread_mutex_unlock(&j->mu);
-        if (skip) {
+        if (!active && !n_admit) break; /* stopping with nothing left */
+        for (int a = 0; a < n_admit; a++) {
+            struct srv_job *j = admit[a];
+            atomic_fetch_sub(&s->m.deferred, 1);
+            atomic_fetch_add(&s->m.processing, 1);
             pthread_mutex_lock(&j->mu);
-            j->cancelled = true;
-            srv_job_fail(j, 503, "the server is shutting down");
-            j->state = SRV_JOB_DONE;
-            srv_job_wake(j);
+            const bool skip = j->cancelled || j->released || atomic_load(&s->stopping);
+            j->state = SRV_JOB_RUNNING;
             pthread_mutex_unlock(&j->mu);
-            atomic_fetch_add(&s->m.requests_cancelled, 1);
-        } else {
-            run_job(s, j);
+            struct srv_slot *sl = pick_slot(s, j);
+            if (skip) {
+                pthread_mutex_lock(&j->mu);
+                j->cancelled = true;
+                srv_job_fail(j, 503, "the server is shutting down");
+                j->state = SRV_JOB_DONE;
+                srv_job_wake(j);
+                pthread_mutex_unlock(&j->mu);
+                atomic_fetch_add(&s->m.requests_cancelled, 1);
+                atomic_fetch_sub(&s->m.processing, 1);
+                pthread_mutex_lock(&s->qmu);
+                s->q_len--;
+                pthread_mutex_unlock(&s->qmu);
+                srv_job_unref(j);
+                continue;
+            }
+            slot_start(s, sl, j);
         }
-        atomic_fetch_sub(&s->m.processing, 1);
-        struct hmoe_ctx_stats st;
-        hmoe_ctx_get_stats(s->ctx, &st);
-        pthread_mutex_lock(&s->qmu);
-        s->q_len--;
-        s->stats = st;
-        s->n_kv_seen = s->n_kv;
-        pthread_mutex_unlock(&s->qmu);
-        srv_job_unref(j);
+        step(s);
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].job && s->slots[i].done) slot_finish(s, &s->slots[i]);
     }
     return NULL;
 }
 
 enum hmoe_status srv_engine_start(struct hmoe_server *s, struct hmoe_err *err) {
     const int n_ctx = hmoe_ctx_n_ctx(s->ctx), n_vocab = s->model->cfg.n_vocab;
-    s->kv_ids = malloc((size_t)n_ctx * sizeof *s->kv_ids);
-    s->logits = malloc((size_t)n_vocab * sizeof *s->logits);
+    s->n_slots = hmoe_ctx_n_seq(s->ctx);
+    s->prefill_chunk = s->p.prefill_chunk > 0 ? s->p.prefill_chunk : hmoe_ctx_get_params(s->ctx)->n_ubatch;
+    s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+    s->logits = malloc((size_t)s->n_slots * (size_t)n_vocab * sizeof *s->logits);
     s->logits_pen = malloc((size_t)n_vocab * sizeof *s->logits_pen);
     s->pen_count = calloc((size_t)n_vocab, sizeof *s->pen_count);
-    if (!s->kv_ids || !s->logits || !s->logits_pen || !s->pen_count)
-        return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the server's buffers (%d tokens, %d logits)", n_ctx,
-                          n_vocab);
-    s->n_kv = 0;
-    hmoe_ctx_reset(s->ctx);
+    bool ok = s->slots && s->logits && s->logits_pen && s->pen_count;
+    for (int i = 0; ok && i < s->n_slots; i++) {
+        s->slots[i].seq = i;
+        ok = (s->slots[i].kv_ids = malloc((size_t)n_ctx * sizeof *s->slots[i].kv_ids)) != NULL;
+        struct hmoe_err e2 = {0};
+        if (ok && !hmoe_ctx_use_seq(s->ctx, i, &e2)) hmoe_ctx_reset(s->ctx);
+    }
+    if (!ok)
+        return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory for the server's buffers (%d slots of %d tokens, %d logits)",
+                          s->n_slots, n_ctx, n_vocab);
     if (pthread_create(&s->engine, NULL, engine_main, s))
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "cannot start the server's engine thread");
     s->engine_started = true;
@@ -328,11 +459,12 @@ void srv_engine_stop(struct hmoe_server *s) {
         srv_job_unref(j);
     }
     s->q_tail = NULL;
-    free(s->kv_ids);
+    for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].kv_ids);
+    free(s->slots);
+    s->slots = NULL;
     free(s->logits);
     free(s->logits_pen);
     free(s->pen_count);
-    s->kv_ids = NULL;
     s->logits = s->logits_pen = NULL;
     s->pen_count = NULL;
 }

@@ -110,13 +110,15 @@ struct hmoe_server {
     int q_len;
     pthread_t engine;
     bool engine_started;
-    int32_t *kv_ids;               /* tokens held in the KV cache, [n_ctx] */
-    int n_kv;
-    float *logits, *logits_pen;    /* [n_vocab]: raw, and with the penalties applied */
+    struct srv_slot *slots;        /* [n_slots] one per sequence of the context (engine.c) */
+    int n_slots, rr;               /* rr: the slot that comes first in the next step */
+    uint64_t slot_clock;           /* requests placed on slots so far */
+    int prefill_chunk;             /* prompt tokens a slot runs per step */
+    float *logits, *logits_pen;    /* [n_slots][n_vocab] of a step; [n_vocab] with the penalties applied */
     int *pen_count;                /* [n_vocab] scratch for the penalties */
     struct srv_metrics m;
     struct hmoe_ctx_stats stats;   /* the context's statistics after the last job (under qmu) */
-    int n_kv_seen;                 /* n_kv after the last job (under qmu) */
+    int n_kv_seen;                 /* tokens in the KV cache of the last finished request's slot (under qmu) */
 };
 
 /* --- jobs and the engine (engine.c) --- */

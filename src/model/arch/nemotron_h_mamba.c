@@ -21,6 +21,7 @@ void hmoe_nemotron_rec_dims(const struct hmoe_model_config *c, struct hmoe_rec_d
                                 .y_cols = conv_dim,            /* conv + SiLU output */
                                 .z_cols = m,                   /* latent MoE input */
                                 .o_cols = HMOE_MAX(di, m),     /* head outputs; latent MoE output */
+                                .o_seq_cols = di,              /* the scan writes rows of d_inner */
                                 .alpha_cols = H,               /* Δ per head */
                                 .sh_cols = ff};                /* shared expert / dense FFN hidden */
 }
@@ -63,17 +64,34 @@ static void task_norm(void *arg, int64_t i, int tid) {
                            a->eps);
 }
 
+/* The layer's arguments for the rows of c's (possibly a batch view's) sequence. */
+static struct mamba_call mamba_args(struct hmoe_ctx *c, int il, int n) {
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    struct hmoe_rec_state *r = c->rs.rec;
+    const int64_t di = cfg->ssm_d_inner, H = cfg->ssm_n_head, cd = r->conv_dim;
+    return (struct mamba_call){.M = &c->m->w.layers[il].mamba, .r = r,
+                               .conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats,
+                               .S = r->ssm + (size_t)r->slot[il] * r->ssm_floats, .di = di, .cd = cd,
+                               .dip = di + cd + H, .H = H, .P = di / H, .N = cfg->ssm_d_state,
+                               .G = cfg->ssm_n_group, .cchunk = 256, .K = r->K, .n = n, .eps = cfg->rms_eps};
+}
+
+/* The parts that carry one sequence's state over its rows: the causal conv and the scan. */
+static void mamba_seq(struct hmoe_ctx *c, int il, int n) {
+    struct mamba_call a = mamba_args(c, il, n);
+    const int nt = c->p.n_threads, nt_small = n >= 4 ? nt : 1; /* a decoded token's small steps: no job */
+    hmoe_cpu_parallel(nt_small, (a.cd + a.cchunk - 1) / a.cchunk, task_conv, &a);
+    hmoe_cpu_parallel(nt, a.H, task_head, &a);
+}
+
 void hmoe_nemotron_mamba(struct hmoe_ctx *c, int il, int n) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const struct hmoe_mamba2_weights *M = &c->m->w.layers[il].mamba;
     struct hmoe_run_state *rs = &c->rs;
     struct hmoe_rec_state *r = rs->rec;
     const int64_t di = cfg->ssm_d_inner, H = cfg->ssm_n_head, cd = r->conv_dim;
-    const int nt = c->p.n_threads, nt_small = n >= 4 ? nt : 1; /* a decoded token's small steps: no job */
-    struct mamba_call a = {.M = M, .r = r, .conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats,
-                           .S = r->ssm + (size_t)r->slot[il] * r->ssm_floats, .di = di, .cd = cd,
-                           .dip = di + cd + H, .H = H, .P = di / H, .N = cfg->ssm_d_state, .G = cfg->ssm_n_group,
-                           .cchunk = 256, .K = r->K, .n = n, .eps = cfg->rms_eps};
+    const int nt_small = n >= 4 ? c->p.n_threads : 1; /* a decoded token's small steps: no job */
+    struct mamba_call a = mamba_args(c, il, n);
 
     const struct hmoe_mm_job in = {&M->in, r->qkv, (size_t)a.dip, NULL};
     hmoe_model_matmul(c, &in, 1, rs->xn, (size_t)cfg->n_embd, n);
@@ -81,8 +99,7 @@ void hmoe_nemotron_mamba(struct hmoe_ctx *c, int il, int n) {
     for (int t = 0; t < n; t++)
         for (int64_t h = 0; h < H; h++) r->alpha[(size_t)t * H + h] = r->qkv[(size_t)t * a.dip + di + cd + h];
     hmoe_mamba2_dt(r->alpha, (size_t)H, M->dt_bias, n, (int)H);
-    hmoe_cpu_parallel(nt_small, (cd + a.cchunk - 1) / a.cchunk, task_conv, &a);
-    hmoe_cpu_parallel(nt, H, task_head, &a);
+    hmoe_model_per_seq(c, il, n, mamba_seq);
     hmoe_cpu_parallel(nt_small, (int64_t)n * a.G, task_norm, &a);
     const struct hmoe_mm_job out = {&M->out, rs->out, (size_t)cfg->n_embd, NULL};
     hmoe_model_matmul(c, &out, 1, r->o, (size_t)di, n);

@@ -69,17 +69,29 @@ static void task_head(void *arg, int64_t h, int tid) {
         hmoe_gdn_gated_norm(o + (size_t)t * vd, r->z + (size_t)t * vd + h * dim, a->G->norm, (int)dim, a->eps);
 }
 
+/* The parts that carry one sequence's state over its rows: causal conv over time (split by
+ * channels), L2 norm per (token, q/k head), the recurrence per value head (independent heads,
+ * sequential tokens). */
+static void deltanet_seq(struct hmoe_ctx *c, int il, int n) {
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    const struct hmoe_gdn_weights *G = &c->m->w.layers[il].gdn;
+    struct hmoe_rec_state *r = c->rs.rec;
+    const int nt = c->p.n_threads, nt_small = n >= 4 ? nt : 1; /* tiny steps of a decoded token: no job */
+    struct gdn_call a = {.c = c, .G = G, .r = r, .conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats,
+                         .S = r->ssm + (size_t)r->slot[il] * r->ssm_floats, .Hv = r->n_v_head, .Hk = r->n_k_head,
+                         .dim = r->dim, .kd = r->key_dim, .vd = r->value_dim, .cd = r->conv_dim, .cchunk = 256,
+                         .n = n, .eps = cfg->rms_eps, .q_scale = 1.0f / sqrtf((float)r->dim)};
+    hmoe_cpu_parallel(nt_small, (a.cd + a.cchunk - 1) / a.cchunk, task_conv, &a);
+    hmoe_cpu_parallel(nt_small, (int64_t)n * 2 * a.Hk, task_l2norm, &a);
+    hmoe_cpu_parallel(nt, a.Hv, task_head, &a);
+}
+
 void hmoe_qwen35_deltanet(struct hmoe_ctx *c, int il, int n) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const struct hmoe_gdn_weights *G = &c->m->w.layers[il].gdn;
     struct hmoe_run_state *rs = &c->rs;
     struct hmoe_rec_state *r = rs->rec;
     const int64_t d = cfg->n_embd, Hv = r->n_v_head, vd = r->value_dim, cd = r->conv_dim;
-    const int nt = c->p.n_threads, nt_small = n >= 4 ? nt : 1; /* tiny steps of a decoded token: no job */
-    struct gdn_call a = {.c = c, .G = G, .r = r, .conv_state = r->conv + (size_t)r->slot[il] * r->conv_floats,
-                         .S = r->ssm + (size_t)r->slot[il] * r->ssm_floats, .Hv = Hv, .Hk = r->n_k_head,
-                         .dim = r->dim, .kd = r->key_dim, .vd = vd, .cd = cd, .cchunk = 256, .n = n,
-                         .eps = cfg->rms_eps, .q_scale = 1.0f / sqrtf((float)r->dim)};
 
     /* Projections that share the normed input: qkv (conv input), z, alpha, beta. */
     const struct hmoe_mm_job jobs[4] = {
@@ -90,12 +102,7 @@ void hmoe_qwen35_deltanet(struct hmoe_ctx *c, int il, int n) {
     };
     hmoe_model_matmul(c, jobs, 4, rs->xn, (size_t)d, n);
     hmoe_gdn_gates(r->alpha, r->beta, (size_t)Hv, G->dt_bias, G->a, n, (int)Hv);
-
-    /* Causal conv over time, split by channels; then L2 norm per (token, q/k head). */
-    hmoe_cpu_parallel(nt_small, (cd + a.cchunk - 1) / a.cchunk, task_conv, &a);
-    hmoe_cpu_parallel(nt_small, (int64_t)n * 2 * a.Hk, task_l2norm, &a);
-    /* The recurrence per value head (independent heads, sequential tokens). */
-    hmoe_cpu_parallel(nt, Hv, task_head, &a);
+    hmoe_model_per_seq(c, il, n, deltanet_seq);
     const struct hmoe_mm_job wo = {&G->out, rs->out, (size_t)d, NULL};
     hmoe_model_matmul(c, &wo, 1, r->o, (size_t)vd, n);
 }
@@ -131,9 +138,8 @@ enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, 
     const struct hmoe_model_config *cfg = &c->m->cfg;
     const struct hmoe_model_weights *w = &c->m->w;
     struct hmoe_run_state *rs = &c->rs;
-    const int64_t d = cfg->n_embd;
 
-    for (int t = 0; t < n; t++) rs->pos[t] = pos0 + t;
+    hmoe_model_positions(c, n, pos0);
     hmoe_model_mrope_text_table(c, n);
     hmoe_model_embed(c, ids, n);
 
@@ -151,10 +157,6 @@ enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, 
 
     /* Last residual and final norm only for the rows whose logits are wanted (the residual
      * of the other rows is never read again). */
-    if (which == HMOE_LOGITS_NONE) return HMOE_OK;
-    const int t0 = which == HMOE_LOGITS_ALL ? 0 : n - 1;
-    hmoe_model_add_rmsnorm(c, rs->x + t0 * d, rs->out + t0 * d, rs->xn + t0 * d, w->output_norm, n - t0);
-    const struct hmoe_mm_job head = {&w->output, logits, (size_t)cfg->n_vocab, NULL};
-    hmoe_model_matmul(c, &head, 1, rs->xn + t0 * d, (size_t)d, n - t0);
+    hmoe_model_logits(c, which, n, logits);
     return HMOE_OK;
 }

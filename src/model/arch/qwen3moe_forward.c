@@ -46,7 +46,7 @@ enum hmoe_status hmoe_qwen3moe_forward(struct hmoe_ctx *c, const int32_t *ids, i
     const int nt_rows = n >= 4 ? c->p.n_threads : 1; /* per-token steps: a job only for a batch */
     struct row_call rc = {.c = c};
 
-    for (int t = 0; t < n; t++) rs->pos[t] = pos0 + t;
+    hmoe_model_positions(c, n, pos0);
     hmoe_model_rope_table(cfg, rs->pos, n, rs->rope_cos, rs->rope_sin);
     hmoe_model_embed(c, ids, n);
 
@@ -75,10 +75,6 @@ enum hmoe_status hmoe_qwen3moe_forward(struct hmoe_ctx *c, const int32_t *ids, i
 
     /* Output (§4.5): last residual, final RMSNorm and the LM head, only for the rows asked for
      * (the residual of the other rows is never read again). */
-    if (which == HMOE_LOGITS_NONE) return HMOE_OK;
-    const int t0 = which == HMOE_LOGITS_ALL ? 0 : n - 1;
-    hmoe_model_add_rmsnorm(c, rs->x + t0 * d, rs->out + t0 * d, rs->xn + t0 * d, w->output_norm, n - t0);
-    const struct hmoe_mm_job head = {&w->output, logits, (size_t)cfg->n_vocab, NULL};
-    hmoe_model_matmul(c, &head, 1, rs->xn + t0 * d, (size_t)d, n - t0);
+    hmoe_model_logits(c, which, n, logits);
     return HMOE_OK;
 }
