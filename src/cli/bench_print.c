@@ -110,7 +110,8 @@ static const struct field fields[] = {
     F(roofline_pct, K_NUM_NA),   F(vram_budget_mib, K_NUM_NA), F(vram_peak_mib, K_NUM_NA),
     F(cache_hit_rate, K_NUM_NA), F(pcie_gbps, K_NUM_NA),     F(cpu_expert_gbps, K_NUM_NA),
     F(handoff_in_us, K_NUM_NA),  F(handoff_out_us, K_NUM_NA), F(rss_peak_mib, K_NUM),
-    F(pinned_mib, K_NUM),
+    F(pinned_mib, K_NUM),        F(hbm_gbps, K_NUM_NA),       F(cpu_roofline_pct, K_NUM_NA),
+    F(gpu_roofline_pct, K_NUM_NA),
 };
 #undef F
 
