@@ -475,7 +475,8 @@ int hmoe_cmd_bench(int argc, char **argv) {
     hmoe_bench_print_end(&pr);
     if (pr.fmt == HMOE_BENCH_MD && pr.n_rows && !quiet)
         fprintf(stdout, "\nRAM GB/s: weights + KV read per generated token x t/s; roofline: that / RAM read bandwidth "
-                        "measured at start (CPU backend; on the GPU the weights are read from VRAM). GPU columns: '-' on the CPU.\n");
+                        "measured at start; with a GPU the CPU part of a hybrid row, else the GPU part against a device copy probe "
+                        "(json: cpu_roofline_pct, gpu_roofline_pct). GPU columns: '-' on the CPU.\n");
     if (tmp_model[0]) {
         unlink(tmp_model);
         for (size_t i = 0; i < HMOE_ARRAY_LEN(cleanup_signals); i++) signal(cleanup_signals[i], SIG_DFL);
