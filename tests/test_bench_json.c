@@ -13,6 +13,8 @@
 #include "hmoe/gguf.h"
 #include "hmoe/json.h"
 
+#include "cli/bench_impl.h"
+
 /* Run a shell command; stdout in a malloc'd string, exit status in *rc. */
 static char *run(const char *cmd, int *rc) {
     FILE *p = popen(cmd, "r");
@@ -43,7 +45,8 @@ static const char *const na_fields[] = {"h2d_gbps", "bytes_per_token", "ram_gbps
                                         "vram_budget_mib", "vram_peak_mib", "cache_hit_rate", "pcie_gbps",
                                         "cpu_expert_gbps", "handoff_in_us", "handoff_out_us", "vram_plan_mib",
                                         "vram_context_mib", "vram_reserve_mib", "vram_kv_mib", "vram_resident_mib",
-                                        "vram_cache_mib", "vram_cache_slots", "vram_buffers_mib", "vram_device_peak_mib"};
+                                        "vram_cache_mib", "vram_cache_slots", "vram_buffers_mib", "vram_device_peak_mib", "hbm_gbps",
+                                        "cpu_roofline_pct", "gpu_roofline_pct"};
 
 /* Every documented field present with its JSON type; returns the first problem or NULL. */
 static const char *check_fields(const struct hmoe_json *o, char *why, size_t why_size) {
@@ -71,7 +74,31 @@ static const char *check_fields(const struct hmoe_json *o, char *why, size_t why
 
 static uint32_t meta_u32(const struct hmoe_gguf *g, const char *key) { return hmoe_gguf_get_u32_or(g, key, 0); }
 
+/* The split rooflines of a GPU tg row: the CPU part against the RAM probe, the GPU part (the
+ * bytes left after the CPU's missed experts) against the HBM copy rate. */
+static void check_split_rooflines(void) {
+    /* hybrid: 1 GB per token at 50 t/s; the CPU reads 80 GB/s for 2 ms per token = 0.16 GB */
+    struct hmoe_bench_result h = {.bytes_per_token = 1e9, .avg_ts = 50, .ram_read_gbps = 100, .hbm_gbps = 4000,
+                                  .roofline_pct = 500};
+    hmoe_bench_split_rooflines(&h, 80, 2);
+    t_check(near(h.cpu_roofline_pct, 80, 1e-12) && near(h.gpu_roofline_pct, 0.84e9 * 50 / 1e9 / 4000 * 100, 1e-12) &&
+                near(h.roofline_pct, 80, 1e-12),
+            "bench: hybrid tg roofline_pct = the CPU part (cpu_expert_gbps / RAM probe), GPU part against HBM",
+            "cpu %g gpu %g roofline %g", h.cpu_roofline_pct, h.gpu_roofline_pct, h.roofline_pct);
+    /* all on the GPU: no CPU part; no HBM probe: no GPU part either */
+    struct hmoe_bench_result g = {.bytes_per_token = 1e9, .avg_ts = 50, .ram_read_gbps = 100, .hbm_gbps = 4000};
+    hmoe_bench_split_rooflines(&g, 0, 0);
+    struct hmoe_bench_result n = {.bytes_per_token = 1e9, .avg_ts = 50, .ram_read_gbps = 100,
+                                  .hbm_gbps = HMOE_BENCH_NA};
+    hmoe_bench_split_rooflines(&n, 0, 0);
+    t_check(g.cpu_roofline_pct < 0 && near(g.gpu_roofline_pct, 1.25, 1e-12) && near(g.roofline_pct, 1.25, 1e-12) &&
+                n.cpu_roofline_pct < 0 && n.gpu_roofline_pct < 0 && n.roofline_pct < 0,
+            "bench: all-GPU tg roofline_pct = the GPU part; null without the HBM probe",
+            "gpu %g/%g roofline %g/%g", g.gpu_roofline_pct, n.gpu_roofline_pct, g.roofline_pct, n.roofline_pct);
+}
+
 int main(void) {
+    check_split_rooflines();
     char model[4096];
     snprintf(model, sizeof model, "%s", t_shared("fixtures/models/tiny-qwen3moe-A-Q4_K_M.gguf"));
     char cmd[8192];
@@ -194,7 +221,7 @@ int main(void) {
                 strstr(out, "ram_gbps,roofline_pct,vram_budget_mib,vram_peak_mib,cache_hit_rate,pcie_gbps,"
                             "cpu_expert_gbps,handoff_in_us,handoff_out_us,rss_peak_mib,pinned_mib,vram_plan_mib,"
                             "vram_context_mib,vram_reserve_mib,vram_kv_mib,vram_resident_mib,vram_cache_mib,"
-                            "vram_cache_slots,vram_buffers_mib,vram_device_peak_mib\n"),
+                            "vram_cache_slots,vram_buffers_mib,vram_device_peak_mib,hbm_gbps,cpu_roofline_pct,gpu_roofline_pct\n"),
             "bench -o csv: header with llama-bench's and hmoe's names, two quoted rows", "rc %d: %.500s", rc, out);
     free(out);
 

@@ -71,11 +71,11 @@ static int run_case(enum hmoe_type vt, int64_t n_pos, int64_t n_rows, int n_h, c
 }
 
 int main(void) {
-    const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX512};
+    const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX2, HMOE_CPU_AVX512};
     const enum hmoe_type types[] = {HMOE_TYPE_F32, HMOE_TYPE_F16, HMOE_TYPE_BF16};
     /* (positions, rows, heads): decode at a few lengths, tails, the block boundary */
     static const int64_t shapes[][3] = {{1, 128, 8}, {15, 17, 3}, {16, 16, 1}, {17, 128, 8}, {80, 128, 8},
-                                        {511, 33, 2}, {512, 16, 2}, {513, 31, 4}, {1100, 20, 5}};
+                                        {511, 33, 2}, {512, 16, 2}, {513, 31, 4}, {1100, 20, 5}, {7, 3, 6}};
     for (size_t p = 0; p < HMOE_ARRAY_LEN(paths); p++) {
         const enum hmoe_cpu_path got = hmoe_cpu_force_path(paths[p]);
         if (got != paths[p]) {

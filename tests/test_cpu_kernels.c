@@ -10,7 +10,8 @@
  *     activations with outliers: quantized activations byte-identical to quantize_ref,
  *     gemv / gemm (ntok 1..9, row counts that are not multiples of the tiles) / matmul
  *     within tolerance of vec_dot_ref;
- *   - decode gemv of the 32-block types, IQ4_XS and Q6_K at the bounds of their integer sums.
+ *   - decode gemv of the 32-block types, IQ4_XS and Q6_K, and the Q4_K / Q5_K prefill gemm, at
+ *     the bounds of their integer sums.
  * A type or path that cannot be checked prints "... skipped: why" and counts as neither.
  */
 #include <stddef.h>
@@ -406,6 +407,46 @@ static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
     free(w), free(xq), free(x);
 }
 
+/* Prefill gemm of Q4_K / Q5_K at the bounds of their integer sums: every quant, qh bit, scale
+ * and min at its largest (all bytes 0xff, d = dmin = 1), activations all +127 or all -127,
+ * 9 tokens (a full 8-token tile and a remainder) × 5 rows of 2048 columns: the int16 sums of
+ * the plain-AVX2 tile and the packed int32 sums of the AVX-VNNI one stay exact, or the result
+ * moves far from vec_dot_ref. */
+static void check_extreme_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
+    const struct hmoe_type_info *ti = &hmoe_type_info[wt];
+    char name[160], detail[200] = "";
+    snprintf(name, sizeof name, "[%s] %s gemm: largest weights x activations +127 / -127 exact", path_tag(path),
+             ti->name);
+    enum { NCOLS = 2048, NROWS = 5, NTOK = 9 };
+    const size_t rb = hmoe_row_bytes(wt, NCOLS), bs = (size_t)ti->type_size, nblk = rb * NROWS / bs;
+    const size_t ab = hmoe_cpu_act_bytes(wt, NCOLS);
+    uint8_t *w = malloc(rb * NROWS), *xq = malloc(ab * NTOK);
+    float *x = malloc(sizeof(float) * NCOLS), *y = malloc(sizeof(float) * NROWS * NTOK);
+    const uint16_t one = hmoe_f32_to_fp16(1.0f);
+    int ok = w && xq && x && y;
+    for (size_t b = 0; ok && b < nblk; b++) {
+        memset(w + b * bs, 0xff, bs);
+        memcpy(w + b * bs, &one, 2);     /* d */
+        memcpy(w + b * bs + 2, &one, 2); /* dmin */
+    }
+    for (int sgn = 0; sgn < 2 && ok; sgn++) {
+        for (int64_t i = 0; i < NCOLS; i++) x[i] = sgn ? -1.0f : 1.0f;
+        for (int t = 0; t < NTOK; t++) hmoe_cpu_quantize_act(wt, x, xq + (size_t)t * ab, NCOLS);
+        hmoe_cpu_gemm(wt, NCOLS, w, rb, 0, NROWS, xq, ab, NTOK, y, NROWS);
+        for (int t = 0; t < NTOK && ok; t++)
+            for (int64_t r = 0; r < NROWS && ok; r++) {
+                const float want = ti->vec_dot_ref(NCOLS, w + (size_t)r * rb, xq + (size_t)t * ab);
+                if (!close_enough(y[t * NROWS + r], want)) {
+                    snprintf(detail, sizeof detail, "activations %s1, token %d row %lld: %.9g vs ref %.9g",
+                             sgn ? "-" : "+", t, (long long)r, y[t * NROWS + r], want);
+                    ok = 0;
+                }
+            }
+    }
+    t_check(ok, name, "%s", ok || detail[0] ? detail : "out of memory");
+    free(w), free(xq), free(x), free(y);
+}
+
 /* hmoe_cpu_init() reads HMOE_CPU: a valid name picks that path (capped at the CPU's best),
  * anything else keeps the best path. */
 static void check_env_override(void) {
@@ -465,6 +506,8 @@ int main(void) {
         const enum hmoe_type extreme_types[] = {HMOE_TYPE_Q8_0, HMOE_TYPE_Q5_0, HMOE_TYPE_MXFP4, HMOE_TYPE_IQ4_XS,
                                                 HMOE_TYPE_Q6_K};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(extreme_types); k++) check_extreme_dec(extreme_types[k], got);
+        check_extreme_gemm(HMOE_TYPE_Q4_K, got);
+        check_extreme_gemm(HMOE_TYPE_Q5_K, got);
     }
     hmoe_cpu_init();
     return t_summary();

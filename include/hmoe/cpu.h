@@ -72,8 +72,8 @@ void hmoe_cpu_gemm(enum hmoe_type wtype, int64_t ncols, const void *w, size_t ro
 /* Attention's weighted sum over a transposed V (rows of positions): for h < n_h, e < n_rows
  *   o[h * o_stride + e] = Σ_{p < n_pos} prob[h * p_stride + p] · V(e, p),
  * V(e, p) the element of type vt (F32, F16 or BF16) at v + e * row_bytes + p * type_size.
- * Products of the exact binary32 values, summed in binary32 (the AVX-512 path in 16 lanes of
- * positions added in a tree at the end, the portable loop in blocks of 256 positions).
+ * Products of the exact binary32 values, summed in binary32 (the AVX-512 / AVX2 paths in 16 / 8
+ * lanes of positions added in a tree at the end, the portable loop in blocks of 256 positions).
  * Reads no position at or past n_pos. Single-threaded. */
 void hmoe_cpu_attn_wsum(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
                         const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);

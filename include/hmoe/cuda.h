@@ -41,6 +41,11 @@ enum hmoe_status hmoe_cuda_device_info(int dev, struct hmoe_cuda_device_info *ou
  * The PCIe roofline `hmoe bench` reports expert streaming against. HMOE_ERR_UNSUPPORTED in
  * a CPU-only build. */
 enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err);
+/* Device-to-device copy rate of device `dev` in GB/s of HBM traffic: 2 x `bytes` (each byte
+ * read and written) over the best of several copies after one untimed copy
+ * (src/kernels/cuda_probe.cu). The HBM roofline `hmoe bench` reports the GPU part of decode
+ * against. HMOE_ERR_UNSUPPORTED in a CPU-only build. */
+enum hmoe_status hmoe_cuda_probe_d2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err);
 
 /* ------------------------------------------------------------------------------------------
  * Context and device memory (cuda_device.cu)

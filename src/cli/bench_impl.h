@@ -32,7 +32,8 @@ struct hmoe_bench_result {
     double h2d_gbps;        /* probe: pinned host->device, NA without a GPU */
     double bytes_per_token; /* tg: weights + KV read per token; NA for pp */
     double ram_gbps;        /* tg: bytes_per_token * avg_ts; NA for pp */
-    double roofline_pct;    /* tg: ram_gbps / ram_read_gbps * 100; NA for pp */
+    double roofline_pct;    /* tg: ram_gbps / ram_read_gbps * 100 on the CPU; with a GPU the part that
+                             * reads RAM (hybrid: cpu_roofline_pct) or else gpu_roofline_pct; NA for pp */
     double vram_budget_mib, vram_peak_mib, cache_hit_rate, pcie_gbps; /* NA until the GPU path */
     /* hybrid tg: CPU expert phase (missed-expert bytes / its time) and the per-layer handoff latency
      * GPU -> CPU and CPU -> GPU (hmoe_ctx_stats); NA elsewhere */
@@ -45,7 +46,28 @@ struct hmoe_bench_result {
      * peak of the process on the device (as nvidia-smi counts it); NA on the CPU path */
     double vram_plan_mib, vram_context_mib, vram_reserve_mib, vram_kv_mib, vram_resident_mib, vram_cache_mib,
         vram_cache_slots, vram_buffers_mib, vram_device_peak_mib;
+    /* with a GPU: device-to-device copy rate of GPU 0 (HBM read + write bytes per second); tg
+     * with a GPU: the CPU part (cpu_expert_gbps / ram_read_gbps) and the GPU part (the bytes the
+     * GPU reads per token, i.e. bytes_per_token less the CPU's missed experts, x t/s / hbm_gbps)
+     * as percentages; NA elsewhere */
+    double hbm_gbps, cpu_roofline_pct, gpu_roofline_pct;
 };
+
+/* The split rooflines of a tg row run with a GPU (bytes_per_token, avg_ts, ram_read_gbps and
+ * hbm_gbps set): the CPU part from its expert phase (rate and ms per token, 0 when the CPU
+ * computed nothing), the GPU part from what is left of bytes_per_token; roofline_pct becomes
+ * the CPU part when there is one, else the GPU part (a single RAM-based figure would count
+ * the VRAM-resident weights as RAM reads and exceed 100 %). */
+static inline void hmoe_bench_split_rooflines(struct hmoe_bench_result *r, double cpu_expert_gbps,
+                                              double cpu_expert_ms_per_token) {
+    const double cpu_bytes =
+        cpu_expert_gbps > 0 && cpu_expert_ms_per_token > 0 ? cpu_expert_gbps * 1e9 * cpu_expert_ms_per_token * 1e-3 : 0;
+    r->cpu_roofline_pct = cpu_bytes > 0 && r->ram_read_gbps > 0 ? cpu_expert_gbps / r->ram_read_gbps * 100 : HMOE_BENCH_NA;
+    const double gpu_bytes = r->bytes_per_token > cpu_bytes ? r->bytes_per_token - cpu_bytes : 0;
+    r->gpu_roofline_pct = r->hbm_gbps > 0 && r->bytes_per_token >= 0 ? gpu_bytes * r->avg_ts / 1e9 / r->hbm_gbps * 100
+                                                                      : HMOE_BENCH_NA;
+    r->roofline_pct = r->cpu_roofline_pct >= 0 ? r->cpu_roofline_pct : r->gpu_roofline_pct;
+}
 
 /* ---- probes (bench_probe.c) --------------------------------------------------------------- */
 
@@ -55,6 +77,9 @@ struct hmoe_bench_result {
 double hmoe_bench_probe_ram_gbps(int n_threads, uint64_t *buf_bytes);
 /* Pinned host->device GB/s of GPU 0, or HMOE_BENCH_NA without one; *gpu_name gets its name. */
 double hmoe_bench_probe_h2d_gbps(char *gpu_name, size_t name_size);
+/* Device-to-device copy rate of GPU 0 in GB/s of HBM traffic (read + write), or HMOE_BENCH_NA
+ * without one. */
+double hmoe_bench_probe_hbm_gbps(void);
 
 /* ---- output (bench_print.c) ---------------------------------------------------------------- */
 

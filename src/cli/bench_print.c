@@ -114,6 +114,8 @@ static const struct field fields[] = {
     F(vram_reserve_mib, K_NUM_NA), F(vram_kv_mib, K_NUM_NA),  F(vram_resident_mib, K_NUM_NA),
     F(vram_cache_mib, K_NUM_NA), F(vram_cache_slots, K_NUM_NA), F(vram_buffers_mib, K_NUM_NA),
     F(vram_device_peak_mib, K_NUM_NA),
+    F(hbm_gbps, K_NUM_NA),       F(cpu_roofline_pct, K_NUM_NA),
+    F(gpu_roofline_pct, K_NUM_NA),
 };
 #undef F
 

@@ -95,3 +95,14 @@ double hmoe_bench_probe_h2d_gbps(char *gpu_name, size_t name_size) {
     }
     return gbps;
 }
+
+double hmoe_bench_probe_hbm_gbps(void) {
+    if (!hmoe_cuda_available()) return HMOE_BENCH_NA;
+    struct hmoe_err err = {0};
+    double gbps = 0;
+    if (hmoe_cuda_probe_d2d_gbps(0, (size_t)256 << 20, &gbps, &err) != HMOE_OK) {
+        fprintf(stderr, "hmoe: warning: %s\n", err.msg);
+        return HMOE_BENCH_NA;
+    }
+    return gbps;
+}

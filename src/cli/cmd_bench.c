@@ -48,7 +48,12 @@ static const char *bench_help =
     "                   one embedding row) plus the KV cache at the mean position, plus for models with\n"
     "                   recurrent state its bytes, read and written once per token\n"
     "  ram_gbps         tg only: bytes_per_token x t/s;  roofline_pct = ram_gbps / ram_read_gbps (above 100%\n"
-    "                   when the weights fit in the CPU caches); pp is compute-bound: null / '-'\n"
+    "                   when the weights fit in the CPU caches); pp is compute-bound: null / '-'. With a GPU,\n"
+    "                   roofline_pct is cpu_roofline_pct in hybrid rows whose CPU computed experts, else\n"
+    "                   gpu_roofline_pct\n"
+    "  hbm_gbps         device-to-device copy rate of GPU 0, HBM read + write bytes (null without a GPU)\n"
+    "  cpu_roofline_pct GPU tg: cpu_expert_gbps / ram_read_gbps (null when the CPU computed no expert)\n"
+    "  gpu_roofline_pct GPU tg: (bytes_per_token - the CPU's missed-expert bytes) x t/s / hbm_gbps\n"
     "  h2d_gbps         pinned host->device bandwidth of GPU 0 (null without a GPU)\n"
     "  vram_budget_mib, vram_peak_mib, cache_hit_rate, pcie_gbps: GPU / hybrid expert-cache columns, null in\n"
     "                   json/jsonl, empty in csv and '-' in md while this build runs on the CPU only\n"
@@ -249,7 +254,7 @@ struct bench_cfg {
     bool warmup, quiet;
     const char *type_k, *type_v;
     char cpu[128], gpu[256];
-    double h2d_gbps;
+    double h2d_gbps, hbm_gbps;
     const struct hmoe_cli_model_opts *gpu_opts; /* --gpu, --vram-budget, ... */
     double *ram_gbps; /* [nt] probe per thread count, 0 = not yet */
 };
@@ -331,7 +336,9 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                             .vram_reserve_mib = HMOE_BENCH_NA, .vram_kv_mib = HMOE_BENCH_NA,
                             .vram_resident_mib = HMOE_BENCH_NA, .vram_cache_mib = HMOE_BENCH_NA,
                             .vram_cache_slots = HMOE_BENCH_NA, .vram_buffers_mib = HMOE_BENCH_NA,
-                            .vram_device_peak_mib = HMOE_BENCH_NA};
+                            .vram_device_peak_mib = HMOE_BENCH_NA,
+                            .hbm_gbps = HMOE_BENCH_NA, .cpu_roofline_pct = HMOE_BENCH_NA,
+                            .gpu_roofline_pct = HMOE_BENCH_NA};
                         snprintf(r.model_type, sizeof r.model_type, "%s", mf.type);
                         struct hmoe_ctx_stats cs;
                         hmoe_ctx_get_stats(b.ctx, &cs);
@@ -365,6 +372,10 @@ static int bench_model(struct bench_cfg *cfg, const char *path, struct hmoe_benc
                                 mf.tg_weight_bytes + kv_per_pos * (depth + (n_gen - 1) / 2.0) + state_rw;
                             r.ram_gbps = r.bytes_per_token * r.avg_ts / 1e9;
                             if (r.ram_read_gbps > 0) r.roofline_pct = r.ram_gbps / r.ram_read_gbps * 100;
+                            if (cs.vram_budget_bytes) {
+                                r.hbm_gbps = cfg->hbm_gbps;
+                                hmoe_bench_split_rooflines(&r, cs.cpu_expert_gbps, cs.cpu_expert_ms_per_token);
+                            }
                         }
                         hmoe_bench_print_row(pr, &r);
                     }
@@ -482,6 +493,8 @@ int hmoe_cmd_bench(int argc, char **argv) {
     hmoe_cli_cpu_name(cfg.cpu, sizeof cfg.cpu);
     cfg.h2d_gbps = hmoe_bench_probe_h2d_gbps(cfg.gpu, sizeof cfg.gpu);
     if (!quiet && cfg.h2d_gbps >= 0) fprintf(stderr, "bench: %s: host->device %.1f GB/s (pinned)\n", cfg.gpu, cfg.h2d_gbps);
+    cfg.hbm_gbps = cfg.h2d_gbps >= 0 ? hmoe_bench_probe_hbm_gbps() : HMOE_BENCH_NA;
+    if (!quiet && cfg.hbm_gbps >= 0) fprintf(stderr, "bench: %s: device copy %.1f GB/s (HBM read + write)\n", cfg.gpu, cfg.hbm_gbps);
 
     char syn_path[4096] = "";
     if (!models.n) {
@@ -522,7 +535,8 @@ int hmoe_cmd_bench(int argc, char **argv) {
     hmoe_bench_print_end(&pr);
     if (pr.fmt == HMOE_BENCH_MD && pr.n_rows && !quiet)
         fprintf(stdout, "\nRAM GB/s: weights + KV read per generated token x t/s; roofline: that / RAM read bandwidth "
-                        "measured at start (CPU backend; on the GPU the weights are read from VRAM). GPU columns: '-' on the CPU.\n");
+                        "measured at start; with a GPU the CPU part of a hybrid row, else the GPU part against a device copy probe "
+                        "(json: cpu_roofline_pct, gpu_roofline_pct). GPU columns: '-' on the CPU.\n");
 cleanup:
     if (tmp_model[0]) {
         unlink(tmp_model);

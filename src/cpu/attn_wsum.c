@@ -1,6 +1,6 @@
 /* attn_wsum.c — hmoe_cpu_attn_wsum (cpu.h): the attention's weighted sum over a transposed V
  * cache, o[h][e] = Σ_p prob[h][p]·V(e, p), on the path hmoe_cpu_init() picked: the AVX-512
- * kernel (attn_wsum_avx512.c) or this portable loop, which widens V with the type table's
+ * kernel (attn_wsum_avx512.c), the AVX2 one (attn_wsum_avx2.c) or this portable loop, which widens V with the type table's
  * reference dequantizer (types.h) 256 positions at a time and sums in binary32 the same way.
  */
 #include "cpu_impl.h"
@@ -36,6 +36,8 @@ void hmoe_cpu_attn_wsum(enum hmoe_type vt, int64_t n_pos, const void *v, size_t 
     const bool simd = vt == HMOE_TYPE_F32 || vt == HMOE_TYPE_F16 || vt == HMOE_TYPE_BF16;
     if (simd && hmoe_cpu_path() == HMOE_CPU_AVX512)
         hmoe_cpu_attn_wsum_avx512(vt, n_pos, v, row_bytes, n_rows, prob, p_stride, n_h, o, o_stride);
+    else if (simd && hmoe_cpu_path() == HMOE_CPU_AVX2)
+        hmoe_cpu_attn_wsum_avx2(vt, n_pos, v, row_bytes, n_rows, prob, p_stride, n_h, o, o_stride);
     else
         wsum_ref(vt, n_pos, v, row_bytes, n_rows, prob, p_stride, n_h, o, o_stride);
 }

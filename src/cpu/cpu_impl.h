@@ -144,7 +144,10 @@ HMOE_CPU_DECLARE_WEIGHT(q5_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(mxfp4_avxvnni)
 HMOE_CPU_DECLARE_GEMV(iq4_xs_avxvnni)
 
-/* The attention's weighted sum over transposed V (attn_wsum_avx512.c; cpu.h hmoe_cpu_attn_wsum). */
+/* The attention's weighted sum over transposed V (attn_wsum_avx512.c, attn_wsum_avx2.c; cpu.h
+ * hmoe_cpu_attn_wsum). */
+void hmoe_cpu_attn_wsum_avx2(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
+                             const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
 void hmoe_cpu_attn_wsum_avx512(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
                                const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
 /* The attention's scores and softmax (attn_scores_avx512.c, softmax_avx512.c; cpu.h). */

@@ -16,7 +16,7 @@
  *  - the streaming loop of HMOE_DEFINE_GEMV_STREAM: the first look-ahead distance requested
  *    in one burst, the block look-ahead clamped to the range, every page touched
  *    HMOE_PAGE_AHEAD_EXTRA bytes ahead (tile_impl.h says why).
- * The prefill tiles (k45t_tile) are here too, so that each includer's K45D_DEFINE builds all
+ * The gemv tiles (k45t_tile) are here too, so that each includer's K45D_DEFINE builds all
  * of its kernels with its own instructions; the tiles' gemv takes the decode kernel's
  * remainder rows (nrows % 4) and rows too long for the prepared buffer.
  */
@@ -113,7 +113,7 @@ static inline __attribute__((always_inline)) __m256i k45d_row(const uint8_t *b, 
     return is;
 }
 
-/* ---- Prefill tiles (and the decode's remainder rows): per 32-element sub-block, nibbles
+/* ---- Row tiles (the decode's remainder rows, long rows): per 32-element sub-block, nibbles
  * (plus Q5_K's qh bit) as u8, vpmaddubsw with the int8 activations, the sub-block's 6-bit
  * scale broadcast to 16 words (vpshufb) applied by vpmaddwd + vpaddd, or one vpdpwssd with
  * VNNI; the mins use the Q8_K bsums; exact integer sums per block, scaled in double. */
@@ -273,15 +273,20 @@ static inline __attribute__((always_inline)) void k45d_gemv(int64_t ncols, const
     k45t_tile(w, rb, nb, x, xs, out, R, T, sizeof(struct hmoe_block_q5_k), offsetof(struct hmoe_block_q5_k, qs), 1,    \
               offsetof(struct hmoe_block_q5_k, qh))
 
+#include "q45_k_gemm_avx2_impl.h"
+
 /* hmoe_cpu_gemv_q4_k_SFX / hmoe_cpu_gemm_q4_k_SFX and the same for Q5_K: the decode kernel,
- * the tiles' own gemv for its remainder rows (.._SFX_tiles) and the tiled gemm. */
+ * the tiles' own gemv for its remainder rows (.._SFX_tiles) and the prefill gemm on
+ * prepared activation rows (q45_k_gemm_avx2_impl.h). */
 #define K45D_DEFINE(SFX)                                                                                               \
-    HMOE_TILE_INSTANCES(q4k_##SFX, K45D_Q4K_TILE)                                                                      \
+    HMOE_GEMV_TILE_INSTANCES(q4k_##SFX, K45D_Q4K_TILE)                                                                 \
     HMOE_DEFINE_GEMV(q4_k_##SFX##_tiles, q4k_##SFX, 256)                                                               \
-    HMOE_DEFINE_GEMM(q4_k_##SFX, q4k_##SFX, 256)                                                                       \
-    HMOE_TILE_INSTANCES(q5k_##SFX, K45D_Q5K_TILE)                                                                      \
+    HMOE_GEMM_TILE_INSTANCES(q4k_##SFX##_g, K45G_Q4K_TILE)                                                             \
+    HMOE_DEFINE_GEMM_PREP(q4_k_##SFX, q4k_##SFX##_g, 256, k45g_prep, sizeof(struct k45g_act))                          \
+    HMOE_GEMV_TILE_INSTANCES(q5k_##SFX, K45D_Q5K_TILE)                                                                 \
     HMOE_DEFINE_GEMV(q5_k_##SFX##_tiles, q5k_##SFX, 256)                                                               \
-    HMOE_DEFINE_GEMM(q5_k_##SFX, q5k_##SFX, 256)                                                                       \
+    HMOE_GEMM_TILE_INSTANCES(q5k_##SFX##_g, K45G_Q5K_TILE)                                                             \
+    HMOE_DEFINE_GEMM_PREP(q5_k_##SFX, q5k_##SFX##_g, 256, k45g_prep, sizeof(struct k45g_act))                          \
     void hmoe_cpu_gemv_q4_k_##SFX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,      \
                                   float *y) {                                                                          \
         K45D_GEMV_Q4(ncols, w, row_bytes, nrows, xq, y, hmoe_cpu_gemv_q4_k_##SFX##_tiles);                             \

@@ -1,6 +1,7 @@
-/* cuda_probe.cu — the host-to-device bandwidth probe of cuda.h: pinned host buffer, one
- * untimed copy, then the best of a few timed copies measured with CUDA events. Used by
- * `hmoe bench` as the PCIe roofline; src/kernels/cuda_probe_none.c answers in CPU builds.
+/* cuda_probe.cu — the bandwidth probes of cuda.h: host-to-device from a pinned host buffer
+ * and device-to-device, each one untimed copy, then the best of a few timed copies measured
+ * with CUDA events. Used by `hmoe bench` as the PCIe and HBM rooflines;
+ * src/kernels/cuda_probe_none.c answers in CPU builds.
  */
 #include <cuda_runtime.h>
 
@@ -41,5 +42,39 @@ extern "C" enum hmoe_status hmoe_cuda_probe_h2d_gbps(int dev, size_t bytes, doub
                           cudaGetErrorString(e));
     }
     *gbps = best_ms > 0 ? (double)bytes / (best_ms * 1e-3) / 1e9 : 0;
+    return HMOE_OK;
+}
+
+extern "C" enum hmoe_status hmoe_cuda_probe_d2d_gbps(int dev, size_t bytes, double *gbps, struct hmoe_err *err) {
+    *gbps = 0;
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t start = NULL, stop = NULL;
+    float best_ms = 0;
+    cudaError_t e = cudaSetDevice(dev);
+    if (e == cudaSuccess) e = cudaMalloc(&src, bytes);
+    if (e == cudaSuccess) e = cudaMalloc(&dst, bytes);
+    if (e == cudaSuccess) e = cudaEventCreate(&start);
+    if (e == cudaSuccess) e = cudaEventCreate(&stop);
+    if (e == cudaSuccess) e = cudaMemset(src, 1, bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice); /* untimed */
+    for (int i = 0; i < 5 && e == cudaSuccess; i++) {
+        float ms = 0;
+        e = cudaEventRecord(start);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
+        if (e == cudaSuccess) e = cudaEventRecord(stop);
+        if (e == cudaSuccess) e = cudaEventSynchronize(stop);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start, stop);
+        if (e == cudaSuccess && (best_ms == 0 || ms < best_ms)) best_ms = ms;
+    }
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (dst) cudaFree(dst);
+    if (src) cudaFree(src);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HMOE_RAISE(err, HMOE_ERR_DEVICE, "CUDA device %d: device-to-device probe of %zu bytes: %s", dev, bytes,
+                          cudaGetErrorString(e));
+    }
+    *gbps = best_ms > 0 ? 2.0 * (double)bytes / (best_ms * 1e-3) / 1e9 : 0;
     return HMOE_OK;
 }
