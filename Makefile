@@ -215,7 +215,7 @@ sanitize:
 SERVER_TEST_BIN := $(patsubst tests/%.c,build/san/tests/%,$(SERVER_TEST_SRC))
 sanitize-server:
 	$(MAKE) SAN=1 hmoe $(SERVER_TEST_BIN)
-	HMOE_SHARED=$(SHARED) ./tests/run.sh $(SERVER_TEST_BIN) tests/test_server.sh
+	HMOE_SHARED=$(SHARED) ./tests/run.sh $(SERVER_TEST_BIN) $(wildcard tests/test_server*.sh)
 
 test-gpu: hmoe $(GPU_TEST_BIN)
 	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run_gpu.sh

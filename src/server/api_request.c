@@ -16,7 +16,7 @@
 #include "server/server_impl.h"
 
 void srv_error_set(struct srv_error *e, int status, const char *param, const char *fmt, ...) {
-    e->status = status;
+    e->status = status; /* e->ollama, set by the Ollama reader, is kept */
     e->type = status == 401 ? "authentication_error" : status == 404 ? "not_found_error" : "invalid_request_error";
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_list ap;
@@ -257,6 +257,7 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
     }
     make_id(j->id, sizeof j->id, kind == SRV_KIND_CHAT ? "chatcmpl-" : "cmpl-");
     j->created = (long long)time(NULL);
+    j->t_arrive = hmoe_time_s();
     bool parse_reasoning = s->p.parse_reasoning;
     json_t *so = json_object_get(req, "stream_options");
     if (!get_bool(req, "stream", &j->stream, e) || !read_gen_params(s, req, &j->gp, e)) goto fail;
@@ -267,7 +268,7 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
         }
         if (!get_bool(so, "include_usage", &j->include_usage, e)) goto fail;
     }
-    if (kind == SRV_KIND_CHAT) {
+    if (kind == SRV_KIND_CHAT || (srv_kind_ollama(kind) && json_object_get(req, "messages"))) {
         json_t *rfmt = json_object_get(req, "reasoning_format");
         if (rfmt && !json_is_null(rfmt)) {
             if (!json_is_string(rfmt)) {

@@ -12,6 +12,7 @@
 #include "server/server_impl.h"
 
 json_t *srv_error_json(const struct srv_error *e) {
+    if (e->ollama) return json_pack("{s:s}", "error", e->msg);
     return json_pack("{s:{s:s, s:s, s:o, s:i}}", "error", "message", e->msg, "type", e->type ? e->type : "invalid_request_error",
                      "param", e->param[0] ? json_string(e->param) : json_null(), "code", e->status);
 }
@@ -43,6 +44,10 @@ static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasonin
     if (!n) return;
     srv_buf_add(reasoning ? &j->reasoning : &j->content, s, n);
     if (!j->stream) return;
+    if (srv_kind_ollama(j->kind)) {
+        srv_ollama_piece(j, s, n, reasoning);
+        return;
+    }
     json_t *text = srv_json_text(s, n);
     if (j->kind == SRV_KIND_NATIVE) {
         sse_add(j, json_pack("{s:o, s:b, s:i}", "content", text, "stop", 0, "id_slot", 0));
@@ -80,6 +85,10 @@ static void emit_calls(struct srv_job *j, const struct hmoe_toolcall *calls, siz
     const size_t first = j->n_calls;
     j->n_calls += n;
     if (!j->stream) return;
+    if (srv_kind_ollama(j->kind)) {
+        srv_ollama_calls(j, calls, n);
+        return;
+    }
     json_t *delta = json_object();
     if (!j->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
     j->sent_role = true;
@@ -149,6 +158,10 @@ static json_t *native_json(struct srv_job *j, bool stream_end) {
 }
 
 void srv_job_complete(struct srv_job *j) {
+    if (srv_kind_ollama(j->kind)) {
+        srv_ollama_complete(j);
+        return;
+    }
     if (j->stream) {
         if (j->kind == SRV_KIND_NATIVE) {
             sse_add(j, native_json(j, true));
@@ -215,16 +228,17 @@ void srv_job_complete(struct srv_job *j) {
 void srv_job_fail(struct srv_job *j, int status, const char *msg) {
     struct srv_error e = {0};
     srv_error_set(&e, status, NULL, "%s", msg);
+    e.ollama = srv_kind_ollama(j->kind);
     if (status >= 500) e.type = status == 503 ? "unavailable_error" : "server_error";
     json_t *o = srv_error_json(&e);
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     const char *body = txt ? txt : "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":500}}";
     if (j->stream) {
-        /* headers are gone: the error is the last event of the stream (llama-server does the same) */
-        srv_buf_add(&j->out, "data: ", 6);
+        /* headers are gone: the error is the last event of the stream (llama-server and Ollama do the same) */
+        if (!e.ollama) srv_buf_add(&j->out, "data: ", 6);
         srv_buf_add(&j->out, body, strlen(body));
-        srv_buf_add(&j->out, "\n\n", 2);
+        srv_buf_add(&j->out, e.ollama ? "\n" : "\n\n", e.ollama ? 1 : 2);
     } else {
         j->body.n = 0;
         srv_buf_add(&j->body, body, strlen(body));

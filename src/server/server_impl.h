@@ -32,7 +32,10 @@ enum srv_kind {
     SRV_KIND_CHAT,        /* POST /v1/chat/completions */
     SRV_KIND_COMPLETIONS, /* POST /v1/completions */
     SRV_KIND_NATIVE,      /* POST /completion (llama-server's own shape) */
+    SRV_KIND_OLLAMA_CHAT, /* POST /api/chat */
+    SRV_KIND_OLLAMA_GENERATE, /* POST /api/generate */
 };
+static inline bool srv_kind_ollama(enum srv_kind k) { return k == SRV_KIND_OLLAMA_CHAT || k == SRV_KIND_OLLAMA_GENERATE; }
 
 enum srv_job_state { SRV_JOB_QUEUED, SRV_JOB_RUNNING, SRV_JOB_DONE };
 
@@ -59,6 +62,7 @@ struct srv_job {
     bool stream, include_usage;
     char id[48];
     long long created;
+    double t_arrive;               /* hmoe_time_s() when the request was read (Ollama's total_duration) */
     int32_t *ids;                  /* the prompt */
     int n_ids;
     char *prompt_text;             /* /completion echoes it; NULL elsewhere */
@@ -143,6 +147,7 @@ struct srv_error {
     const char *type;              /* "invalid_request_error", "authentication_error", ... */
     char param[64];
     char msg[512];
+    bool ollama;                   /* an Ollama endpoint: the body is Ollama's {"error": "..."} */
 };
 void srv_error_set(struct srv_error *e, int status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -176,5 +181,22 @@ int srv_api_tokenize(struct hmoe_server *s, json_t *req, json_t **out, struct sr
 int srv_api_detokenize(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
 int srv_api_apply_template(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
 char *srv_api_metrics(struct hmoe_server *s);
+
+/* --- Ollama's API (api_ollama.c: requests and the info endpoints; api_ollama_reply.c: answers) --- */
+/* An /api/chat or /api/generate body as the OpenAI-shaped request srv_request_job reads, or
+ * NULL and *e. *load_only: no messages / no prompt (Ollama's "load the model" request). */
+json_t *srv_ollama_request(json_t *req, enum srv_kind kind, bool *load_only, struct srv_error *e);
+/* The answer to a load-only request (done_reason "load", or "unload" for keep_alive 0). */
+json_t *srv_ollama_load_reply(struct hmoe_server *s, enum srv_kind kind, json_t *req);
+int srv_ollama_tags(struct hmoe_server *s, json_t **out);
+int srv_ollama_ps(struct hmoe_server *s, json_t **out);
+int srv_ollama_version(struct hmoe_server *s, json_t **out);
+int srv_ollama_show(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
+/* RFC 3339 UTC time with nanoseconds, as Ollama's created_at. */
+void srv_ollama_time(char *out, size_t size);
+/* The answer writers (caller holds j->mu), called by api_response.c for Ollama jobs. */
+void srv_ollama_piece(struct srv_job *j, const char *s, size_t n, bool reasoning);
+void srv_ollama_calls(struct srv_job *j, const struct hmoe_toolcall *calls, size_t n);
+void srv_ollama_complete(struct srv_job *j);
 
 #endif
