@@ -209,6 +209,10 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
         }
         if (et) think = json_is_true(et);
     }
+    /* a JSON answer (response_format) starts at once: no reasoning first, which the grammar would forbid */
+    json_t *rf_type = json_object_get(json_object_get(req, "response_format"), "type");
+    const bool constrained = json_is_string(rf_type) && strncmp(json_string_value(rf_type), "json_", 5) == 0;
+    if (constrained) think = false;
     struct hmoe_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think, .tools = tool_txt,
                                 .n_tools = n_tools};
     struct hmoe_err err = {0};
@@ -222,7 +226,7 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
         const enum hmoe_toolcall_format fmt =
             use_tools ? hmoe_toolcall_format_for(hmoe_chat_fmt_family(s->fmt), s->vocab->chat_template) : HMOE_TOOLCALL_NONE;
         struct hmoe_toolcall_opts to = {.tools = tool_txt, .n_tools = n_tools,
-                                        .in_think = hmoe_toolcall_prompt_in_think(out, strlen(out)),
+                                        .in_think = !constrained && hmoe_toolcall_prompt_in_think(out, strlen(out)),
                                         .think_in_content = !parse_reasoning};
         if (hmoe_toolcall_stream_new(fmt, &to, tcs, &err)) {
             srv_error_set(e, 500, NULL, "%s", err.msg);

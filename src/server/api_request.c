@@ -157,28 +157,13 @@ static bool read_gen_params(struct hmoe_server *s, json_t *req, struct srv_gen_p
         srv_error_set(e, 400, "logprobs", "'logprobs' is not supported by this server");
         return false;
     }
-    static const char *const constrained[] = {"grammar", "json_schema"}; /* llama-server's /completion fields */
-    for (size_t i = 0; i < HMOE_ARRAY_LEN(constrained); i++) {
-        json_t *g = json_object_get(req, constrained[i]);
-        if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
-            srv_error_set(e, 400, constrained[i], "'%s' is not supported: this server does not constrain sampling "
-                          "to a grammar", constrained[i]);
-            return false;
-        }
+    json_t *g = json_object_get(req, "grammar"); /* llama-server's GBNF field */
+    if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
+        srv_error_set(e, 400, "grammar", "'grammar' (GBNF) is not supported: use response_format json_object or "
+                      "json_schema (or /completion's json_schema)");
+        return false;
     }
-    json_t *rf = json_object_get(req, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(t)) {
-            srv_error_set(e, 400, "response_format", "'response_format' must be an object with a string 'type'");
-            return false;
-        }
-        if (strcmp(json_string_value(t), "text") != 0) {
-            srv_error_set(e, 400, "response_format", "response_format '%s' is not supported: this server does not "
-                          "constrain sampling to a grammar (use \"text\")", json_string_value(t));
-            return false;
-        }
-    }
+    if (!srv_grammar_from_request(s, req, gp, e)) return false;
     gp->sp.top_k = (int)top_k;
     gp->sp.repeat_last_n = (int)last_n;
     gp->n_predict = (int)n_pred;

@@ -33,6 +33,7 @@ void srv_job_unref(struct srv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (left) return;
     for (int i = 0; i < j->gp.n_stop; i++) free(j->gp.stop[i]);
+    srv_grammar_free(&j->gp);
     free(j->ids);
     free(j->prompt_text);
     hmoe_toolcall_stream_free(j->tcs);
@@ -200,7 +201,8 @@ static void run_job(struct hmoe_server *s, struct srv_job *j) {
         const int limit = j->gp.n_predict < 0 ? n_ctx : j->gp.n_predict;
         j->finish = SRV_FINISH_LENGTH;
         while (j->n_gen < limit) {
-            const int32_t id = hmoe_sampler_sample(smp, apply_penalties(s, &j->gp, hist, n_hist));
+            const int32_t id = srv_sample(s, j, smp, apply_penalties(s, &j->gp, hist, n_hist), limit - j->n_gen);
+            if (id < 0) break; /* the grammar allows no token: "length" */
             if (!j->gp.ignore_eos && hmoe_vocab_is_eog(s->vocab, id)) {
                 j->finish = SRV_FINISH_STOP_EOG;
                 break;

@@ -18,6 +18,9 @@
 
 #define SRV_MAX_STOP 16        /* stop strings per request */
 #define SRV_MAX_STOP_LEN 256   /* bytes per stop string */
+#define SRV_JSON_MAX_NEST 32   /* containers nested in a constrained JSON answer (and schema levels) */
+#define SRV_JSON_MAX_FRAMES (2 * SRV_JSON_MAX_NEST + 4)
+#define SRV_JSON_MAX_WS 8      /* whitespace bytes in a row in a constrained JSON answer */
 
 /* A growable byte buffer; `oom` set on the first failed allocation (appends become no-ops). */
 struct srv_buf {
@@ -50,6 +53,8 @@ struct srv_gen_params {
     int n_stop;
     bool ignore_eos;
     bool cache_prompt;
+    struct srv_json_matcher *grammar; /* response_format json_object / json_schema: constrains sampling */
+    float *grammar_logits;         /* [n_vocab] scratch: the logits with the tokens the grammar refuses at -inf */
 };
 
 struct hmoe_server;
@@ -132,6 +137,30 @@ enum hmoe_status srv_engine_start(struct hmoe_server *s, struct hmoe_err *err);
 void srv_engine_stop(struct hmoe_server *s);
 /* Wake the HTTP side of a job (caller holds j->mu). */
 void srv_job_wake(struct srv_job *j);
+
+/* --- the JSON grammar (grammar_json.c) and constrained sampling (grammar_sample.c) --- */
+struct srv_error;
+struct srv_json_matcher;
+/* Compile a schema (json_schema subset: type, properties, required, enum, items,
+ * additionalProperties, annotations), or NULL for json_object (any object). NULL and *e
+ * (400 naming the keyword or field) when the schema is not supported. */
+struct srv_json_matcher *srv_json_matcher_new(json_t *schema, struct srv_error *e);
+void srv_json_matcher_free(struct srv_json_matcher *m);
+/* Bytes at least still needed to finish the value after s[0..n) (0: complete), or -1 when s
+ * cannot continue the answer; the matcher is unchanged. */
+int srv_json_matcher_try(const struct srv_json_matcher *m, const char *s, size_t n);
+/* Append s[0..n) to the answer; false (and no change) when the grammar refuses it. */
+bool srv_json_matcher_feed(struct srv_json_matcher *m, const char *s, size_t n);
+int srv_json_matcher_dist(const struct srv_json_matcher *m);
+/* The response_format of a request (or Ollama's format, already translated) into gp->grammar;
+ * false and *e on a bad or unsupported one. */
+bool srv_grammar_from_request(struct hmoe_server *s, json_t *req, struct srv_gen_params *gp, struct srv_error *e);
+void srv_grammar_free(struct srv_gen_params *gp);
+/* The next token: the sampler's choice, or with a grammar the sampler's choice among the
+ * tokens that keep the answer valid JSON finishable within `left` tokens (this one
+ * included); an end-of-generation token once the value is complete; -1 when no token fits. */
+struct srv_job;
+int32_t srv_sample(struct hmoe_server *s, struct srv_job *j, struct hmoe_sampler *smp, const float *logits, int left);
 
 /* --- text pipeline (textfilter.c) --- */
 /* Index of the first complete match of a stop string in s[0..n) (its number in *which), or
