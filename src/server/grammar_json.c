@@ -14,7 +14,7 @@
  * Bounds: at most SRV_JSON_MAX_NEST nested containers, SRV_JSON_MAX_WS whitespace bytes in a
  * row, 64 properties / enum values per schema node. Numbers have at most 15 digits before and
  * after the point and 2 in the exponent, and \u escapes name no surrogate, so that every answer
- * reads back exactly in any JSON library (64-bit integers, doubles, no lone surrogates).
+ * reads back exactly in any JSON library (64-bit integers, doubles, no lone surrogates, no NUL).
  *
  * Trials (does this token fit?) run on an overlay of the stack: only the frames a token
  * touches are copied, so testing the whole vocabulary stays cheap.
@@ -522,10 +522,12 @@ static bool step(struct trial *t, unsigned c) {
                 if (!strchr("\"\\/bfnrt", (int)c) || !c) return false;
                 f->st = S_NORMAL;
                 return true;
-            case S_HEX: /* no \uD800-\uDFFF: a surrogate alone is not a character */
+            case S_HEX: /* no \uD800-\uDFFF (a surrogate alone is not a character), no \u0000 */
                 if (!is_hex(c)) return false;
-                if (f->pos == 0) f->lead = c == 'd' || c == 'D';
-                else if (f->pos == 1 && f->lead && c >= '8') return false; /* D8..DF (hex digits >= '8') */
+                if (f->pos == 0) f->lead = (uint8_t)((c == 'd' || c == 'D') | (c == '0') << 1);
+                else if (f->pos == 1 && (f->lead & 1) && c >= '8') return false; /* D8..DF (hex digits >= '8') */
+                if (f->pos > 0 && c != '0') f->lead &= 1;
+                if (f->pos == 3 && (f->lead & 2) && c == '0') return false;
                 if (++f->pos == 4) f->st = S_NORMAL;
                 return true;
             case S_UTF8:
