@@ -137,11 +137,11 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
     if (choice && !json_is_null(choice)) {
         const char *c = json_is_string(choice) ? json_string_value(choice) : NULL;
         if (c && strcmp(c, "none") == 0) use_tools = false;
-        else if (!c || strcmp(c, "auto") != 0) {
-            srv_error_set(e, 400, "tool_choice", "tool_choice must be \"auto\" or \"none\": this server cannot force a "
-                          "tool call (it has no constrained sampling)");
+        else if (c ? strcmp(c, "auto") != 0 && strcmp(c, "required") != 0 : !json_is_object(choice)) {
+            srv_error_set(e, 400, "tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": \"...\"}}");
             return NULL;
-        }
+        } /* required / a named function: forced after rendering (tool_choice.c) */
     }
     const size_t n = json_array_size(msgs);
     size_t n_calls = 0, n_tools = use_tools ? json_array_size(tools) : 0;

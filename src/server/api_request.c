@@ -264,6 +264,10 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
         }
         char *prompt = srv_render_chat(s, req, parse_reasoning, &j->tcs, e);
         if (!prompt) goto fail;
+        if (!srv_tool_choice(s, req, j, &prompt, e)) {
+            free(prompt);
+            goto fail;
+        }
         struct hmoe_err err = {0};
         size_t n = 0;
         enum hmoe_status st = hmoe_tokenize(s->vocab, prompt, strlen(prompt), true, true, &j->ids, &n, &err);

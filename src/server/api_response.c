@@ -118,6 +118,7 @@ void srv_emit_text(struct srv_job *j, const char *s, size_t n) {
 
 void srv_emit_end(struct srv_job *j) {
     if (!j->tcs) return;
+    if (j->forced_suffix) srv_emit_text(j, j->forced_suffix, strlen(j->forced_suffix));
     struct hmoe_toolcall_delta d;
     struct hmoe_err err = {0};
     if (hmoe_toolcall_stream_finish(j->tcs, &d, &err) == HMOE_OK) emit_delta(j, &d);

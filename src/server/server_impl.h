@@ -53,7 +53,7 @@ struct srv_gen_params {
     int n_stop;
     bool ignore_eos;
     bool cache_prompt;
-    struct srv_json_matcher *grammar; /* response_format json_object / json_schema: constrains sampling */
+    struct srv_json_matcher *grammar; /* response_format or a forced tool call json_object / json_schema: constrains sampling */
     float *grammar_logits;         /* [n_vocab] scratch: the logits with the tokens the grammar refuses at -inf */
 };
 
@@ -73,6 +73,7 @@ struct srv_job {
     char *prompt_text;             /* /completion echoes it; NULL elsewhere */
     struct srv_gen_params gp;
     struct hmoe_toolcall_stream *tcs; /* chat: reasoning and tool calls out of the text (src/text) */
+    const char *forced_suffix;     /* a forced tool call: its closing tag, fed to the parser at the end */
     /* state */
     enum srv_job_state state;
     bool cancelled;                /* the client went away, or the server stops */
@@ -188,6 +189,10 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
  * `tcs`, also the parser of the answer (tool-call format of the template when tools are on). */
 char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, struct hmoe_toolcall_stream **tcs,
                       struct srv_error *e);
+
+/* tool_choice "required" / a named function (tool_choice.c): the prompt ends inside the call syntax,
+ * the grammar constrains the call; true when nothing is forced or all is set; false and *e. */
+bool srv_tool_choice(struct hmoe_server *s, json_t *req, struct srv_job *j, char **prompt, struct srv_error *e);
 
 /* --- response writers (api_response.c) --- */
 json_t *srv_error_json(const struct srv_error *e);
