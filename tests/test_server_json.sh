@@ -5,7 +5,8 @@
 # matches the schema, within max_tokens), /completion's json_schema, Ollama's format "json" and a
 # schema; max_tokens below the schema's shortest answer and unsupported keywords -> 400 naming
 # them; tool_choice "required" and a named function -> one parsed call, finish_reason tool_calls
-# (also streamed). Every step is bounded in time.
+# (also streamed); chat_template_kwargs and reasoning_effort passed to the Jinja template. Every
+# step is bounded in time.
 set -u
 cd "$(dirname "$0")/.."
 S="${HMOE_SHARED:-tests}"
@@ -136,6 +137,25 @@ check "json: parallel_tool_calls not a boolean -> 400" $? "$code $(cat "$T/body"
 code=$(req GET /health)
 [ "$code" = 200 ]
 check "json: healthy at the end" $? "$code"
+stop_server
+
+# chat_template_kwargs (every key) and reasoning_effort reach the Jinja template
+printf '%s' "{%- for m in messages %}{{ m.role }}: {{ m.content }}
+{% endfor %}[custom={{ custom_var | default('none') }} effort={{ reasoning_effort | default('none') }} think={{ enable_thinking }}]" > "$T/kw.jinja"
+start_server "$T/s2.log" --chat-template-file "$T/kw.jinja"
+wait_ready "$URL"
+code=$(post /apply-template '{"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"custom_var":"XYZ","enable_thinking":false},"reasoning_effort":"high"}')
+[ "$code" = 200 ] && [ "$(jq_ "$T/body" 'd["prompt"]')" = "$(printf 'user: Hi\n[custom=XYZ effort=high think=False]')" ]
+check "json: chat_template_kwargs keys and reasoning_effort reach the template" $? "$code $(cat "$T/body")"
+code=$(post /apply-template '{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"low","chat_template_kwargs":{"reasoning_effort":"medium"}}')
+[ "$code" = 200 ] && grep -q 'effort=medium think=True' "$T/body"
+check "json: a chat_template_kwargs member wins over reasoning_effort" $? "$code $(cat "$T/body")"
+code=$(post /api/chat '{"model":"m","stream":false,"think":"high","messages":[{"role":"user","content":"Hi"}],"options":{"num_predict":2}}')
+[ "$code" = 200 ]
+check "json: Ollama think \"high\" (reasoning effort) accepted" $? "$code $(cat "$T/body")"
+code=$(post /apply-template '{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":5}')
+[ "$code" = 400 ]
+check "json: reasoning_effort not a string -> 400" $? "$code $(cat "$T/body")"
 stop_server
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
