@@ -274,7 +274,7 @@ bad 400 "stream_options a number" $CH "{$M,\"stream\":true,\"stream_options\":3}
 bad 400 "seed a string" $CH "{$M,\"seed\":\"x\"}"
 bad 400 "presence_penalty 5" $CH "{$M,\"presence_penalty\":5}"
 bad 400 "repeat_penalty 0" $CH "{$M,\"repeat_penalty\":0}"
-bad 400 "logprobs" $CH "{$M,\"logprobs\":true}"
+bad 400 "top_logprobs without logprobs" $CH "{$M,\"top_logprobs\":3}"
 bad 400 "response_format json_schema with an unsupported keyword" $CH "{$M,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"string\",\"pattern\":\"a+\"}}}}"
 bad 400 "response_format a string" $CH "{$M,\"response_format\":\"json\"}"
 bad 400 "tool message without a call" $CH '{"messages":[{"role":"user","content":"Hi"},{"role":"tool","tool_call_id":"x","content":"42"}]}'

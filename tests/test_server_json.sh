@@ -5,7 +5,7 @@
 # matches the schema, within max_tokens), /completion's json_schema, Ollama's format "json" and a
 # schema; max_tokens below the schema's shortest answer and unsupported keywords -> 400 naming
 # them; tool_choice "required" and a named function -> one parsed call, finish_reason tool_calls
-# (also streamed); chat_template_kwargs and reasoning_effort passed to the Jinja template. Every
+# (also streamed); logprobs / top_logprobs; chat_template_kwargs and reasoning_effort passed to the Jinja template. Every
 # step is bounded in time.
 set -u
 cd "$(dirname "$0")/.."
@@ -134,6 +134,20 @@ check "json: tool_choice required without tools -> 400" $? "$code $(cat "$T/body
 code=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":$TOOLS,\"parallel_tool_calls\":\"yes\"}")
 [ "$code" = 400 ]
 check "json: parallel_tool_calls not a boolean -> 400" $? "$code $(cat "$T/body")"
+# logprobs: greedy picks the most likely token; the entries spell the answer; streamed per chunk
+code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi there"}],"max_tokens":8,"temperature":0,"logprobs":true,"top_logprobs":3}')
+[ "$code" = 200 ] && [ "$(jq_ "$T/body" '(lp:=d["choices"][0]["logprobs"]["content"]) and len(lp)==8 and all(len(e["top_logprobs"])==3 and abs(e["logprob"]-e["top_logprobs"][0]["logprob"])<1e-6 and e["top_logprobs"][0]["logprob"]>=e["top_logprobs"][1]["logprob"]>=e["top_logprobs"][2]["logprob"] and e["logprob"]<=0 and sum(__import__("math").exp(t["logprob"]) for t in e["top_logprobs"])<=1.0001 and bytes(e["bytes"]).decode("utf-8","replace")==e["token"] for e in lp) and "".join(e["token"] for e in lp).strip()==d["choices"][0]["message"]["content"]')" = True ]
+check "json: logprobs / top_logprobs in OpenAI's shape (greedy = the top entry)" $? "$code $(head -c 600 "$T/body")"
+code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi there"}],"max_tokens":8,"temperature":0,"logprobs":true,"stream":true}' -N)
+n=$(python3 -c '
+import json,sys
+ev=[json.loads(l[6:]) for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ") and l[6:]!="[DONE]"]
+print(sum(len((c["choices"][0].get("logprobs") or {}).get("content",[])) for c in ev if c["choices"]))' "$T/body")
+[ "$code" = 200 ] && [ "$n" = 8 ]
+check "json: streamed logprobs: 8 entries over the chunks" $? "$code $n"
+code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":21}')
+[ "$code" = 400 ]
+check "json: top_logprobs 21 -> 400" $? "$code"
 code=$(req GET /health)
 [ "$code" = 200 ]
 check "json: healthy at the end" $? "$code"

@@ -152,11 +152,13 @@ static bool read_gen_params(struct hmoe_server *s, json_t *req, struct srv_gen_p
         return false;
     }
     bool logprobs = false;
-    if (!get_bool(req, "logprobs", &logprobs, e)) return false;
-    if (logprobs) {
-        srv_error_set(e, 400, "logprobs", "'logprobs' is not supported by this server");
+    long long top_lp = -1;
+    if (!get_bool(req, "logprobs", &logprobs, e) || !get_int(req, "top_logprobs", 0, 20, &top_lp, e)) return false;
+    if (top_lp >= 0 && !logprobs) {
+        srv_error_set(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
         return false;
     }
+    gp->top_logprobs = logprobs ? (int)HMOE_MAX(top_lp, 0) : -1;
     json_t *g = json_object_get(req, "grammar"); /* llama-server's GBNF field */
     if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
         srv_error_set(e, 400, "grammar", "'grammar' (GBNF) is not supported: use response_format json_object or "
@@ -252,6 +254,10 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
             goto fail;
         }
         if (!get_bool(so, "include_usage", &j->include_usage, e)) goto fail;
+    }
+    if (j->gp.top_logprobs >= 0 && kind != SRV_KIND_CHAT) {
+        srv_error_set(e, 400, "logprobs", "'logprobs' is served by /v1/chat/completions only");
+        goto fail;
     }
     if (kind == SRV_KIND_CHAT || (srv_kind_ollama(kind) && json_object_get(req, "messages"))) {
         json_t *rfmt = json_object_get(req, "reasoning_format");

@@ -60,6 +60,10 @@ static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasonin
         j->sent_role = true;
         json_object_set_new(delta, reasoning ? "reasoning_content" : "content", text);
         choice = json_pack("{s:i, s:o, s:n, s:n}", "index", 0, "delta", delta, "logprobs", "finish_reason");
+        if (!reasoning && j->lp_pending && json_array_size(j->lp_pending)) { /* the tokens up to this text */
+            json_object_set_new(choice, "logprobs", json_pack("{s:o}", "content", j->lp_pending));
+            j->lp_pending = NULL;
+        }
     } else {
         choice = json_pack("{s:i, s:o, s:n, s:n}", "index", 0, "text", text, "logprobs", "finish_reason");
     }
@@ -198,15 +202,16 @@ void srv_job_complete(struct srv_job *j) {
             tc.reasoning = strndup(j->reasoning.s ? j->reasoning.s : "", j->reasoning.n);
         }
         const char *content = tc.content ? tc.content : "", *reasoning = tc.reasoning ? tc.reasoning : "";
+        json_t *lp = j->lp_all ? json_pack("{s:O}", "content", j->lp_all) : json_null();
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
                                 tc.n_calls && !*content ? json_null() : srv_json_text(content, strlen(content)));
         if (*reasoning) json_object_set_new(msg, "reasoning_content", srv_json_text(reasoning, strlen(reasoning)));
         if (tc.n_calls) json_object_set_new(msg, "tool_calls", calls_json(tc.calls, tc.n_calls, 0, false));
         j->n_calls = tc.n_calls;
         hmoe_toolcalls_free(&tc);
-        o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id", j->id, "object",
+        o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:o, s:o, s:s}], s:o, s:o}", "id", j->id, "object",
                       "chat.completion", "created", j->created, "model", model_name(j), "system_fingerprint", "hmoe",
-                      "choices", "index", 0, "message", msg, "logprobs", "finish_reason", finish_reason(j), "usage",
+                      "choices", "index", 0, "message", msg, "logprobs", lp, "finish_reason", finish_reason(j), "usage",
                       usage_json(j), "timings", timings_json(j));
     } else {
         o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:o, s:i, s:n, s:s}], s:o, s:o}", "id", j->id, "object",

@@ -34,6 +34,8 @@ void srv_job_unref(struct srv_job *j) {
     if (left) return;
     for (int i = 0; i < j->gp.n_stop; i++) free(j->gp.stop[i]);
     srv_grammar_free(&j->gp);
+    json_decref(j->lp_all);
+    json_decref(j->lp_pending);
     free(j->ids);
     free(j->prompt_text);
     hmoe_toolcall_stream_free(j->tcs);

@@ -79,7 +79,8 @@ static bool token_fits(const struct srv_json_matcher *m, const struct hmoe_vocab
     return d >= 0 && d <= budget;
 }
 
-int32_t srv_sample(struct hmoe_server *s, struct srv_job *j, struct hmoe_sampler *smp, const float *logits, int left) {
+static int32_t sample_token(struct hmoe_server *s, struct srv_job *j, struct hmoe_sampler *smp, const float *logits,
+                            int left) {
     struct srv_json_matcher *m = j->gp.grammar;
     if (!m) return hmoe_sampler_sample(smp, logits);
     const struct hmoe_vocab *v = s->vocab;
@@ -100,5 +101,47 @@ int32_t srv_sample(struct hmoe_server *s, struct srv_job *j, struct hmoe_sampler
         if (!token_fits(m, v, id, left - 1)) id = best; /* rounding at the end of the draw picked a -inf one */
     }
     srv_json_matcher_feed(m, v->piece[id], v->piece_len[id]);
+    return id;
+}
+
+/* OpenAI's logprob entry of one token: {token, logprob, bytes}; the log-softmax of the logits the
+ * sampler saw (penalties applied, before temperature, truncation and the grammar). */
+static json_t *lp_token(const struct hmoe_vocab *v, int32_t id, float logprob) {
+    const char *p = (uint32_t)id < v->n_tokens ? v->piece[id] : "";
+    const size_t n = (uint32_t)id < v->n_tokens ? v->piece_len[id] : 0;
+    json_t *bytes = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(bytes, json_integer((unsigned char)p[i]));
+    return json_pack("{s:o, s:f, s:o}", "token", srv_json_text(p, n), "logprob", (double)logprob, "bytes", bytes);
+}
+
+static void record_logprobs(struct hmoe_server *s, struct srv_job *j, const float *logits, int32_t id) {
+    const int n_vocab = s->model->cfg.n_vocab, k = j->gp.top_logprobs;
+    if (k < 0 || id < 0 || hmoe_vocab_is_eog(s->vocab, id)) return;
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    const float lse = mx + (float)log(sum);
+    json_t *e = lp_token(s->vocab, id, logits[id] - lse), *top = json_array();
+    int32_t best[20];
+    for (int r = 0; r < k && r < 20; r++) { /* the k most likely, in order (k <= 20) */
+        best[r] = -1;
+        for (int i = 0; i < n_vocab; i++) {
+            bool taken = false;
+            for (int q = 0; q < r && !taken; q++) taken = best[q] == i;
+            if (!taken && (best[r] < 0 || logits[i] > logits[best[r]])) best[r] = i;
+        }
+        json_array_append_new(top, lp_token(s->vocab, best[r], logits[best[r]] - lse));
+    }
+    json_object_set_new(e, "top_logprobs", top);
+    if (!j->lp_all) j->lp_all = json_array();
+    if (!j->lp_pending) j->lp_pending = json_array();
+    json_array_append(j->lp_all, e);
+    json_array_append_new(j->lp_pending, e);
+}
+
+int32_t srv_sample(struct hmoe_server *s, struct srv_job *j, struct hmoe_sampler *smp, const float *logits, int left) {
+    const int32_t id = sample_token(s, j, smp, logits, left);
+    record_logprobs(s, j, logits, id);
     return id;
 }

@@ -55,6 +55,7 @@ struct srv_gen_params {
     bool cache_prompt;
     struct srv_json_matcher *grammar; /* response_format or a forced tool call json_object / json_schema: constrains sampling */
     float *grammar_logits;         /* [n_vocab] scratch: the logits with the tokens the grammar refuses at -inf */
+    int top_logprobs;              /* chat logprobs: alternatives per token (0..20), -1: logprobs off */
 };
 
 struct hmoe_server;
@@ -74,6 +75,7 @@ struct srv_job {
     struct srv_gen_params gp;
     struct hmoe_toolcall_stream *tcs; /* chat: reasoning and tool calls out of the text (src/text) */
     const char *forced_suffix;     /* a forced tool call: its closing tag, fed to the parser at the end */
+    json_t *lp_all, *lp_pending;   /* logprobs: every token's entry; those not yet in a stream chunk */
     /* state */
     enum srv_job_state state;
     bool cancelled;                /* the client went away, or the server stops */
