@@ -19,9 +19,9 @@
 
 static const char CALL_PREFIX[] = "<tool_call>\n", CALL_SUFFIX[] = "\n</tool_call>";
 
-/* The schema of a call to the tools in `names` (arguments: `params`, or any object). */
+/* The schema of a call to the tools in `names` (arguments: `params`, stolen, or any object). */
 static json_t *call_schema(json_t *names, json_t *params) {
-    return json_pack("{s:s, s:{s:{s:O}, s:O}, s:[s, s]}", "type", "object", "properties", "name", "enum", names,
+    return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s]}", "type", "object", "properties", "name", "enum", names,
                      "arguments", params ? params : json_pack("{s:s}", "type", "object"), "required", "name", "arguments");
 }
 
