@@ -215,7 +215,7 @@ sanitize:
 SERVER_TEST_BIN := $(patsubst tests/%.c,build/san/tests/%,$(SERVER_TEST_SRC))
 sanitize-server:
 	$(MAKE) SAN=1 hmoe $(SERVER_TEST_BIN)
-	HMOE_SHARED=$(SHARED) ./tests/run.sh $(SERVER_TEST_BIN) tests/test_server.sh
+	HMOE_SHARED=$(SHARED) ./tests/run.sh $(SERVER_TEST_BIN) $(wildcard tests/test_server*.sh)
 
 test-gpu: hmoe $(GPU_TEST_BIN)
 	HMOE_SHARED=$(SHARED) BUILD=$(BUILD) ./tests/run_gpu.sh
@@ -247,7 +247,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-
               -D_DEFAULT_SOURCE -Iinclude -Isrc -DHMOE_HAVE_CUDA=0
 FUZZ_DIR := $(BUILD)/fuzz
 .PHONY: fuzz-run fuzz-seeds
-fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model $(FUZZ_DIR)/fuzz_jinja $(if $(filter 1,$(SERVER)),$(FUZZ_DIR)/fuzz_server) fuzz-seeds
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model $(FUZZ_DIR)/fuzz_jinja $(if $(filter 1,$(SERVER)),$(FUZZ_DIR)/fuzz_server $(FUZZ_DIR)/fuzz_grammar) fuzz-seeds
 # types.c points at the reference kernels, so the whole (CPU-only, portable) kernels dir comes along.
 $(FUZZ_DIR)/fuzz_gguf: tests/fuzz_gguf.c $(wildcard src/gguf/*.c) $(wildcard src/kernels/*.c) src/util/err.c
 	@mkdir -p $(dir $@)
@@ -268,6 +268,11 @@ $(FUZZ_DIR)/fuzz_jinja: tests/fuzz_jinja.c $(wildcard src/text/jinja/*.c) src/ut
 $(FUZZ_DIR)/fuzz_server: tests/fuzz_server.c $(SERVER_SRC) $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(SERVER_CFLAGS) -fopenmp -o $@ tests/fuzz_server.c $(SERVER_SRC) $(FUZZ_LIB) \
 	    $(SERVER_LIBS) -lm -lpthread
+# fuzz_grammar: the server's JSON grammar alone (a schema, then the bytes of an answer).
+$(FUZZ_DIR)/fuzz_grammar: tests/fuzz_grammar.c tests/json_grammar_check.h src/server/grammar_json.c src/util/err.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(SERVER_CFLAGS) -Itests -o $@ tests/fuzz_grammar.c src/server/grammar_json.c src/util/err.c \
+	    $(SERVER_LIBS)
 FUZZ_SEED_MODELS := $(wildcard $(SHARED)/fixtures/models/*.gguf)
 fuzz-seeds:
 	@mkdir -p $(FUZZ_DIR)/seeds-gguf $(FUZZ_DIR)/seeds-model $(FUZZ_DIR)/corpus-gguf $(FUZZ_DIR)/corpus-model $(FUZZ_DIR)/corpus-jinja

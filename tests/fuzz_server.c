@@ -1,6 +1,7 @@
 /* fuzz_server.c — libFuzzer target for what `hmoe serve` does with a request body before the
  * engine sees it: JSON parsing, every generation endpoint's reader (chat with template
- * rendering, tools and the answer parser's setup; completions; /completion) and the
+ * rendering, tools and the answer parser's setup; completions; /completion; Ollama's /api/chat and
+ * /api/generate; response_format grammars and forced tool calls) and the
  * tokenize / detokenize / apply-template endpoints, against the tiny fixture model's real
  * vocabulary and template. A refused request must carry a 4xx/5xx status and a message;
  * an accepted one must have a prompt that fits the context. ASan/UBSan catch the rest.
@@ -37,8 +38,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     srv.model = model;
     srv.ctx = ctx;
     srv.vocab = vocab;
-    srv.tmpl = hmoe_chat_template_detect(vocab->chat_template);
-    if (srv.tmpl == HMOE_CHAT_TEMPLATE_UNKNOWN) srv.tmpl = HMOE_CHAT_TEMPLATE_CHATML;
+    struct hmoe_chat_fmt_src src = {.template_text = vocab->chat_template, .template_origin = "tokenizer.chat_template",
+                                    .default_family = HMOE_CHAT_TEMPLATE_UNKNOWN};
+    struct hmoe_chat_fmt *fmt = NULL;
+    char warning[640];
+    if (hmoe_chat_fmt_open(&src, &fmt, warning, sizeof warning, &err)) {
+        fprintf(stderr, "fuzz_server: %s: %s\n", path, err.msg);
+        exit(1);
+    }
+    srv.fmt = fmt;
     srv.model_name = (char *)"fuzz";
     return 0;
 }
@@ -57,10 +65,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         require_error("parse", &e);
         return 0;
     }
-    static const enum srv_kind kinds[] = {SRV_KIND_CHAT, SRV_KIND_COMPLETIONS, SRV_KIND_NATIVE};
+    static const enum srv_kind kinds[] = {SRV_KIND_CHAT, SRV_KIND_COMPLETIONS, SRV_KIND_NATIVE, SRV_KIND_OLLAMA_CHAT,
+                                          SRV_KIND_OLLAMA_GENERATE};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         memset(&e, 0, sizeof e);
-        struct srv_job *j = srv_request_job(&srv, kinds[k], req, &e);
+        json_t *conv = NULL;
+        if (srv_kind_ollama(kinds[k])) { /* Ollama's body read into the OpenAI one first */
+            bool load_only = false;
+            conv = srv_ollama_request(req, kinds[k], &load_only, &e);
+            if (!conv) {
+                require_error("an Ollama request", &e);
+                continue;
+            }
+            if (load_only) {
+                json_decref(conv);
+                continue;
+            }
+        }
+        struct srv_job *j = srv_request_job(&srv, kinds[k], conv ? conv : req, &e);
+        json_decref(conv);
         if (!j) {
             require_error("a generation request", &e);
             continue;

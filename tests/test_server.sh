@@ -274,15 +274,15 @@ bad 400 "stream_options a number" $CH "{$M,\"stream\":true,\"stream_options\":3}
 bad 400 "seed a string" $CH "{$M,\"seed\":\"x\"}"
 bad 400 "presence_penalty 5" $CH "{$M,\"presence_penalty\":5}"
 bad 400 "repeat_penalty 0" $CH "{$M,\"repeat_penalty\":0}"
-bad 400 "logprobs" $CH "{$M,\"logprobs\":true}"
-bad 400 "response_format json_object (no grammar sampling)" $CH "{$M,\"response_format\":{\"type\":\"json_object\"}}"
+bad 400 "top_logprobs without logprobs" $CH "{$M,\"top_logprobs\":3}"
+bad 400 "response_format json_schema with an unsupported keyword" $CH "{$M,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"string\",\"pattern\":\"a+\"}}}}"
 bad 400 "response_format a string" $CH "{$M,\"response_format\":\"json\"}"
 bad 400 "tool message without a call" $CH '{"messages":[{"role":"user","content":"Hi"},{"role":"tool","tool_call_id":"x","content":"42"}]}'
 bad 400 "tool_calls on a user message" $CH '{"messages":[{"role":"user","content":"Hi","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]}'
 bad 400 "tool call without a name" $CH '{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]}'
 bad 400 "tools not an array" $CH "{$M,\"tools\":{}}"
 bad 400 "tool without a function name" $CH "{$M,\"tools\":[{\"type\":\"function\"}]}"
-bad 400 "tool_choice required" $CH "{$M,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\"}"
+bad 400 "tool_choice names a function not in tools" $CH "{$M,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}"
 bad 400 "enable_thinking a string" $CH "{$M,\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}"
 bad 400 "reasoning_format a number" $CH "{$M,\"reasoning_format\":1}"
 bad 400 "invalid UTF-8" $CH "$(printf '{"messages":[{"role":"user","content":"\xff\xfe"}]}')"
@@ -296,7 +296,7 @@ bad 400 "completions prompt id negative" /v1/completions '{"prompt":[-1]}'
 bad 400 "completions two prompts" /v1/completions '{"prompt":["a","b"]}'
 bad 400 "completion empty prompt" /completion '{"prompt":""}'
 bad 400 "completion n_predict a string" /completion '{"prompt":"a","n_predict":"x"}'
-bad 400 "completion with a grammar (no constrained sampling)" /completion '{"prompt":"a","grammar":"root ::= \"x\""}'
+bad 400 "completion with a GBNF grammar (JSON grammars only)" /completion '{"prompt":"a","grammar":"root ::= \"x\""}'
 bad 400 "tokenize content a number" /tokenize '{"content":5}'
 bad 400 "tokenize with_pieces a string" /tokenize '{"content":"a","with_pieces":"y"}'
 bad 400 "detokenize tokens a string" /detokenize '{"tokens":"x"}'

@@ -4,7 +4,8 @@
  * arguments, content null, finish_reason tool_calls), the same answer streamed in pieces
  * gives reasoning and tool-call deltas that add up to that message, a completion keeps its
  * text as generated, usage and timings carry the job's counts, and a failed stream ends with
- * an error event. Expected shapes are those of the OpenAI API reference and llama-server.
+ * an error event; the same answer in Ollama's shapes (message.thinking, tool_calls with object
+ * arguments, NDJSON lines, the done object in nanoseconds). Expected shapes are those of the OpenAI API reference and llama-server.
  */
 #include "harness.h"
 #include "server/server_impl.h"
@@ -173,6 +174,66 @@ static void test_completion(struct hmoe_server *srv) {
     srv_job_unref(j);
 }
 
+
+/* Ollama's shapes: thinking, tool_calls with arguments as an object, the done object with
+ * nanosecond statistics; streamed as NDJSON lines that add up to the same message. */
+static void test_ollama(struct hmoe_server *srv, bool stream) {
+    struct srv_job *j = chat_job(srv, stream);
+    j->kind = SRV_KIND_OLLAMA_CHAT;
+    j->t_arrive = hmoe_time_s() - 1.0; /* a second ago: total_duration >= 1e9 */
+    feed(j, ANSWER, stream ? 5 : sizeof ANSWER);
+    const struct srv_buf *b = stream ? &j->out : &j->body;
+    const char *p = b->s ? b->s : "", *end = p + b->n;
+    int lines = 0, bad_lines = 0, n_calls = 0, done_last = 0;
+    struct srv_buf thinking = {0};
+    json_t *last = NULL;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) {
+            bad_lines++;
+            break;
+        }
+        json_t *o = json_loadb(p, (size_t)(nl - p), 0, NULL);
+        lines++;
+        if (!o || !json_is_string(json_object_get(o, "created_at")) ||
+            strcmp(json_string_value(json_object_get(o, "model")) ? json_string_value(json_object_get(o, "model")) : "",
+                   "test-model") != 0)
+            bad_lines++;
+        json_t *msg = json_object_get(o, "message"), *th = json_object_get(msg, "thinking");
+        if (json_is_string(th)) srv_buf_add(&thinking, json_string_value(th), json_string_length(th));
+        json_t *calls = json_object_get(msg, "tool_calls");
+        for (size_t k = 0; k < json_array_size(calls); k++) {
+            json_t *fn = json_object_get(json_array_get(calls, k), "function");
+            json_t *city = json_object_get(json_object_get(fn, "arguments"), "city");
+            if (strcmp(json_string_value(json_object_get(fn, "name")), "get_weather") == 0 && json_is_string(city) &&
+                strcmp(json_string_value(city), "Paris") == 0 && json_integer_value(json_object_get(fn, "index")) == 0)
+                n_calls++;
+        }
+        done_last = json_is_true(json_object_get(o, "done"));
+        json_decref(last);
+        last = o;
+        p = nl + 1;
+    }
+    const char *name = stream ? "ollama stream: NDJSON lines, thinking and one call (arguments an object), done last"
+                              : "ollama response: one object with thinking and one call (arguments an object)";
+    t_check(lines >= (stream ? 3 : 1) && !bad_lines && n_calls == 1 && done_last && thinking.s &&
+                strcmp(thinking.s, "The user wants the weather.") == 0 && (stream || lines == 1),
+            name, "%d lines, %d bad, %d calls, thinking '%s': %.600s", lines, bad_lines, n_calls,
+            thinking.s ? thinking.s : "", b->s ? b->s : "");
+    const json_int_t total = json_integer_value(json_object_get(last, "total_duration"));
+    t_check(strcmp(json_string_value(json_object_get(last, "done_reason")) ? json_string_value(json_object_get(last, "done_reason")) : "", "stop") == 0 &&
+                json_integer_value(json_object_get(last, "eval_count")) == 30 &&
+                json_integer_value(json_object_get(last, "prompt_eval_count")) == 5 &&
+                json_integer_value(json_object_get(last, "eval_duration")) == 300000000 &&
+                json_integer_value(json_object_get(last, "prompt_eval_duration")) == 10000000 && total >= 1000000000 &&
+                llabs((long long)(json_integer_value(json_object_get(last, "load_duration")) - (total - 310000000))) <= 1,
+            stream ? "ollama stream: done object in nanoseconds" : "ollama response: done object in nanoseconds",
+            "%.600s", b->s ? b->s : "");
+    json_decref(last);
+    srv_buf_free(&thinking);
+    srv_job_unref(j);
+}
+
 int main(void) {
     struct hmoe_server srv;
     memset(&srv, 0, sizeof srv);
@@ -180,5 +241,7 @@ int main(void) {
     test_chat_whole(&srv);
     test_chat_stream(&srv);
     test_completion(&srv);
+    test_ollama(&srv, false);
+    test_ollama(&srv, true);
     return t_summary();
 }

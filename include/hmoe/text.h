@@ -160,6 +160,7 @@ struct hmoe_chat_msg {
     size_t n_tool_calls;
 };
 
+struct hmoe_json;
 struct hmoe_chat_opts {
     bool add_generation_prompt;  /* append "<|im_start|>assistant\n" (default true) */
     bool enable_thinking;        /* false: empty think block after the generation prompt (Qwen3, Qwen3.5) */
@@ -168,6 +169,9 @@ struct hmoe_chat_opts {
     size_t n_tools;
     const char *reasoning_effort; /* harmony: "low", "medium" (NULL: the template's default), "high" */
     const char *current_date;     /* harmony: "YYYY-MM-DD" for the system message; NULL = today (local time) */
+    const struct hmoe_json *kwargs; /* a request's template variables (an object or NULL): set after the format's
+                                       own, so they win (hmoe_chat_fmt_render; the built-in families read
+                                       enable_thinking and reasoning_effort of it) */
 };
 
 /* Render `n` messages into a malloc'd NUL-terminated prompt (*out). An unknown role, or

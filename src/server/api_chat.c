@@ -137,11 +137,11 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
     if (choice && !json_is_null(choice)) {
         const char *c = json_is_string(choice) ? json_string_value(choice) : NULL;
         if (c && strcmp(c, "none") == 0) use_tools = false;
-        else if (!c || strcmp(c, "auto") != 0) {
-            srv_error_set(e, 400, "tool_choice", "tool_choice must be \"auto\" or \"none\": this server cannot force a "
-                          "tool call (it has no constrained sampling)");
+        else if (c ? strcmp(c, "auto") != 0 && strcmp(c, "required") != 0 : !json_is_object(choice)) {
+            srv_error_set(e, 400, "tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": \"...\"}}");
             return NULL;
-        }
+        } /* required / a named function: forced after rendering (tool_choice.c) */
     }
     const size_t n = json_array_size(msgs);
     size_t n_calls = 0, n_tools = use_tools ? json_array_size(tools) : 0;
@@ -198,8 +198,11 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
             goto done;
         }
     }
+    /* a JSON answer (response_format) starts at once: no reasoning first, which the grammar would forbid */
+    json_t *rf_type = json_object_get(json_object_get(req, "response_format"), "type");
+    const bool constrained = json_is_string(rf_type) && strncmp(json_string_value(rf_type), "json_", 5) == 0;
     bool think = s->p.enable_thinking;
-    json_t *kw = json_object_get(req, "chat_template_kwargs");
+    json_t *kw = json_object_get(req, "chat_template_kwargs"), *effort = json_object_get(req, "reasoning_effort");
     if (kw && !json_is_null(kw)) {
         json_t *et = json_object_get(kw, "enable_thinking");
         if (!json_is_object(kw) || (et && !json_is_boolean(et))) {
@@ -209,10 +212,38 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
         }
         if (et) think = json_is_true(et);
     }
+    if (effort && !json_is_null(effort) && !json_is_string(effort)) {
+        srv_error_set(e, 400, "reasoning_effort", "'reasoning_effort' must be a string (\"low\", \"medium\", \"high\")");
+        goto done;
+    }
+    /* every chat_template_kwargs key goes to the template, and reasoning_effort as the variable of
+     * that name (a kwargs member of the same name wins) */
+    json_t *vars = json_is_object(kw) ? json_copy(kw) : json_object();
+    if (json_is_string(effort) && !json_object_get(vars, "reasoning_effort"))
+        json_object_set(vars, "reasoning_effort", effort);
+    if (constrained) {
+        think = false;
+        if (json_object_get(vars, "enable_thinking")) json_object_set_new(vars, "enable_thinking", json_false());
+    }
+    struct hmoe_json *kwargs = NULL;
+    if (json_object_size(vars)) {
+        char *txt = json_dumps(vars, JSON_COMPACT);
+        struct hmoe_err kerr = {0};
+        kwargs = txt ? hmoe_json_parse(txt, strlen(txt), &kerr) : NULL;
+        free(txt);
+        if (!kwargs) {
+            json_decref(vars);
+            srv_error_set(e, 500, NULL, "out of memory");
+            goto done;
+        }
+    }
+    json_decref(vars);
     struct hmoe_chat_opts co = {.add_generation_prompt = true, .enable_thinking = think, .tools = tool_txt,
-                                .n_tools = n_tools};
+                                .n_tools = n_tools, .kwargs = kwargs};
     struct hmoe_err err = {0};
-    if (hmoe_chat_fmt_render(s->fmt, m, n, &co, &out, &err)) {
+    const enum hmoe_status rst = hmoe_chat_fmt_render(s->fmt, m, n, &co, &out, &err);
+    hmoe_json_free(kwargs);
+    if (rst) {
         srv_error_set(e, 400, "messages", "%s", err.msg);
         out = NULL;
         goto done;
@@ -222,7 +253,7 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
         const enum hmoe_toolcall_format fmt =
             use_tools ? hmoe_toolcall_format_for(hmoe_chat_fmt_family(s->fmt), s->vocab->chat_template) : HMOE_TOOLCALL_NONE;
         struct hmoe_toolcall_opts to = {.tools = tool_txt, .n_tools = n_tools,
-                                        .in_think = hmoe_toolcall_prompt_in_think(out, strlen(out)),
+                                        .in_think = !constrained && hmoe_toolcall_prompt_in_think(out, strlen(out)),
                                         .think_in_content = !parse_reasoning};
         if (hmoe_toolcall_stream_new(fmt, &to, tcs, &err)) {
             srv_error_set(e, 500, NULL, "%s", err.msg);

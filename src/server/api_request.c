@@ -16,7 +16,7 @@
 #include "server/server_impl.h"
 
 void srv_error_set(struct srv_error *e, int status, const char *param, const char *fmt, ...) {
-    e->status = status;
+    e->status = status; /* e->ollama, set by the Ollama reader, is kept */
     e->type = status == 401 ? "authentication_error" : status == 404 ? "not_found_error" : "invalid_request_error";
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_list ap;
@@ -152,33 +152,20 @@ static bool read_gen_params(struct hmoe_server *s, json_t *req, struct srv_gen_p
         return false;
     }
     bool logprobs = false;
-    if (!get_bool(req, "logprobs", &logprobs, e)) return false;
-    if (logprobs) {
-        srv_error_set(e, 400, "logprobs", "'logprobs' is not supported by this server");
+    long long top_lp = -1;
+    if (!get_bool(req, "logprobs", &logprobs, e) || !get_int(req, "top_logprobs", 0, 20, &top_lp, e)) return false;
+    if (top_lp >= 0 && !logprobs) {
+        srv_error_set(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
         return false;
     }
-    static const char *const constrained[] = {"grammar", "json_schema"}; /* llama-server's /completion fields */
-    for (size_t i = 0; i < HMOE_ARRAY_LEN(constrained); i++) {
-        json_t *g = json_object_get(req, constrained[i]);
-        if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
-            srv_error_set(e, 400, constrained[i], "'%s' is not supported: this server does not constrain sampling "
-                          "to a grammar", constrained[i]);
-            return false;
-        }
+    gp->top_logprobs = logprobs ? (int)HMOE_MAX(top_lp, 0) : -1;
+    json_t *g = json_object_get(req, "grammar"); /* llama-server's GBNF field */
+    if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
+        srv_error_set(e, 400, "grammar", "'grammar' (GBNF) is not supported: use response_format json_object or "
+                      "json_schema (or /completion's json_schema)");
+        return false;
     }
-    json_t *rf = json_object_get(req, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(t)) {
-            srv_error_set(e, 400, "response_format", "'response_format' must be an object with a string 'type'");
-            return false;
-        }
-        if (strcmp(json_string_value(t), "text") != 0) {
-            srv_error_set(e, 400, "response_format", "response_format '%s' is not supported: this server does not "
-                          "constrain sampling to a grammar (use \"text\")", json_string_value(t));
-            return false;
-        }
-    }
+    if (!srv_grammar_from_request(s, req, gp, e)) return false;
     gp->sp.top_k = (int)top_k;
     gp->sp.repeat_last_n = (int)last_n;
     gp->n_predict = (int)n_pred;
@@ -257,6 +244,7 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
     }
     make_id(j->id, sizeof j->id, kind == SRV_KIND_CHAT ? "chatcmpl-" : "cmpl-");
     j->created = (long long)time(NULL);
+    j->t_arrive = hmoe_time_s();
     bool parse_reasoning = s->p.parse_reasoning;
     json_t *so = json_object_get(req, "stream_options");
     if (!get_bool(req, "stream", &j->stream, e) || !read_gen_params(s, req, &j->gp, e)) goto fail;
@@ -267,7 +255,11 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
         }
         if (!get_bool(so, "include_usage", &j->include_usage, e)) goto fail;
     }
-    if (kind == SRV_KIND_CHAT) {
+    if (j->gp.top_logprobs >= 0 && kind != SRV_KIND_CHAT) {
+        srv_error_set(e, 400, "logprobs", "'logprobs' is served by /v1/chat/completions only");
+        goto fail;
+    }
+    if (kind == SRV_KIND_CHAT || (srv_kind_ollama(kind) && json_object_get(req, "messages"))) {
         json_t *rfmt = json_object_get(req, "reasoning_format");
         if (rfmt && !json_is_null(rfmt)) {
             if (!json_is_string(rfmt)) {
@@ -278,6 +270,10 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
         }
         char *prompt = srv_render_chat(s, req, parse_reasoning, &j->tcs, e);
         if (!prompt) goto fail;
+        if (!srv_tool_choice(s, req, j, &prompt, e)) {
+            free(prompt);
+            goto fail;
+        }
         struct hmoe_err err = {0};
         size_t n = 0;
         enum hmoe_status st = hmoe_tokenize(s->vocab, prompt, strlen(prompt), true, true, &j->ids, &n, &err);
@@ -303,6 +299,11 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
     }
     /* max_tokens is capped by the room the context has left */
     if (j->gp.n_predict < 0 || j->gp.n_predict > n_ctx - j->n_ids) j->gp.n_predict = n_ctx - j->n_ids;
+    if (j->gp.grammar && j->gp.n_predict < srv_json_matcher_dist(j->gp.grammar)) {
+        srv_error_set(e, 400, "max_tokens", "max_tokens is %d but the shortest JSON answer the schema allows takes %d "
+                      "tokens: raise max_tokens", j->gp.n_predict, srv_json_matcher_dist(j->gp.grammar));
+        goto fail;
+    }
     return j;
 fail:
     srv_job_unref(j);

@@ -12,6 +12,7 @@
 #include "server/server_impl.h"
 
 json_t *srv_error_json(const struct srv_error *e) {
+    if (e->ollama) return json_pack("{s:s}", "error", e->msg);
     return json_pack("{s:{s:s, s:s, s:o, s:i}}", "error", "message", e->msg, "type", e->type ? e->type : "invalid_request_error",
                      "param", e->param[0] ? json_string(e->param) : json_null(), "code", e->status);
 }
@@ -43,6 +44,10 @@ static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasonin
     if (!n) return;
     srv_buf_add(reasoning ? &j->reasoning : &j->content, s, n);
     if (!j->stream) return;
+    if (srv_kind_ollama(j->kind)) {
+        srv_ollama_piece(j, s, n, reasoning);
+        return;
+    }
     json_t *text = srv_json_text(s, n);
     if (j->kind == SRV_KIND_NATIVE) {
         sse_add(j, json_pack("{s:o, s:b, s:i}", "content", text, "stop", 0, "id_slot", 0));
@@ -55,6 +60,10 @@ static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasonin
         j->sent_role = true;
         json_object_set_new(delta, reasoning ? "reasoning_content" : "content", text);
         choice = json_pack("{s:i, s:o, s:n, s:n}", "index", 0, "delta", delta, "logprobs", "finish_reason");
+        if (!reasoning && j->lp_pending && json_array_size(j->lp_pending)) { /* the tokens up to this text */
+            json_object_set_new(choice, "logprobs", json_pack("{s:o}", "content", j->lp_pending));
+            j->lp_pending = NULL;
+        }
     } else {
         choice = json_pack("{s:i, s:o, s:n, s:n}", "index", 0, "text", text, "logprobs", "finish_reason");
     }
@@ -80,6 +89,10 @@ static void emit_calls(struct srv_job *j, const struct hmoe_toolcall *calls, siz
     const size_t first = j->n_calls;
     j->n_calls += n;
     if (!j->stream) return;
+    if (srv_kind_ollama(j->kind)) {
+        srv_ollama_calls(j, calls, n);
+        return;
+    }
     json_t *delta = json_object();
     if (!j->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
     j->sent_role = true;
@@ -109,6 +122,7 @@ void srv_emit_text(struct srv_job *j, const char *s, size_t n) {
 
 void srv_emit_end(struct srv_job *j) {
     if (!j->tcs) return;
+    if (j->forced_suffix) srv_emit_text(j, j->forced_suffix, strlen(j->forced_suffix));
     struct hmoe_toolcall_delta d;
     struct hmoe_err err = {0};
     if (hmoe_toolcall_stream_finish(j->tcs, &d, &err) == HMOE_OK) emit_delta(j, &d);
@@ -149,6 +163,10 @@ static json_t *native_json(struct srv_job *j, bool stream_end) {
 }
 
 void srv_job_complete(struct srv_job *j) {
+    if (srv_kind_ollama(j->kind)) {
+        srv_ollama_complete(j);
+        return;
+    }
     if (j->stream) {
         if (j->kind == SRV_KIND_NATIVE) {
             sse_add(j, native_json(j, true));
@@ -184,15 +202,16 @@ void srv_job_complete(struct srv_job *j) {
             tc.reasoning = strndup(j->reasoning.s ? j->reasoning.s : "", j->reasoning.n);
         }
         const char *content = tc.content ? tc.content : "", *reasoning = tc.reasoning ? tc.reasoning : "";
+        json_t *lp = j->lp_all ? json_pack("{s:O}", "content", j->lp_all) : json_null();
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
                                 tc.n_calls && !*content ? json_null() : srv_json_text(content, strlen(content)));
         if (*reasoning) json_object_set_new(msg, "reasoning_content", srv_json_text(reasoning, strlen(reasoning)));
         if (tc.n_calls) json_object_set_new(msg, "tool_calls", calls_json(tc.calls, tc.n_calls, 0, false));
         j->n_calls = tc.n_calls;
         hmoe_toolcalls_free(&tc);
-        o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id", j->id, "object",
+        o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:o, s:o, s:s}], s:o, s:o}", "id", j->id, "object",
                       "chat.completion", "created", j->created, "model", model_name(j), "system_fingerprint", "hmoe",
-                      "choices", "index", 0, "message", msg, "logprobs", "finish_reason", finish_reason(j), "usage",
+                      "choices", "index", 0, "message", msg, "logprobs", lp, "finish_reason", finish_reason(j), "usage",
                       usage_json(j), "timings", timings_json(j));
     } else {
         o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:o, s:i, s:n, s:s}], s:o, s:o}", "id", j->id, "object",
@@ -215,16 +234,17 @@ void srv_job_complete(struct srv_job *j) {
 void srv_job_fail(struct srv_job *j, int status, const char *msg) {
     struct srv_error e = {0};
     srv_error_set(&e, status, NULL, "%s", msg);
+    e.ollama = srv_kind_ollama(j->kind);
     if (status >= 500) e.type = status == 503 ? "unavailable_error" : "server_error";
     json_t *o = srv_error_json(&e);
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     const char *body = txt ? txt : "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":500}}";
     if (j->stream) {
-        /* headers are gone: the error is the last event of the stream (llama-server does the same) */
-        srv_buf_add(&j->out, "data: ", 6);
+        /* headers are gone: the error is the last event of the stream (llama-server and Ollama do the same) */
+        if (!e.ollama) srv_buf_add(&j->out, "data: ", 6);
         srv_buf_add(&j->out, body, strlen(body));
-        srv_buf_add(&j->out, "\n\n", 2);
+        srv_buf_add(&j->out, e.ollama ? "\n" : "\n\n", e.ollama ? 1 : 2);
     } else {
         j->body.n = 0;
         srv_buf_add(&j->body, body, strlen(body));

@@ -36,6 +36,9 @@ void srv_job_unref(struct srv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (left) return;
     for (int i = 0; i < j->gp.n_stop; i++) free(j->gp.stop[i]);
+    srv_grammar_free(&j->gp);
+    json_decref(j->lp_all);
+    json_decref(j->lp_pending);
     free(j->ids);
     free(j->prompt_text);
     hmoe_toolcall_stream_free(j->tcs);
@@ -207,7 +210,12 @@ static void slot_start(struct hmoe_server *s, struct srv_slot *sl, struct srv_jo
 static void slot_sample(struct hmoe_server *s, struct srv_slot *sl, const float *logits) {
     struct srv_job *j = sl->job;
     const int n_ctx = hmoe_ctx_n_ctx(s->ctx);
-    const int32_t id = hmoe_sampler_sample(sl->smp, apply_penalties(s, &j->gp, logits, sl->hist, sl->n_hist));
+    const int32_t id =
+        srv_sample(s, j, sl->smp, apply_penalties(s, &j->gp, logits, sl->hist, sl->n_hist), sl->limit - j->n_gen);
+    if (id < 0) { /* the grammar allows no token: "length" */
+        sl->done = true;
+        return;
+    }
     if (!j->gp.ignore_eos && hmoe_vocab_is_eog(s->vocab, id)) {
         j->finish = SRV_FINISH_STOP_EOG;
         sl->done = true;

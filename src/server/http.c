@@ -107,9 +107,21 @@ static void stream_release(void *cls) { srv_job_unref(cls); }
 
 static enum MHD_Result start_generation(struct hmoe_server *s, struct MHD_Connection *c, struct srv_req *r,
                                         enum srv_kind kind) {
-    struct srv_error e = {0};
+    struct srv_error e = {.ollama = srv_kind_ollama(kind)};
     json_t *req = srv_parse_body(r->body.s, r->body.n, &e);
     if (!req) return send_error(c, &e, NULL);
+    if (srv_kind_ollama(kind)) { /* Ollama's request read into the OpenAI one */
+        bool load_only = false;
+        json_t *conv = srv_ollama_request(req, kind, &load_only, &e);
+        if (conv && load_only) {
+            json_decref(conv);
+            conv = srv_ollama_load_reply(s, kind, req);
+            json_decref(req);
+            return send_json(c, 200, conv);
+        }
+        json_decref(req);
+        if (!(req = conv)) return send_error(c, &e, NULL);
+    }
     struct srv_job *j = srv_request_job(s, kind, req, &e);
     json_decref(req);
     if (!j) {
@@ -145,7 +157,8 @@ static enum MHD_Result start_generation(struct hmoe_server *s, struct MHD_Connec
         srv_job_unref(j);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            srv_kind_ollama(kind) ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
     const enum MHD_Result ret = MHD_queue_response(c, 200, resp);
@@ -169,7 +182,7 @@ static enum MHD_Result resume_generation(struct MHD_Connection *c, struct srv_jo
 typedef int (*json_endpoint)(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
 static enum MHD_Result run_json_endpoint(struct hmoe_server *s, struct MHD_Connection *c, struct srv_req *r,
                                          json_endpoint fn) {
-    struct srv_error e = {0};
+    struct srv_error e = {.ollama = fn == srv_ollama_show};
     json_t *req = srv_parse_body(r->body.s, r->body.n, &e), *out = NULL;
     if (!req) return send_error(c, &e, NULL);
     const int status = fn(s, req, &out, &e);
@@ -181,7 +194,8 @@ struct route {
     const char *path, *method;
     int id;
 };
-enum { R_HEALTH, R_MODELS, R_PROPS, R_METRICS, R_CHAT, R_COMPL, R_NATIVE, R_TOKENIZE, R_DETOKENIZE, R_TEMPLATE };
+enum { R_HEALTH, R_MODELS, R_PROPS, R_METRICS, R_CHAT, R_COMPL, R_NATIVE, R_TOKENIZE, R_DETOKENIZE, R_TEMPLATE,
+       R_ROOT, R_OLLAMA_CHAT, R_OLLAMA_GENERATE, R_OLLAMA_TAGS, R_OLLAMA_PS, R_OLLAMA_SHOW, R_OLLAMA_VERSION };
 static const struct route routes[] = {
     {"/health", "GET", R_HEALTH},          {"/v1/health", "GET", R_HEALTH},
     {"/v1/models", "GET", R_MODELS},       {"/models", "GET", R_MODELS},
@@ -190,6 +204,10 @@ static const struct route routes[] = {
     {"/v1/completions", "POST", R_COMPL},  {"/completions", "POST", R_COMPL},
     {"/completion", "POST", R_NATIVE},     {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE}, {"/apply-template", "POST", R_TEMPLATE},
+    {"/", "GET", R_ROOT},                  {"/", "HEAD", R_ROOT},
+    {"/api/chat", "POST", R_OLLAMA_CHAT},  {"/api/generate", "POST", R_OLLAMA_GENERATE},
+    {"/api/tags", "GET", R_OLLAMA_TAGS},   {"/api/ps", "GET", R_OLLAMA_PS},
+    {"/api/show", "POST", R_OLLAMA_SHOW},  {"/api/version", "GET", R_OLLAMA_VERSION},
 };
 
 static enum MHD_Result dispatch(struct hmoe_server *s, struct MHD_Connection *c, const char *url, const char *method,
@@ -208,11 +226,16 @@ static enum MHD_Result dispatch(struct hmoe_server *s, struct MHD_Connection *c,
         return send_simple_error(c, path_known ? 405 : 404, path_known ? "invalid_request_error" : "not_found_error", msg);
     }
     const bool ready = atomic_load(&s->ready);
+    if (rt->id == R_ROOT) return send_bytes(c, 200, "text/plain; charset=utf-8", "Ollama is running", 17, NULL);
     if (rt->id == R_HEALTH)
         return ready ? send_json(c, 200, json_pack("{s:s}", "status", "ok"))
                      : send_json(c, 503, json_pack("{s:s}", "status", "loading model"));
     if (!ready) return send_simple_error(c, 503, "unavailable_error", "Loading model");
     json_t *out = NULL;
+    if (rt->id == R_OLLAMA_VERSION) {
+        const int status = srv_ollama_version(s, &out);
+        return send_json(c, status, out);
+    }
     switch (rt->id) {
     case R_MODELS: {
         const int status = srv_api_models(s, &out);
@@ -235,6 +258,18 @@ static enum MHD_Result dispatch(struct hmoe_server *s, struct MHD_Connection *c,
     case R_TOKENIZE: return run_json_endpoint(s, c, r, srv_api_tokenize);
     case R_DETOKENIZE: return run_json_endpoint(s, c, r, srv_api_detokenize);
     case R_TEMPLATE: return run_json_endpoint(s, c, r, srv_api_apply_template);
+    case R_OLLAMA_CHAT: return start_generation(s, c, r, SRV_KIND_OLLAMA_CHAT);
+    case R_OLLAMA_GENERATE: return start_generation(s, c, r, SRV_KIND_OLLAMA_GENERATE);
+    case R_OLLAMA_TAGS: {
+        const int status = srv_ollama_tags(s, &out);
+        return send_json(c, status, out);
+    }
+    case R_OLLAMA_PS: {
+        const int status = srv_ollama_ps(s, &out);
+        return send_json(c, status, out);
+    }
+    case R_OLLAMA_SHOW: return run_json_endpoint(s, c, r, srv_ollama_show);
+    case R_ROOT: case R_OLLAMA_VERSION: case R_HEALTH: break;
     }
     return send_simple_error(c, 500, "server_error", "unrouted endpoint");
 }
@@ -248,7 +283,8 @@ enum MHD_Result srv_http_handler(void *cls, struct MHD_Connection *c, const char
         if (!(r = calloc(1, sizeof *r))) return MHD_NO;
         *con_cls = r;
         /* /health and CORS preflights (browsers send them without credentials) need no key */
-        const bool open = strcmp(url, "/health") == 0 || strcmp(url, "/v1/health") == 0 || strcmp(method, "OPTIONS") == 0;
+        const bool open = strcmp(url, "/health") == 0 || strcmp(url, "/v1/health") == 0 || strcmp(url, "/") == 0 ||
+                          strcmp(url, "/api/version") == 0 || strcmp(method, "OPTIONS") == 0;
         if (!open && !authorized(s, c))
             return send_simple_error(c, 401, "authentication_error",
                                      "invalid or missing API key: send the header 'Authorization: Bearer KEY'");

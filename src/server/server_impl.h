@@ -18,6 +18,9 @@
 
 #define SRV_MAX_STOP 16        /* stop strings per request */
 #define SRV_MAX_STOP_LEN 256   /* bytes per stop string */
+#define SRV_JSON_MAX_NEST 32   /* containers nested in a constrained JSON answer (and schema levels) */
+#define SRV_JSON_MAX_FRAMES (2 * SRV_JSON_MAX_NEST + 4)
+#define SRV_JSON_MAX_WS 8      /* whitespace bytes in a row in a constrained JSON answer */
 
 /* A growable byte buffer; `oom` set on the first failed allocation (appends become no-ops). */
 struct srv_buf {
@@ -32,7 +35,10 @@ enum srv_kind {
     SRV_KIND_CHAT,        /* POST /v1/chat/completions */
     SRV_KIND_COMPLETIONS, /* POST /v1/completions */
     SRV_KIND_NATIVE,      /* POST /completion (llama-server's own shape) */
+    SRV_KIND_OLLAMA_CHAT, /* POST /api/chat */
+    SRV_KIND_OLLAMA_GENERATE, /* POST /api/generate */
 };
+static inline bool srv_kind_ollama(enum srv_kind k) { return k == SRV_KIND_OLLAMA_CHAT || k == SRV_KIND_OLLAMA_GENERATE; }
 
 enum srv_job_state { SRV_JOB_QUEUED, SRV_JOB_RUNNING, SRV_JOB_DONE };
 
@@ -47,6 +53,9 @@ struct srv_gen_params {
     int n_stop;
     bool ignore_eos;
     bool cache_prompt;
+    struct srv_json_matcher *grammar; /* response_format or a forced tool call json_object / json_schema: constrains sampling */
+    float *grammar_logits;         /* [n_vocab] scratch: the logits with the tokens the grammar refuses at -inf */
+    int top_logprobs;              /* chat logprobs: alternatives per token (0..20), -1: logprobs off */
 };
 
 struct hmoe_server;
@@ -59,11 +68,14 @@ struct srv_job {
     bool stream, include_usage;
     char id[48];
     long long created;
+    double t_arrive;               /* hmoe_time_s() when the request was read (Ollama's total_duration) */
     int32_t *ids;                  /* the prompt */
     int n_ids;
     char *prompt_text;             /* /completion echoes it; NULL elsewhere */
     struct srv_gen_params gp;
     struct hmoe_toolcall_stream *tcs; /* chat: reasoning and tool calls out of the text (src/text) */
+    const char *forced_suffix;     /* a forced tool call: its closing tag, fed to the parser at the end */
+    json_t *lp_all, *lp_pending;   /* logprobs: every token's entry; those not yet in a stream chunk */
     /* state */
     enum srv_job_state state;
     bool cancelled;                /* the client went away, or the server stops */
@@ -131,6 +143,30 @@ void srv_engine_stop(struct hmoe_server *s);
 /* Wake the HTTP side of a job (caller holds j->mu). */
 void srv_job_wake(struct srv_job *j);
 
+/* --- the JSON grammar (grammar_json.c) and constrained sampling (grammar_sample.c) --- */
+struct srv_error;
+struct srv_json_matcher;
+/* Compile a schema (json_schema subset: type, properties, required, enum, items,
+ * additionalProperties, annotations), or NULL for json_object (any object). NULL and *e
+ * (400 naming the keyword or field) when the schema is not supported. */
+struct srv_json_matcher *srv_json_matcher_new(json_t *schema, struct srv_error *e);
+void srv_json_matcher_free(struct srv_json_matcher *m);
+/* Bytes at least still needed to finish the value after s[0..n) (0: complete), or -1 when s
+ * cannot continue the answer; the matcher is unchanged. */
+int srv_json_matcher_try(const struct srv_json_matcher *m, const char *s, size_t n);
+/* Append s[0..n) to the answer; false (and no change) when the grammar refuses it. */
+bool srv_json_matcher_feed(struct srv_json_matcher *m, const char *s, size_t n);
+int srv_json_matcher_dist(const struct srv_json_matcher *m);
+/* The response_format of a request (or Ollama's format, already translated) into gp->grammar;
+ * false and *e on a bad or unsupported one. */
+bool srv_grammar_from_request(struct hmoe_server *s, json_t *req, struct srv_gen_params *gp, struct srv_error *e);
+void srv_grammar_free(struct srv_gen_params *gp);
+/* The next token: the sampler's choice, or with a grammar the sampler's choice among the
+ * tokens that keep the answer valid JSON finishable within `left` tokens (this one
+ * included); an end-of-generation token once the value is complete; -1 when no token fits. */
+struct srv_job;
+int32_t srv_sample(struct hmoe_server *s, struct srv_job *j, struct hmoe_sampler *smp, const float *logits, int left);
+
 /* --- text pipeline (textfilter.c) --- */
 /* Index of the first complete match of a stop string in s[0..n) (its number in *which), or
  * n when none; *keep gets how many trailing bytes could still start one. */
@@ -145,6 +181,7 @@ struct srv_error {
     const char *type;              /* "invalid_request_error", "authentication_error", ... */
     char param[64];
     char msg[512];
+    bool ollama;                   /* an Ollama endpoint: the body is Ollama's {"error": "..."} */
 };
 void srv_error_set(struct srv_error *e, int status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -156,6 +193,10 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
  * `tcs`, also the parser of the answer (tool-call format of the template when tools are on). */
 char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, struct hmoe_toolcall_stream **tcs,
                       struct srv_error *e);
+
+/* tool_choice "required" / a named function (tool_choice.c): the prompt ends inside the call syntax,
+ * the grammar constrains the call; true when nothing is forced or all is set; false and *e. */
+bool srv_tool_choice(struct hmoe_server *s, json_t *req, struct srv_job *j, char **prompt, struct srv_error *e);
 
 /* --- response writers (api_response.c) --- */
 json_t *srv_error_json(const struct srv_error *e);
@@ -178,5 +219,22 @@ int srv_api_tokenize(struct hmoe_server *s, json_t *req, json_t **out, struct sr
 int srv_api_detokenize(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
 int srv_api_apply_template(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
 char *srv_api_metrics(struct hmoe_server *s);
+
+/* --- Ollama's API (api_ollama.c: requests and the info endpoints; api_ollama_reply.c: answers) --- */
+/* An /api/chat or /api/generate body as the OpenAI-shaped request srv_request_job reads, or
+ * NULL and *e. *load_only: no messages / no prompt (Ollama's "load the model" request). */
+json_t *srv_ollama_request(json_t *req, enum srv_kind kind, bool *load_only, struct srv_error *e);
+/* The answer to a load-only request (done_reason "load", or "unload" for keep_alive 0). */
+json_t *srv_ollama_load_reply(struct hmoe_server *s, enum srv_kind kind, json_t *req);
+int srv_ollama_tags(struct hmoe_server *s, json_t **out);
+int srv_ollama_ps(struct hmoe_server *s, json_t **out);
+int srv_ollama_version(struct hmoe_server *s, json_t **out);
+int srv_ollama_show(struct hmoe_server *s, json_t *req, json_t **out, struct srv_error *e);
+/* RFC 3339 UTC time with nanoseconds, as Ollama's created_at. */
+void srv_ollama_time(char *out, size_t size);
+/* The answer writers (caller holds j->mu), called by api_response.c for Ollama jobs. */
+void srv_ollama_piece(struct srv_job *j, const char *s, size_t n, bool reasoning);
+void srv_ollama_calls(struct srv_job *j, const struct hmoe_toolcall *calls, size_t n);
+void srv_ollama_complete(struct srv_job *j);
 
 #endif

@@ -257,6 +257,7 @@ enum hmoe_status hmoe_chat_fmt_render(const struct hmoe_chat_fmt *f, const struc
     if (!f->jinja) {
         struct hmoe_chat_opts co = *opts;
         builtin_kwargs(f->kwargs, &co);
+        builtin_kwargs(opts->kwargs, &co);
         return hmoe_chat_render(f->family, msgs, n, &co, out, err);
     }
     /* The messages as JSON, the shape templates read (OpenAI's); arguments that are JSON text
@@ -307,7 +308,8 @@ enum hmoe_status hmoe_chat_fmt_render(const struct hmoe_chat_fmt *f, const struc
     free(b.s);
     if (!conv) return err ? err->code : HMOE_ERR_INTERNAL;
     enum hmoe_status st =
-        hmoe_chat_fmt_render_json(f, hmoe_json_get(conv, "messages"), hmoe_json_get(conv, "tools"), opts, NULL, out, err);
+        hmoe_chat_fmt_render_json(f, hmoe_json_get(conv, "messages"), hmoe_json_get(conv, "tools"), opts,
+                                  opts ? opts->kwargs : NULL, out, err);
     hmoe_json_free(conv);
     return st;
 }

@@ -81,4 +81,42 @@ await check("a wrong key raises AuthenticationError (401)", async () => {
   }
   throw new Error("no error raised");
 });
+await check("response_format json_schema: the answer parses and matches the schema", async () => {
+  const schema = { type: "object", properties: { city: { type: "string" }, temp: { type: "integer" },
+    sunny: { type: "boolean" }, tags: { type: "array", items: { enum: ["a", "b"] } } },
+    required: ["city", "temp", "sunny", "tags"], additionalProperties: false };
+  for (const max_tokens of [60, 150]) {
+    const r = await client.chat.completions.create({ model, messages, max_tokens, temperature: 1,
+      response_format: { type: "json_schema", json_schema: { name: "weather", schema, strict: true } } });
+    const v = JSON.parse(r.choices[0].message.content);
+    assert(typeof v.city === "string" && Number.isInteger(v.temp) && typeof v.sunny === "boolean" &&
+      Array.isArray(v.tags) && v.tags.every((t) => t === "a" || t === "b") && Object.keys(v).length === 4,
+      JSON.stringify(v));
+    assert(r.usage.completion_tokens <= max_tokens, JSON.stringify(r.usage));
+  }
+});
+await check("response_format json_object streamed: the deltas make one JSON object", async () => {
+  const stream = await client.chat.completions.create({ model, messages, max_tokens: 60, stream: true,
+    response_format: { type: "json_object" } });
+  let text = "";
+  for await (const chunk of stream) for (const c of chunk.choices) text += c.delta.content || "";
+  const v = JSON.parse(text);
+  assert(v && typeof v === "object" && !Array.isArray(v), text);
+});
+await check("tool_choice required and a named function give a tool call", async () => {
+  const tools = [{ type: "function", function: { name: "get_weather",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } },
+    { type: "function", function: { name: "add", parameters: { type: "object" } } }];
+  for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
+    const r = await client.chat.completions.create({ model, messages, tools, tool_choice, max_tokens: 60,
+      parallel_tool_calls: false });
+    const c = r.choices[0];
+    assert(c.finish_reason === "tool_calls" && c.message.tool_calls.length === 1, JSON.stringify(r));
+    const call = c.message.tool_calls[0];
+    const args = JSON.parse(call.function.arguments);
+    if (tool_choice !== "required")
+      assert(call.function.name === "get_weather" && typeof args.city === "string", JSON.stringify(call));
+    else assert(["get_weather", "add"].includes(call.function.name), JSON.stringify(call));
+  }
+});
 process.exit(failed ? 1 : 0);
