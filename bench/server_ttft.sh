@@ -3,6 +3,10 @@
 # speed through the streamed /v1/chat/completions endpoint.
 #
 #   bash bench/server_ttft.sh -m MODEL [-p 4000] [-n 256] [-T 10] [-o OUT.json] [-- serve flags, e.g. --vram-budget 10240 -cmoe]
+#   bash bench/server_ttft.sh -u URL [-p 4000] [-n 256] [-T 10] [-o OUT.json]
+#
+# -u measures a server that already runs at URL (llama-server or another `hmoe serve`, started with a
+# context of at least P + N + T * 300 + 1024 tokens) with the same requests, and skips the bench step.
 #
 # 1. One streamed chat whose prompt is about P tokens (-p, default 4000; the user message is sized
 #    with /tokenize) and N new tokens (-n, default 256, ignore_eos): TTFT (request sent -> first
@@ -12,14 +16,15 @@
 # 2. An agent-style conversation of T turns (-T, default 10): each turn resends the whole history plus
 #    a ~200-token user message, gets 64 tokens back; TTFT of every turn, and turn T's over turn 1's
 #    (the prompt cache makes later turns pay only for their new tokens).
-# A peer (llama-server) is run by the caller beside it with the same prompts; this script measures hmoe.
+# A peer (llama-server) is measured with -u against the caller's running server, same prompts.
 # Prints one JSON object; -o writes it to a file too.
 set -u
 cd "$(dirname "$0")/.."
-MODEL="" P=4000 N=256 TURNS=10 OUTJSON=""
+MODEL="" P=4000 N=256 TURNS=10 OUTJSON="" URL=""
 while [ $# -gt 0 ]; do
     case "$1" in
     -m) MODEL=$2; shift 2;;
+    -u) URL=$2; shift 2;;
     -p) P=$2; shift 2;;
     -n) N=$2; shift 2;;
     -T) TURNS=$2; shift 2;;
@@ -29,20 +34,22 @@ while [ $# -gt 0 ]; do
     esac
 done
 H=${HMOE:-./hmoe}
-[ -x "$H" ] || { echo "server_ttft.sh: $H is missing: run make first" >&2; exit 2; }
-[ -f "$MODEL" ] || { echo "server_ttft.sh: -m MODEL is required (a GGUF file)" >&2; exit 2; }
-CTX=$(( P + N + TURNS * 300 + 1024 ))
-LOG=$(mktemp)
-"$H" serve -m "$MODEL" -c "$CTX" --port 0 -q --temp 0 "$@" >"$LOG" 2>&1 &
-SPID=$!
-trap 'kill $SPID 2>/dev/null; wait $SPID 2>/dev/null; rm -f "$LOG"' EXIT
-URL=""
-for _ in $(seq 1 600); do
-    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$LOG" | head -n 1)
-    [ -n "$URL" ] && break
-    sleep 0.2
-done
-[ -n "$URL" ] || { echo "server_ttft.sh: the server did not start: $(cat "$LOG")" >&2; exit 1; }
+SPID=""
+if [ -z "$URL" ]; then
+    [ -x "$H" ] || { echo "server_ttft.sh: $H is missing: run make first" >&2; exit 2; }
+    [ -f "$MODEL" ] || { echo "server_ttft.sh: -m MODEL or -u URL is required" >&2; exit 2; }
+    CTX=$(( P + N + TURNS * 300 + 1024 ))
+    LOG=$(mktemp)
+    "$H" serve -m "$MODEL" -c "$CTX" --port 0 -q --temp 0 "$@" >"$LOG" 2>&1 &
+    SPID=$!
+    trap 'kill $SPID 2>/dev/null; wait $SPID 2>/dev/null; rm -f "$LOG"' EXIT
+    for _ in $(seq 1 600); do
+        URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$LOG" | head -n 1)
+        [ -n "$URL" ] && break
+        sleep 0.2
+    done
+    [ -n "$URL" ] || { echo "server_ttft.sh: the server did not start: $(cat "$LOG")" >&2; exit 1; }
+fi
 RES=$(mktemp)
 python3 - "$URL" "$P" "$N" "$TURNS" > "$RES" <<'EOF'
 import json, sys, time, urllib.request
@@ -91,7 +98,8 @@ for t in range(turns):
     hist.append({"role": "user", "content": text_of(200, 11 * t + 5)})
     r = stream_chat(hist, 64)
     ttfts.append(r["ttft_s"])
-    cached.append(r["usage"]["prompt_tokens_details"]["cached_tokens"])
+    details = (r["usage"] or {}).get("prompt_tokens_details") or {}
+    cached.append(details.get("cached_tokens", (r["timings"] or {}).get("cache_n")))
     hist.append({"role": "assistant", "content": r["text"]})
 print(json.dumps({"prompt_tokens": one["usage"]["prompt_tokens"], "new_tokens": one["usage"]["completion_tokens"],
                   "ttft_s": round(one["ttft_s"], 4), "decode_tps": round(one["decode_tps"], 2),
@@ -101,8 +109,9 @@ print(json.dumps({"prompt_tokens": one["usage"]["prompt_tokens"], "new_tokens": 
                   "turn_last_over_first": round(ttfts[-1] / ttfts[0], 4) if ttfts[0] else 0}))
 EOF
 rc=$?
-kill $SPID 2>/dev/null; wait $SPID 2>/dev/null
+[ -z "$SPID" ] || { kill $SPID 2>/dev/null; wait $SPID 2>/dev/null; }
 [ $rc = 0 ] || { echo "server_ttft.sh: the client failed: $(cat "$RES")" >&2; exit 1; }
+if [ -z "$MODEL" ]; then cat "$RES"; [ -z "$OUTJSON" ] || cp "$RES" "$OUTJSON"; exit 0; fi
 DEPTH=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["depth"])' "$RES")
 # hmoe bench tg at the same depth, same flags
 BENCH=$("$H" bench -m "$MODEL" -p 0 -n "$N" -d "$DEPTH" -r 1 -o json "$@" 2>/dev/null)
