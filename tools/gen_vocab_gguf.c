@@ -2,8 +2,8 @@
  * repository's GGUF writer. Used to build test vocabularies from a tokenizer.json (see
  * tests/tokenizer/gen_gptoss.mjs, which writes the list). Lines, fields separated by a tab:
  *   S KEY VALUE   a string record           U KEY VALUE   a u32 record
- *   B KEY 0|1     a bool record             T TYPE TEXT   the next token (tokenizer.ggml.tokens
- *                                                         and .token_type, in id order)
+ *   B KEY 0|1     a bool record             F KEY VALUE   an f32 record
+ *   T TYPE TEXT   the next token (tokenizer.ggml.tokens and .token_type, in id order)
  *   M MERGE       the next merge "a b" (tokenizer.ggml.merges, in rank order)
  * Build and run:
  *   cc -Iinclude -Isrc -o /tmp/gen_vocab_gguf tools/gen_vocab_gguf.c build/libhmoe.a -lm -lpthread -fopenmp
@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
         case 'S': st = hmoe_gguf_writer_add_str(w, key, val, &err); break;
         case 'U': st = hmoe_gguf_writer_add_u32(w, key, (uint32_t)strtoul(val, NULL, 10), &err); break;
         case 'B': st = hmoe_gguf_writer_add_bool(w, key, val[0] == '1', &err); break;
+        case 'F': st = hmoe_gguf_writer_add_f32(w, key, strtof(val, NULL), &err); break;
         case 'T':
             if (toks.n == cap_types) {
                 cap_types = cap_types ? cap_types * 2 : 1024;
