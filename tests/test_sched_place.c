@@ -54,6 +54,27 @@ static void test_auto(void) {
             p.stream, SLOTS(0), p.notes);
     hmoe_sched_plan_free(&p);
 
+    /* no expert cache behind the plan (whole_layers): 10 GiB leaves 9216 MiB = 24 layers of 384 MiB,
+     * the last 24 resident, the first 24 in RAM, no slots and no streaming buffer */
+    r = req(10240);
+    r.whole_layers = true;
+    r.stream_bytes = 0;
+    st = hmoe_sched_place(&r, &p, &err);
+    t_check(st == HMOE_OK && p.where && count(&p, HMOE_PLACE_GPU) == 24 && p.where[L - 1] == HMOE_PLACE_GPU &&
+                p.where[23] == HMOE_PLACE_RAM && p.where[24] == HMOE_PLACE_GPU && p.n_slots[0] == 0 && !p.stream &&
+                p.resident_bytes == 24 * 384 * MiB && p.total_bytes <= r.budget_bytes && strstr(p.notes, "cache"),
+            "auto whole layers 10 GiB: layers 24-47 resident, 0-23 in RAM without cache slots (noted)",
+            "gpu layers %d, slots %d, resident %llu MiB, notes '%s'", count(&p, HMOE_PLACE_GPU), SLOTS(0),
+            (unsigned long long)(p.resident_bytes / MiB), p.notes);
+    hmoe_sched_plan_free(&p);
+    /* whole layers, all fit: as without the flag */
+    r = req(20000);
+    r.whole_layers = true;
+    st = hmoe_sched_place(&r, &p, &err);
+    t_check(st == HMOE_OK && count(&p, HMOE_PLACE_GPU) == L, "auto whole layers: all fit -> every layer resident",
+            "gpu layers %d", count(&p, HMOE_PLACE_GPU));
+    hmoe_sched_plan_free(&p);
+
     /* below the fixed part: a clear error naming the flag */
     r = req(1000);
     st = hmoe_sched_place(&r, &p, &err);

@@ -234,6 +234,7 @@ struct hmoe_sched_place_req {
     int n_cpu_moe;
     const struct hmoe_sched_override *ot; /* rules applied to blk.N.ffn_{gate,up,down}_exps.weight */
     int n_ot;
+    bool whole_layers; /* no expert cache behind the plan: automatic placement makes whole layers resident */
 };
 
 struct hmoe_sched_plan {

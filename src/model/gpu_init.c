@@ -453,7 +453,9 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
                                            .stream_bytes = cfg->n_ff_exp % 32 ? 0 /* not GEMM-able: prefill on CPU threads */
                                                            : hmoe_sched_hybrid_stream_bytes(g->moe, cfg->n_layer, g->n_ub, chunk),
                                            .budget_bytes = g->budget_bytes, .cpu_moe = c->p.sched.cpu_moe,
-                                           .n_cpu_moe = c->p.sched.n_cpu_moe, .ot = ot, .n_ot = n_ot};
+                                           .n_cpu_moe = c->p.sched.n_cpu_moe, .ot = ot, .n_ot = n_ot,
+                                           .whole_layers = cfg->arch_entry->gpu->own_experts};
+        if (req.whole_layers) req.stream_bytes = 0; /* its RAM layers run on CPU threads, prefill too */
         st = hmoe_sched_place(&req, &plan, err);
         if (st || plan.stream || req.stream_bytes == 0 || chunk <= 4) break;
         bool ram = false;

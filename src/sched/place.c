@@ -4,7 +4,9 @@
  *    meanings): those layers' experts stay in RAM, every other layer's experts are resident;
  *  - automatic: all experts resident when they fit, else every layer keeps its experts in RAM
  *    and gets the same number of VRAM cache slots (whole experts: gate+up+down of one expert),
- *    after an optional streaming buffer for hybrid prefill (at most half of what is left).
+ *    after an optional streaming buffer for hybrid prefill (at most half of what is left);
+ *  - automatic for a backend without an expert cache (whole_layers): the last layers' experts
+ *    resident while they fit, the first ones in RAM (what --n-cpu-moe would pick for that budget).
  * Pure arithmetic, no device calls: tests/test_sched_place.c checks it with made-up budgets.
  */
 #include <stdio.h>
@@ -106,6 +108,13 @@ enum hmoe_status hmoe_sched_place(const struct hmoe_sched_place_req *r, struct h
         for (int il = 0; il < r->n_layer; il++) p->where[il] = HMOE_PLACE_GPU;
         p->resident_bytes = all;
         avail -= all;
+    } else if (r->whole_layers) {
+        for (int il = r->n_layer - 1; il >= 0; il--) {
+            const uint64_t b = r->expert_bytes[il] * (uint64_t)r->n_expert;
+            const bool fits = b <= avail && (il == r->n_layer - 1 || p->where[il + 1] == HMOE_PLACE_GPU);
+            p->where[il] = fits ? HMOE_PLACE_GPU : HMOE_PLACE_RAM;
+            if (fits) p->resident_bytes += b, avail -= b;
+        }
     } else {
         for (int il = 0; il < r->n_layer; il++) p->where[il] = HMOE_PLACE_RAM;
     }
@@ -119,7 +128,9 @@ enum hmoe_status hmoe_sched_place(const struct hmoe_sched_place_req *r, struct h
             note(p, "%s", "no room for the prefill streaming buffer: prefill of RAM layers runs on CPU threads; ");
         }
     }
-    if (any_ram && !p->explicit_placement) {
+    if (any_ram && r->whole_layers) {
+        note(p, "%s", "no expert cache on this architecture: experts of RAM layers run on CPU threads; ");
+    } else if (any_ram && !p->explicit_placement) {
         uint64_t per_slot = 0; /* one slot in every RAM layer */
         for (int il = 0; il < r->n_layer; il++)
             if (p->where[il] == HMOE_PLACE_RAM) per_slot += r->expert_bytes[il];
