@@ -32,6 +32,10 @@ static int32_t ids[N_TOK];
 #define Q_MIN_COS 0.999
 #define Q_TOP1 0.90
 
+/* --stream-min of the contexts open_ctx makes (0: the default, 32: a 40-token prefill streams the
+ * RAM layers' experts to the GPU) */
+static int stream_min;
+
 static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, int n_ubatch, bool cpu_moe, int64_t budget_mib,
                                  struct hmoe_err *err) {
     struct hmoe_ctx_params cp;
@@ -45,6 +49,7 @@ static struct hmoe_ctx *open_ctx(const struct hmoe_model *m, int n_ubatch, bool 
     if (budget_mib >= 0) cp.sched.vram_budget_mib = budget_mib;
     else cp.sched.n_cpu_moe = (int)-budget_mib; /* negative: -ncmoe of that many layers */
     cp.sched.no_profile = true;
+    cp.sched.stream_min_tokens = stream_min;
     struct hmoe_ctx *c = NULL;
     if (hmoe_ctx_init(m, &cp, &c, err)) return NULL;
     return c;
@@ -276,16 +281,23 @@ static void synth_tiny(const char *mix, int layers) {
     }
     hmoe_ctx_free(c);
     if (!strcmp(mix, "q4_k_m") && layers == 0) {
-        /* routed experts in RAM on CPU threads: every layer (-cmoe) and the first two (-ncmoe 2) */
+        /* routed experts in RAM: every layer (-cmoe) and the first two (-ncmoe 2); the 40-token
+         * prefill streams their stacks to the GPU (--stream-min 32) or runs them on CPU threads
+         * (--stream-min above the prompt); decode runs them on CPU threads */
         static const struct {
             bool cmoe;
             int64_t b;
+            int stream_min;
             const char *what;
-        } hy[] = {{true, 0, "-cmoe"}, {false, -2, "-ncmoe 2"}};
+        } hy[] = {{true, 0, 32, "-cmoe, prefill streamed"},
+                  {true, 0, 1 << 20, "-cmoe, prefill on CPU threads"},
+                  {false, -2, 32, "-ncmoe 2, prefill streamed"}};
         for (size_t i = 0; i < HMOE_ARRAY_LEN(hy); i++) {
             struct hmoe_err e1 = {0};
+            stream_min = hy[i].stream_min;
             c = open_ctx(m, 512, hy[i].cmoe, hy[i].b, &e1);
-            snprintf(name, sizeof name, "synth nemotron-tiny %s %s (experts on CPU threads) context", tag, hy[i].what);
+            stream_min = 0;
+            snprintf(name, sizeof name, "synth nemotron-tiny %s %s context", tag, hy[i].what);
             t_check(c != NULL, name, "%s", e1.msg);
             if (!c) continue;
             float *hp = malloc(sizeof(float) * N * V), *hd = malloc(sizeof(float) * N * V);

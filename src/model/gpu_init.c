@@ -455,9 +455,13 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
                                            .budget_bytes = g->budget_bytes, .cpu_moe = c->p.sched.cpu_moe,
                                            .n_cpu_moe = c->p.sched.n_cpu_moe, .ot = ot, .n_ot = n_ot,
                                            .whole_layers = cfg->arch_entry->gpu->own_experts};
-        if (req.whole_layers) req.stream_bytes = 0; /* its RAM layers run on CPU threads, prefill too */
+        if (req.whole_layers) { /* its prefill streams one RAM layer's whole stacks at a time */
+            uint64_t widest = 0;
+            for (int il = 0; il < cfg->n_layer; il++) widest = HMOE_MAX(widest, eb[il]);
+            req.stream_bytes = g->n_ub > 8 && widest ? widest * (uint64_t)cfg->n_expert + 3 * 256 : 0;
+        }
         st = hmoe_sched_place(&req, &plan, err);
-        if (st || plan.stream || req.stream_bytes == 0 || chunk <= 4) break;
+        if (st || plan.stream || req.stream_bytes == 0 || chunk <= 4 || req.whole_layers) break;
         bool ram = false;
         for (int il = 0; il < cfg->n_layer; il++) ram |= plan.where[il] == HMOE_PLACE_RAM;
         if (!ram) break;

@@ -122,10 +122,31 @@ static enum hmoe_status relu2_mlp(struct hmoe_ctx *c, const struct hmoe_gpu_nem_
 
 static bool q8_gemm_type(enum hmoe_type t) { return hmoe_type_info[t].is_quantized && t != HMOE_TYPE_IQ1_M; }
 
+/* Streamed prefill of a layer whose experts live in RAM: its up and down stacks copied into the
+ * staging buffer on the compute stream (after the previous layer's kernels are done with it).
+ * Writes where the two stacks start. */
+static enum hmoe_status stage_experts(struct hmoe_ctx *c, int il, const uint8_t **up_w, const uint8_t **down_w,
+                                      struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    struct hmoe_gpu_nem *N = g->arch_state;
+    const struct hmoe_moe_weights *X = &c->m->w.layers[il].moe;
+    const size_t ub = X->up.mat_bytes * (size_t)X->up.n_mat, db = X->down.mat_bytes * (size_t)X->down.n_mat;
+    const size_t ub_al = (ub + 255) & ~(size_t)255;
+    if (ub_al + db > N->stage.bytes)
+        return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: %zu expert bytes, staging buffer %zu", il, ub_al + db,
+                          N->stage.bytes);
+    uint8_t *base = N->stage.ptr;
+    TRY(hmoe_cuda_memcpy_async(base, X->up.data, ub, g->stream, err));
+    TRY(hmoe_cuda_memcpy_async(base + ub_al, X->down.data, db, g->stream, err));
+    *up_w = base;
+    *down_w = base + ub_al;
+    return HMOE_OK;
+}
+
 /* The routed experts of n routed tokens (g->ids / g->wts), input rows `in` of width m, the
- * weighted sum added into y (rows y_stride apart). */
+ * weighted sum added into y (rows y_stride apart). up_w / down_w: the stacks (resident or staged). */
 static enum hmoe_status experts(struct hmoe_ctx *c, int il, int64_t n, const struct hmoe_gpu_act *in, float *y,
-                                int64_t y_stride, struct hmoe_err *err) {
+                                int64_t y_stride, const uint8_t *up_w, const uint8_t *down_w, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_nem *N = g->arch_state;
     const struct hmoe_gpu_layer *GL = &g->L[il];
@@ -133,10 +154,12 @@ static enum hmoe_status experts(struct hmoe_ctx *c, int il, int64_t n, const str
     /* gpu_init.c lays the up stack out after the (empty) gate stack with the gate's shape: the
      * shape here comes from the file's up tensor */
     const struct hmoe_mat *Xu = &c->m->w.layers[il].moe.up;
-    const struct hmoe_cuda_experts upx = {.type = Xu->type, .w = GL->up.w, .row_bytes = Xu->row_bytes,
+    const struct hmoe_cuda_experts upx = {.type = Xu->type, .w = up_w, .row_bytes = Xu->row_bytes,
                                           .expert_stride_bytes = Xu->mat_bytes, .nrows = Xu->n_out, .ncols = Xu->n_in,
                                           .n_expert = Xu->n_mat};
-    const struct hmoe_cuda_experts *up = &upx, *down = &GL->down;
+    struct hmoe_cuda_experts downx = GL->down;
+    downx.w = down_w;
+    const struct hmoe_cuda_experts *up = &upx, *down = &downx;
     const int64_t F = up->nrows, m = up->ncols;
     const int k = cfg->n_expert_used, E = cfg->n_expert;
     void *s = g->stream;
@@ -206,7 +229,13 @@ static enum hmoe_status moe(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_e
     const int k = cfg->n_expert_used, E = cfg->n_expert;
     void *s = g->stream;
     const struct hmoe_gpu_act ah = normed(g, d, n);
-    if (!GL->resident) { /* experts in RAM: the CPU routes and runs them */
+    /* experts in RAM: a large micro-batch streams the layer's stacks to the GPU (--stream-min),
+     * others leave routing and experts to the CPU threads */
+    const int stream_min = c->p.sched.stream_min_tokens > 0 ? c->p.sched.stream_min_tokens : 32;
+    const bool streamed = !GL->resident && N->stage.ptr && n > SMALL_TOKENS && n >= stream_min;
+    const uint8_t *up_w = GL->up.w, *down_w = GL->down.w;
+    if (streamed) TRY(stage_experts(c, il, &up_w, &down_w, err));
+    if (!GL->resident && !streamed) {
         if (L->lat_down.w) {
             struct hmoe_gpu_act ao;
             TRY(hmoe_gpu_dense(g, &L->lat_down, n, &ah, N->lat, m, NULL, err));
@@ -235,12 +264,12 @@ static enum hmoe_status moe(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_e
         TRY(hmoe_gpu_dense(g, &L->lat_down, n, &ah, N->lat, m, NULL, err));
         TRY(act_of(g, GL->up.type, N->lat, m, n, N->latq, N->lat16, &al, err));
         TRY(hmoe_cuda_copy(N->lat_out, N->zeros, (size_t)(n * m) * sizeof(float), s, err));
-        TRY(experts(c, il, n, &al, N->lat_out, m, err));
+        TRY(experts(c, il, n, &al, N->lat_out, m, up_w, down_w, err));
         struct hmoe_gpu_act ao;
         TRY(act_of(g, L->lat_up.type, N->lat_out, m, n, N->latq, N->lat16, &ao, err));
         TRY(hmoe_gpu_dense(g, &L->lat_up, n, &ao, g->x, d, g->x, err));
     } else {
-        TRY(experts(c, il, n, &ah, g->x, d, err));
+        TRY(experts(c, il, n, &ah, g->x, d, up_w, down_w, err));
     }
     return L->has_ff ? relu2_mlp(c, L, n, err) : HMOE_OK;
 }

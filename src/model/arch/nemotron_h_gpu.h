@@ -49,6 +49,7 @@ struct hmoe_gpu_nem {
     float *ez;                         /* [n_ub * k][F] expert hidden rows, f32 */
     uint16_t *ez16;                    /* f16 rows of ez (f16 GEMM) */
     void *ezq;                         /* q8_1 rows of ez */
+    struct hmoe_cuda_buf stage;        /* one RAM layer's up and down stacks for a streamed prefill step */
     uint64_t weight_bytes;
     struct hmoe_rec_state *rec;        /* the context's state bookkeeping (recurrent.c) */
 };

@@ -216,6 +216,8 @@ enum hmoe_status hmoe_gpu_nem_init(struct hmoe_ctx *c, struct hmoe_err *err) {
             N->L[il].ssm = ssm + (size_t)r->slot[il] * r->ssm_floats;
         }
     hmoe_rec_attach_device(r, g->cu, conv, ssm);
+    /* The plan's streaming room (gpu_init.c: the widest layer's stacks) when some layer is in RAM. */
+    if (g->bytes_stream && (st = hmoe_cuda_buf_alloc(g->cu, g->bytes_stream, &N->stage, err))) return st;
     if ((st = hmoe_cuda_buf_alloc(g->cu, act_layout(c, N, 0), &N->act, err))) return st;
     act_layout(c, N, (uintptr_t)N->act.ptr);
     return hmoe_cuda_memset(g->cu, N->act.ptr, 0, N->act.bytes, err);
@@ -229,6 +231,7 @@ void hmoe_gpu_nem_free(struct hmoe_gpu *g, int n_layer) {
     free(N->L);
     hmoe_cuda_buf_free(g->cu, &N->state);
     hmoe_cuda_buf_free(g->cu, &N->act);
+    hmoe_cuda_buf_free(g->cu, &N->stage);
     free(N);
     g->arch_state = NULL;
 }
