@@ -20,7 +20,7 @@ M="$T/q35.gguf"
 $H synth --preset qwen35-tiny -q -o "$M"
 check "synth qwen35-tiny writes a file" $? "hmoe synth failed"
 $H info "$M" >"$T/info" 2>&1
-grep -q '^mtp blocks  *1 (blk\.4\.\*, .*): loaded but not run' "$T/info"
+grep -q '^mtp blocks  *1 (blk\.4\.\*, .*): run only to draft tokens with --spec mtp' "$T/info"
 check "info names the MTP block of a qwen35 file and says it is not run" $? "$(grep -i mtp "$T/info")"
 ntok() { $H tokenize -m "$M" --ids --stdin | tr ',' '\n' | grep -c '[0-9]'; }
 timing() { grep '^\[prompt ' "$1" | sed -n "${2}p" | sed -e 's/^\[prompt \([0-9]*\) tok (\([0-9]*\) cached).*/\1 \2/' |
