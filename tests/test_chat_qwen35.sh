@@ -5,7 +5,7 @@
 # state into the previous generation prompt (checkpoint + replay): the second answer must equal
 # a fresh `hmoe run` of the same rendered prompt, /regen must repeat an answer, and the cache
 # reuse must stop exactly where the Qwen3.5 history diverges (chat-templates.md §2.2). Also
-# `hmoe info` on the same file names its MTP block as not run (qwen35moe.md §8).
+# `hmoe info` on the same file names its MTP block as the --spec mtp drafter (qwen35moe.md §8).
 # Prints the harness format: one "name ... ok|FAIL" line per case, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."

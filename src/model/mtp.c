@@ -48,14 +48,14 @@ enum hmoe_status hmoe_mtp_enable(struct hmoe_ctx *c, struct hmoe_err *err) {
     const struct hmoe_model *m = c->m;
     const struct hmoe_model_config *cfg = &m->cfg;
     if (c->mtp) return HMOE_OK;
-    if (!cfg->arch_entry->mtp)
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: --spec mtp: hmoe does not run the MTP blocks of %s models",
-                          m->gguf->path, cfg->arch);
     if (cfg->n_nextn < 1)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
                           "%s: --spec mtp needs an MTP block (%s.nextn_predict_layers >= 1, blk.%d.nextn.* tensors); "
                           "this file has none",
                           m->gguf->path, cfg->arch, cfg->n_layer);
+    if (!cfg->arch_entry->mtp)
+        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "%s: --spec mtp: hmoe does not run the MTP blocks of %s models",
+                          m->gguf->path, cfg->arch);
     if (!c->rs.rec)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "--spec mtp: the context keeps no token history");
     struct hmoe_mtp *t = calloc(1, sizeof *t);
