@@ -365,9 +365,10 @@ struct hmoe_spec_stats {
 /* A speculative decoder on context c for up to n_draft (1 .. HMOE_SPEC_DRAFT_MAX) drafts per
  * step: the model's first MTP block drafts them (from the main model's last hidden state and
  * the sampled token, chained), one pass of the main model verifies them. Needs a model with
- * an MTP block whose entry runs it (else HMOE_ERR_UNSUPPORTED naming the model), the CPU
- * backend and one sequence. From here on every forward pass of c also keeps the MTP block's
- * own KV cache in step (a prompt prefill runs the block on each of its positions). */
+ * an MTP block whose entry runs it (else HMOE_ERR_UNSUPPORTED naming the model) and one
+ * sequence. From here on every forward pass of c keeps its rows' final normed hidden states
+ * (the GPU backend copies them to the host) and the MTP block's own KV cache in step (a prompt
+ * prefill runs the block on each of its positions); the block runs on CPU threads. */
 enum hmoe_status hmoe_spec_init(struct hmoe_ctx *c, int n_draft, struct hmoe_spec **out, struct hmoe_err *err);
 void hmoe_spec_free(struct hmoe_spec *s);
 /* The drop-in for hmoe_ctx_decode(c, &id, 1, pos, HMOE_LOGITS_LAST, ...): token id at

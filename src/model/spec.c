@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hmoe/cpu.h"
 #include "model/mtp_impl.h"
 #include "model/recurrent_impl.h"
 
@@ -31,10 +30,6 @@ enum hmoe_status hmoe_spec_init(struct hmoe_ctx *c, int n_draft, struct hmoe_spe
     if (n_draft < 1 || n_draft > HMOE_SPEC_DRAFT_MAX)
         return HMOE_RAISE(err, HMOE_ERR_ARG, "--draft-max %d is out of range (1 .. %d)", n_draft,
                           HMOE_SPEC_DRAFT_MAX);
-    if (c->gpu)
-        return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                          "--spec mtp runs on the CPU backend only; use --gpu off (the GPU backend keeps no hidden "
-                          "states for the MTP block)");
     if (c->p.n_seq != 1)
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED, "--spec mtp needs one sequence per context (-np 1), not %d",
                           c->p.n_seq);
