@@ -350,6 +350,35 @@ static void follow_drafts(const struct hmoe_model *m, int n_draft) {
     hmoe_ctx_free(plain);
 }
 
+/* From an empty context: the first token has no hidden state to draft from, the next ones do. */
+static void from_empty(const struct hmoe_model *m) {
+    enum { NG = 12 };
+    const int V = m->cfg.n_vocab;
+    struct hmoe_ctx *c = new_ctx(m, 1), *plain = new_ctx(m, 1);
+    struct hmoe_spec *s = NULL;
+    struct hmoe_err err = {0};
+    float *pb = malloc(sizeof(float) * V);
+    enum hmoe_status st = c && plain ? hmoe_spec_init(c, 2, &s, &err) : HMOE_ERR_NOMEM;
+    int32_t id = 5;
+    double worst = 0;
+    const float *lg = NULL;
+    for (int i = 0; !st && i < NG; i++) {
+        if ((st = hmoe_spec_decode(s, id, i, &lg, &err)) ||
+            (st = hmoe_ctx_decode(plain, &id, 1, i, HMOE_LOGITS_LAST, pb, &err)))
+            break;
+        for (int j = 0; j < V; j++) worst = fmax(worst, fabs((double)lg[j] - pb[j]));
+        id = hmoe_argmax(lg, V);
+    }
+    struct hmoe_spec_stats ss = {0};
+    if (s) hmoe_spec_get_stats(s, &ss);
+    t_check(!st && worst == 0 && ss.drafted > 0, "--spec from an empty context: the plain rows, drafts after token 0",
+            "%s max |d| %g, %llu drafted", st ? err.msg : "", worst, (unsigned long long)ss.drafted);
+    free(pb);
+    hmoe_spec_free(s);
+    hmoe_ctx_free(c);
+    hmoe_ctx_free(plain);
+}
+
 /* --- refusals ------------------------------------------------------------------------- */
 
 static void refusals(const struct hmoe_model *m) {
@@ -416,6 +445,7 @@ int main(void) {
                 greedy_exact(m);
                 follow_drafts(m, 1);
                 follow_drafts(m, 3);
+                from_empty(m);
                 refusals(m);
             }
         }

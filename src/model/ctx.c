@@ -458,7 +458,7 @@ enum hmoe_status hmoe_ctx_forward(struct hmoe_ctx *c, const int32_t *ids, int n,
     }
     enum hmoe_status st = c->gpu ? hmoe_gpu_forward(c, ids, n, pos0, which, logits, err)
                                  : c->m->cfg.arch_entry->forward_cpu(c, ids, n, pos0, which, logits, err);
-    if (!st && c->mtp) hmoe_mtp_kept(c, n, pos0);
+    if (!st && c->mtp) hmoe_mtp_kept(c, c->batch ? 0 : n, pos0); /* a batched pass keeps no hidden states */
     return st;
 }
 

@@ -108,7 +108,8 @@ enum hmoe_status hmoe_spec_decode(struct hmoe_spec *s, int32_t id, int pos, cons
     s->n_rows = 0;
     enum hmoe_status st = check_token(c, id, pos, err);
     if (st || (st = rewind_to(s, id, pos, err))) return st;
-    const int k = HMOE_MIN(s->n_draft, c->p.n_ctx - pos - 1);
+    /* no drafts for the first token (no hidden state yet) or where the context ends */
+    const int k = pos > 0 ? HMOE_MIN(s->n_draft, c->p.n_ctx - pos - 1) : 0;
     s->ids[0] = id;
     if (k > 0) {
         const double t0 = hmoe_time_s();
