@@ -178,7 +178,7 @@ static void check_mtp(void) {
     struct hmoe_model *ma = NULL, *mb = NULL;
     if (rb > 0) {
         enum hmoe_log_level lv = hmoe_log_level;
-        hmoe_log_level = HMOE_LOG_ERROR; /* "MTP block(s) present and ignored" */
+        hmoe_log_level = HMOE_LOG_ERROR; /* "MTP block(s) present: ..." */
         if (!hmoe_model_load(pa, NULL, &ma, &err)) hmoe_model_load(pb, NULL, &mb, &err);
         hmoe_log_level = lv;
     }

@@ -5,7 +5,7 @@
 # state into the previous generation prompt (checkpoint + replay): the second answer must equal
 # a fresh `hmoe run` of the same rendered prompt, /regen must repeat an answer, and the cache
 # reuse must stop exactly where the Qwen3.5 history diverges (chat-templates.md §2.2). Also
-# `hmoe info` on the same file names its MTP block as not run (qwen35moe.md §8).
+# `hmoe info` on the same file names its MTP block as the --spec mtp drafter (qwen35moe.md §8).
 # Prints the harness format: one "name ... ok|FAIL" line per case, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ M="$T/q35.gguf"
 $H synth --preset qwen35-tiny -q -o "$M"
 check "synth qwen35-tiny writes a file" $? "hmoe synth failed"
 $H info "$M" >"$T/info" 2>&1
-grep -q '^mtp blocks  *1 (blk\.4\.\*, .*): loaded but not run' "$T/info"
+grep -q '^mtp blocks  *1 (blk\.4\.\*, .*): run only to draft tokens with --spec mtp' "$T/info"
 check "info names the MTP block of a qwen35 file and says it is not run" $? "$(grep -i mtp "$T/info")"
 ntok() { $H tokenize -m "$M" --ids --stdin | tr ',' '\n' | grep -c '[0-9]'; }
 timing() { grep '^\[prompt ' "$1" | sed -n "${2}p" | sed -e 's/^\[prompt \([0-9]*\) tok (\([0-9]*\) cached).*/\1 \2/' |

@@ -49,6 +49,23 @@ struct hmoe_arch_gpu {
     bool own_experts;
 };
 
+/* The multi-token-prediction block of an architecture (self-speculative decoding, mtp.c). The
+ * block runs in a context of its own over a one-layer view of the model whose layer 0 is the
+ * block and whose LM head and final norm are the block's. */
+struct hmoe_arch_mtp {
+    /* Bind the block stored as file layer il into view->w.layers[0] and, where the block has
+     * its own, view->w.token_embd / output_norm / output (they start as the main model's).
+     * A missing or misshapen tensor is an error naming it. */
+    enum hmoe_status (*bind)(struct hmoe_model *view, int il, struct hmoe_err *err);
+    /* n rows through the block in context mc (the view's): row i joins the main model's
+     * final normed hidden state hidden[i] (n_embd floats) with the embedding of token ids[i],
+     * at position pos0 + i of the block's own KV cache; cat: scratch of n * 2 * n_embd floats.
+     * Logits of the last row into logits (n_vocab, or NULL: none), and with logits that row's
+     * normed output (the next chained draft's hidden) into hidden_out (n_embd, or NULL). */
+    enum hmoe_status (*forward)(struct hmoe_ctx *mc, const float *hidden, const int32_t *ids, int n, int pos0,
+                                float *cat, float *logits, float *hidden_out, struct hmoe_err *err);
+};
+
 /* What the MoE scheduler and the memory planner need to know about the routed blocks. The
  * binder copies gating / activation into each layer's hmoe_moe_weights; the flags describe
  * which extra tensors a layer may carry. */
@@ -82,6 +99,8 @@ struct hmoe_arch {
     void (*rec_dims)(const struct hmoe_model_config *c, struct hmoe_rec_dims *out);
     /* NULL: no GPU path (the context says "no GPU path for <name>" and runs on the CPU). */
     const struct hmoe_arch_gpu *gpu;
+    /* NULL: MTP blocks of its files are skipped and --spec mtp is refused. */
+    const struct hmoe_arch_mtp *mtp;
     struct hmoe_arch_moe moe;
 
     /* --- text --- */

@@ -50,7 +50,7 @@ struct hmoe_model_config {
     float rope_attn_factor; /* rope.scaling.attn_factor (default 1) */
     bool tied_output;       /* no output.weight: the LM head reuses token_embd */
     /* qwen35moe only (qwen35moe.md §1-§2); 0 for qwen3moe. */
-    int n_nextn;            /* {arch}.nextn_predict_layers: MTP blocks after the main layers, never run */
+    int n_nextn;            /* {arch}.nextn_predict_layers: MTP blocks after the main layers (drafts of --spec mtp) */
     int full_attn_interval; /* layer i is full attention iff (i+1) % interval == 0 (default 4) */
     int n_ff_shexp;         /* Fs: {arch}.expert_shared_feed_forward_length */
     int rope_sections[4];   /* {arch}.rope.dimension_sections, in rotation pairs (t, h, w, e) */
@@ -124,6 +124,15 @@ struct hmoe_mamba2_weights {
     struct hmoe_mat out;          /* ssm_out {d_inner, d} */
 };
 
+/* Inputs of a multi-token-prediction block (qwen35moe.md §8): the projection of the joined
+ * [normed embedding | normed hidden state] back to d, and the two norms. Bound only on the
+ * MTP block's layer (mtp.c); zero-sized views elsewhere. */
+struct hmoe_nextn_weights {
+    struct hmoe_mat eh_proj;      /* nextn.eh_proj {2d, d}: embedding half first */
+    const float *enorm;           /* nextn.enorm {d} F32 */
+    const float *hnorm;           /* nextn.hnorm {d} F32 */
+};
+
 struct hmoe_layer_weights {
     bool recurrent;               /* recurrent mixer (qwen35moe Gated DeltaNet, nemotron_h Mamba-2): no KV cache */
     bool ffn_only;                /* nemotron_h FFN layer: one pre-norm, no mixer, no KV cache */
@@ -149,6 +158,7 @@ struct hmoe_layer_weights {
     struct hmoe_mat ffn_up, ffn_down; /* nemotron_h dense FFN {d, F} / {F, d} (ReLU², no gate) */
     const float *ffn_up_bias, *ffn_down_bias; /* {F} / {d} or NULL */
     struct hmoe_mat latent_down, latent_up; /* nemotron_h_moe latent MoE: {d, m} / {m, d}; n_in 0 = none */
+    struct hmoe_nextn_weights nextn; /* the MTP block's inputs (mtp.c), n_in 0 on main layers */
 };
 
 struct hmoe_model_weights {
@@ -335,6 +345,53 @@ void hmoe_ctx_checkpoint(struct hmoe_ctx *c);
 /* Bytes of recurrent state (conv + delta-rule matrices, f32) of the context, without the
  * checkpoint copies; 0 for attention-only models. */
 size_t hmoe_ctx_state_bytes(const struct hmoe_ctx *c);
+
+/* --- self-speculative decoding with the MTP block (src/model/mtp.c, spec.c) ----------- */
+
+/* Most tokens one speculative step drafts (--draft-max). */
+#define HMOE_SPEC_DRAFT_MAX 16
+
+struct hmoe_spec;
+
+/* Counters of a speculative decoder since its creation (or hmoe_spec_reset_stats). */
+struct hmoe_spec_stats {
+    uint64_t steps;         /* verification passes of the main model */
+    uint64_t drafted;       /* tokens the MTP block proposed */
+    uint64_t accepted;      /* of those, tokens the sampler picked as well */
+    uint64_t replayed;      /* tokens re-run to rewind the recurrent state after a rejection */
+    double draft_s, verify_s, replay_s; /* wall time of drafting, verification, replays */
+};
+
+/* A speculative decoder on context c for up to n_draft (1 .. HMOE_SPEC_DRAFT_MAX) drafts per
+ * step: the model's first MTP block drafts them (from the main model's last hidden state and
+ * the sampled token, chained), one pass of the main model verifies them. Needs a model with
+ * an MTP block whose entry runs it (else HMOE_ERR_UNSUPPORTED naming the model) and one
+ * sequence. From here on every forward pass of c keeps its rows' final normed hidden states
+ * (the GPU backend copies them to the host) and the MTP block's own KV cache in step (a prompt
+ * prefill runs the block on each of its positions); the block runs on CPU threads. */
+enum hmoe_status hmoe_spec_init(struct hmoe_ctx *c, int n_draft, struct hmoe_spec **out, struct hmoe_err *err);
+void hmoe_spec_free(struct hmoe_spec *s);
+/* The drop-in for hmoe_ctx_decode(c, &id, 1, pos, HMOE_LOGITS_LAST, ...): token id at
+ * position pos (<= n_past), *logits = the n_vocab logits after it (valid until the next
+ * call). When id is the draft that the last verification pass already ran at pos, the
+ * logits come from that pass and nothing runs; otherwise the context is rewound to pos
+ * (KV, recurrent state, the MTP block's KV), up to n_draft tokens are drafted and
+ * [id, drafts] run in one pass. Every returned row is the main model's logits for exactly
+ * the tokens before it, so any sampler that picks from them produces what plain decoding
+ * produces (at temperature 0 the same tokens; with sampling the same distribution, and the
+ * same tokens for a seed, since the sampler runs once per token as without drafts). The
+ * context may hold positions past pos + 1 afterwards (drafts not yet confirmed). */
+enum hmoe_status hmoe_spec_decode(struct hmoe_spec *s, int32_t id, int pos, const float **logits,
+                                  struct hmoe_err *err);
+/* The drafts of the last pass not yet confirmed, in order, into out (up to
+ * HMOE_SPEC_DRAFT_MAX); returns how many. */
+int hmoe_spec_pending(const struct hmoe_spec *s, int32_t *out);
+void hmoe_spec_get_stats(const struct hmoe_spec *s, struct hmoe_spec_stats *out);
+void hmoe_spec_reset_stats(struct hmoe_spec *s);
+/* Bench probe: the MTP block's drafting for token id after the current n_past: n drafts
+ * (greedy, chained) into out, and the first draft's logits into logits (n_vocab, or NULL). */
+enum hmoe_status hmoe_spec_draft(struct hmoe_spec *s, int32_t id, int n, int32_t *out, float *logits,
+                                 struct hmoe_err *err);
 
 /* --- sampling (src/model/sampling.c) ------------------------------------------------ */
 

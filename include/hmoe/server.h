@@ -51,6 +51,9 @@ struct hmoe_chat_fmt;
 enum hmoe_status hmoe_server_set_model(struct hmoe_server *s, const struct hmoe_model *model, struct hmoe_ctx *ctx,
                                        const struct hmoe_vocab *vocab, const struct hmoe_chat_fmt *fmt,
                                        const char *model_path, struct hmoe_err *err);
+/* Before hmoe_server_set_model: decode with this speculative decoder of ctx (--spec mtp; a
+ * context of one sequence), which the server uses but never frees. */
+void hmoe_server_set_spec(struct hmoe_server *s, struct hmoe_spec *spec);
 /* Stop accepting connections, cancel the running and queued requests, join every thread. */
 void hmoe_server_stop(struct hmoe_server *s);
 void hmoe_server_free(struct hmoe_server *s);

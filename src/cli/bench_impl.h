@@ -100,6 +100,11 @@ void hmoe_bench_print_end(struct hmoe_bench_printer *p);
 
 /* llama-batched-bench's tests for every (-npp, -ntg, -npl) of the model at path, printed in
  * fmt. Returns an exit code (errors printed). */
+/* bench_spec.c — `hmoe bench --spec mtp`: the costs of drafting and verifying at depth P, the
+ * speed-ups they give at acceptance 0.5 / 0.7 / 0.9 for k = 1 .. n_draft, and a greedy run of
+ * n_gen tokens with and without drafts (measured acceptance; the tokens must agree). */
+int hmoe_bench_spec(const struct hmoe_cli_model_opts *mo, const char *path, int depth, int n_gen, int n_draft,
+                    int reps, bool quiet);
 int hmoe_bench_batched(const struct hmoe_cli_model_opts *mo, const char *path, const int *npp, int n_npp,
                        const int *ntg, int n_ntg, const int *npl, int n_npl, enum hmoe_bench_format fmt, bool quiet);
 

@@ -54,6 +54,7 @@ struct hmoe_chat_session {
     struct hmoe_ctx *ctx;
     struct hmoe_vocab *vocab;
     struct hmoe_sampler *smp;
+    struct hmoe_spec *spec;    /* --spec mtp, or NULL */
     struct hmoe_chat_fmt *fmt; /* the model's template or a built-in format */
     bool enable_thinking;
     enum hmoe_chat_think think;

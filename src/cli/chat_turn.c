@@ -318,12 +318,15 @@ int hmoe_chat_turn_answer(struct hmoe_chat_session *s, struct hmoe_chat_turn_sta
     int n_sampled = 0;
     double t_first = 0;
     rc = HMOE_EXIT_OK;
+    /* With --spec the context may hold drafts past the answer: positions count here. */
+    int pos = hmoe_ctx_n_past(s->ctx);
+    const float *cur = s->logits;
     for (;;) {
         if (hmoe_chat_sigint_count) {
             st->interrupted = true;
             break;
         }
-        const int32_t id = hmoe_sampler_sample(s->smp, s->logits);
+        const int32_t id = hmoe_sampler_sample(s->smp, cur);
         if (n_sampled++ == 0) {
             t_first = hmoe_time_s();
             st->first_token_s = t_first - t0;
@@ -340,17 +343,17 @@ int hmoe_chat_turn_answer(struct hmoe_chat_session *s, struct hmoe_chat_turn_sta
         }
         st->n_gen++;
         if (s->n_predict >= 0 && st->n_gen >= s->n_predict) break;
-        const int pos = hmoe_ctx_n_past(s->ctx);
         if (pos >= n_ctx) {
             st->ctx_full = true;
             break;
         }
-        if (hmoe_ctx_decode(s->ctx, &id, 1, pos, HMOE_LOGITS_LAST, s->logits, &err)) {
+        if (hmoe_cli_decode_next(s->ctx, s->spec, id, pos, s->logits, &cur, &err)) {
             rc = hmoe_cli_fail(&err);
             break;
         }
-        s->kv_ids[pos] = id;
+        s->kv_ids[pos++] = id;
     }
+    hmoe_ctx_truncate(s->ctx, pos); /* drafts past the answer are not in kv_ids */
     /* Tokens per second after the first: each later sample needed one decode step. */
     st->n_steps = n_sampled > 1 ? n_sampled - 1 : 0;
     st->gen_s = n_sampled > 1 ? hmoe_time_s() - t_first : 0;

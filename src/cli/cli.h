@@ -256,6 +256,30 @@ const char *hmoe_cli_fmt_bytes(char *buf, size_t size, uint64_t bytes);
      &(sp).repeat_last_n},                                                                                      \
     {"--seed", "-s", "SEED", "random seed (default -1 = from the clock)", HMOE_OPT_I64, &(seed)}
 
+/* Self-speculative decoding flags (llama.cpp's --draft-max names). */
+struct hmoe_cli_spec_args {
+    const char *spec;   /* "mtp" or NULL (off) */
+    int draft_max;      /* drafts per step (default HMOE_CLI_DRAFT_MAX) */
+};
+/* One MTP block is trained to predict one token ahead; chained drafts past the third are
+ * rarely accepted, so the default is lower than llama.cpp's 16 for a separate draft model. */
+#define HMOE_CLI_DRAFT_MAX 3
+#define HMOE_CLI_SPEC_OPTS(a)                                                                                    \
+    HMOE_OPT_HEADING("speculative decoding"),                                                                  \
+    {"--spec", NULL, "mtp", "draft tokens with the model's MTP block and verify them in one pass (same "      \
+     "output; CPU backend)", HMOE_OPT_STR, &(a).spec},                                                          \
+    {"--draft-max", "--draft", "N", "tokens drafted per step with --spec (default 3, at most 16)", HMOE_OPT_INT, \
+     &(a).draft_max}
+/* The speculative decoder for --spec (NULL when the flag is absent); prints the error and
+ * returns an exit code when the value, the model or the context cannot do it. */
+int hmoe_cli_spec_open(const struct hmoe_cli_spec_args *a, struct hmoe_ctx *ctx, struct hmoe_spec **out);
+/* Token id at pos, the logits after it into *logits: through the speculative decoder when
+ * there is one, else one hmoe_ctx_decode step into buf. */
+enum hmoe_status hmoe_cli_decode_next(struct hmoe_ctx *ctx, struct hmoe_spec *spec, int32_t id, int pos, float *buf,
+                                      const float **logits, struct hmoe_err *err);
+/* With --spec and -v: the acceptance line to stderr. */
+void hmoe_cli_spec_report(const struct hmoe_spec *spec);
+
 /* The sampling flags' ranges: a usage error naming the first flag out of range (exit code). */
 int hmoe_cli_sampler_check(const struct hmoe_sampler_params *sp);
 /* sp->seed from the --seed value (-1: clock and pid). */

@@ -118,3 +118,41 @@ int hmoe_cli_stdout_check(int rc) {
     }
     return rc;
 }
+
+int hmoe_cli_spec_open(const struct hmoe_cli_spec_args *a, struct hmoe_ctx *ctx, struct hmoe_spec **out) {
+    *out = NULL;
+    if (!a->spec) {
+        if (a->draft_max != HMOE_CLI_DRAFT_MAX) fprintf(stderr, "hmoe: warning: --draft-max has no effect without --spec\n");
+        return HMOE_EXIT_OK;
+    }
+    if (strcmp(a->spec, "mtp") != 0) {
+        fprintf(stderr, "hmoe: invalid --spec '%s': the only drafter is mtp (the model's MTP block)\n", a->spec);
+        return HMOE_EXIT_USAGE;
+    }
+    struct hmoe_err err = {0};
+    enum hmoe_status st = hmoe_spec_init(ctx, a->draft_max, out, &err);
+    if (st == HMOE_ERR_ARG) {
+        fprintf(stderr, "hmoe: %s\n", err.msg);
+        return HMOE_EXIT_USAGE;
+    }
+    return st ? hmoe_cli_fail(&err) : HMOE_EXIT_OK;
+}
+
+enum hmoe_status hmoe_cli_decode_next(struct hmoe_ctx *ctx, struct hmoe_spec *spec, int32_t id, int pos, float *buf,
+                                      const float **logits, struct hmoe_err *err) {
+    if (spec) return hmoe_spec_decode(spec, id, pos, logits, err);
+    *logits = buf;
+    return hmoe_ctx_decode(ctx, &id, 1, pos, HMOE_LOGITS_LAST, buf, err);
+}
+
+void hmoe_cli_spec_report(const struct hmoe_spec *spec) {
+    if (!spec) return;
+    struct hmoe_spec_stats st;
+    hmoe_spec_get_stats(spec, &st);
+    fprintf(stderr,
+            "hmoe: --spec mtp: %llu steps, %llu drafted, %llu accepted (%.1f%%), %llu tokens re-run after rejections; "
+            "draft %.1f ms, verify %.1f ms, rewind %.1f ms\n",
+            (unsigned long long)st.steps, (unsigned long long)st.drafted, (unsigned long long)st.accepted,
+            st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0, (unsigned long long)st.replayed,
+            st.draft_s * 1e3, st.verify_s * 1e3, st.replay_s * 1e3);
+}

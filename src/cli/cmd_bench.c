@@ -398,6 +398,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
     int reps = INT_MIN /* not given */, n_batch = 2048, syn_layers = 0;
     const char *out_fmt = "md", *type_k = "f16", *type_v = "f16", *synthetic = NULL, *syn_out = NULL;
     bool no_warmup = false, quiet = false, verbose = false;
+    struct hmoe_cli_spec_args spa = {.draft_max = HMOE_CLI_DRAFT_MAX};
     struct hmoe_cli_model_opts go;
     hmoe_cli_model_opts_default(&go);
     const struct hmoe_opt opts[] = {
@@ -437,6 +438,7 @@ int hmoe_cmd_bench(int argc, char **argv) {
          &syn_out},
         {"--quiet", "-q", NULL, "only the results on stdout: no notes, no progress bars", HMOE_OPT_FLAG, &quiet},
         {"--verbose", "-v", NULL, "print load information", HMOE_OPT_FLAG, &verbose},
+        HMOE_CLI_SPEC_OPTS(spa),
         HMOE_CLI_GPU_OPTS(go),
         HMOE_CLI_COMPAT_OPTS(go.compat),
         {NULL, NULL, NULL, NULL, 0, NULL},
@@ -506,6 +508,20 @@ int hmoe_cmd_bench(int argc, char **argv) {
             snprintf(tmp_model, sizeof tmp_model, "%s", syn_path);
             for (size_t i = 0; i < HMOE_ARRAY_LEN(cleanup_signals); i++) signal(cleanup_signals[i], on_signal);
         }
+    }
+    if (spa.spec) {
+        if (strcmp(spa.spec, "mtp") != 0 || pr.fmt != HMOE_BENCH_MD) {
+            fprintf(stderr, "hmoe: bench --spec takes mtp and prints markdown (no -o %s)\nusage: %s\n", out_fmt, usage);
+            rc = HMOE_EXIT_USAGE;
+            goto cleanup;
+        }
+        go.n_threads = cfg.t[0];
+        go.n_ubatch = cfg.ub[0];
+        go.cache_type_k = type_k;
+        go.cache_type_v = type_v;
+        for (int i = 0; !rc && i < models.n; i++)
+            rc = hmoe_bench_spec(&go, models.v[i], cfg.p[0], cfg.n[0], spa.draft_max, reps, quiet);
+        goto cleanup;
     }
     if (npl_s.n) {
         int *npl = NULL, *npp = NULL, *ntg = NULL, n_npl = 0, n_npp = 0, n_ntg = 0;

@@ -174,6 +174,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
     int n_predict = -1;
     const char *sys = NULL;
     struct hmoe_cli_chat_args ca = {0};
+    struct hmoe_cli_spec_args spa = {.draft_max = HMOE_CLI_DRAFT_MAX};
     bool think = false, no_think = false, show_think = false, hide_think = false, drop_oldest = false,
          verbose = false;
     const struct hmoe_opt opts[] = {
@@ -196,6 +197,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
          HMOE_OPT_FLAG, &drop_oldest},
         {"--verbose", "-v", NULL, "print model and context details", HMOE_OPT_FLAG, &verbose},
         HMOE_CLI_SAMPLING_OPTS(sp, seed),
+        HMOE_CLI_SPEC_OPTS(spa),
         HMOE_CLI_MODEL_OPTS(mo),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
@@ -231,7 +233,7 @@ int hmoe_cmd_chat(int argc, char **argv) {
     s.think = show_think ? HMOE_THINK_SHOW : hide_think ? HMOE_THINK_HIDE : tty_out ? HMOE_THINK_SHOW : HMOE_THINK_HIDE;
     s.progress = !mo.quiet && hmoe_progress_stderr_is_tty();
     if ((rc = hmoe_cli_model_open(&mo, &s.model, &s.ctx))) return rc;
-    if ((rc = hmoe_cli_vocab_open(s.model, &s.vocab)) ||
+    if ((rc = hmoe_cli_spec_open(&spa, s.ctx, &s.spec)) || (rc = hmoe_cli_vocab_open(s.model, &s.vocab)) ||
         (rc = hmoe_cli_chat_format(s.vocab, hmoe_model_arch(s.model)->chat_family, &ca, &s.fmt)))
         goto done;
     if (hmoe_sampler_init(&sp, s.model->cfg.n_vocab, &s.smp, &err)) {
@@ -319,6 +321,8 @@ done:
     free(s.kv_ids);
     free(s.logits);
     hmoe_sampler_free(s.smp);
+    if (verbose) hmoe_cli_spec_report(s.spec);
+    hmoe_spec_free(s.spec);
     hmoe_chat_fmt_free(s.fmt);
     hmoe_vocab_free(s.vocab);
     hmoe_cli_ctx_report(s.ctx);

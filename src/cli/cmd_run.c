@@ -90,6 +90,7 @@ int hmoe_cmd_run(int argc, char **argv) {
     hmoe_sampler_params_default(&sp);
     const char *prompt_arg = NULL, *prompt_file = NULL;
     struct hmoe_cli_chat_args ca = {0};
+    struct hmoe_cli_spec_args spa = {.draft_max = HMOE_CLI_DRAFT_MAX};
     int n_predict = 128, n_keep = 0;
     int64_t seed = -1;
     bool chat = false, no_think = false, no_display = false, no_escape = false, escape = false, ignore_eos = false,
@@ -118,6 +119,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         {"--verbose", "-v", NULL, "print model, context and sampler details, prompt and generated ids", HMOE_OPT_FLAG,
          &verbose},
         HMOE_CLI_SAMPLING_OPTS(sp, seed),
+        HMOE_CLI_SPEC_OPTS(spa),
         HMOE_CLI_MODEL_OPTS(mo),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
@@ -162,12 +164,15 @@ int hmoe_cmd_run(int argc, char **argv) {
     struct hmoe_detok_stream ds = {0};
     int32_t *ids = NULL;
     float *logits = NULL;
+    const float *cur = NULL; /* the logits the next token is sampled from */
+    struct hmoe_spec *spec = NULL;
     int32_t *gen = NULL;
     size_t gen_cap = 0;
     bool ds_ok = false, sa_set = false;
     struct sigaction old_sa;
     rc = hmoe_cli_model_open(&mo, &model, &ctx);
     if (rc) goto done;
+    if ((rc = hmoe_cli_spec_open(&spa, ctx, &spec))) goto done; /* before the prompt: it fills the MTP block's cache */
     if ((rc = hmoe_cli_vocab_open(model, &vocab))) goto done;
     if (hmoe_sampler_init(&sp, model->cfg.n_vocab, &smp, &err)) {
         rc = hmoe_cli_fail(&err);
@@ -247,6 +252,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         }
     }
     const double t_prompt = hmoe_time_s();
+    cur = logits;
     /* As llama.cpp: --keep counts prompt tokens (-1 or more than the prompt: all of it), plus
      * the BOS token when the vocabulary adds one. */
     const int keep = (n_keep < 0 || (size_t)n_keep > n_ids ? (int)n_ids : n_keep) +
@@ -256,7 +262,7 @@ int hmoe_cmd_run(int argc, char **argv) {
     bool ctx_full = false;
     while (!sigint_count && (n_predict < 0 || n_gen < n_predict)) {
         const double ts = hmoe_time_s();
-        int32_t id = hmoe_sampler_sample(smp, logits);
+        int32_t id = hmoe_sampler_sample(smp, cur);
         sample_s += hmoe_time_s() - ts;
         n_sample++;
         if (!ignore_eos && hmoe_vocab_is_eog(vocab, id)) break;
@@ -296,7 +302,7 @@ int hmoe_cmd_run(int argc, char **argv) {
         }
         if (sigint_count) break; /* (the token just shown is not decoded) */
         const double te = hmoe_time_s();
-        if (hmoe_ctx_decode(ctx, &id, 1, n_past, HMOE_LOGITS_LAST, logits, &err)) {
+        if (hmoe_cli_decode_next(ctx, spec, id, n_past, logits, &cur, &err)) {
             rc = hmoe_cli_fail(&err);
             goto done;
         }
@@ -311,6 +317,7 @@ int hmoe_cmd_run(int argc, char **argv) {
     if ((rc = hmoe_cli_stdout_check(rc))) goto done;
     const double t_end = hmoe_time_s();
     if (verbose) print_ids("generated ids", gen, n_gen);
+    if (verbose) hmoe_cli_spec_report(spec);
     if (n_shifts) fprintf(stderr, "hmoe: context shifted %d times (--context-shift, --keep %d)\n", n_shifts, keep);
     if (ctx_full)
         fprintf(stderr, "hmoe: context full after %d tokens (-c %d); stopping. Raise -c/--ctx-size to generate more.\n",
@@ -335,6 +342,7 @@ done:
     free(wrapped);
     hmoe_sampler_free(smp);
     hmoe_vocab_free(vocab);
+    hmoe_spec_free(spec);
     hmoe_cli_ctx_report(ctx);
     hmoe_ctx_free(ctx);
     hmoe_model_free(model);

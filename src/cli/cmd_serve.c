@@ -27,6 +27,8 @@ struct loader {
     struct hmoe_chat_fmt *fmt;
     struct hmoe_model *model;
     struct hmoe_ctx *ctx;
+    const struct hmoe_cli_spec_args *spec_args;
+    struct hmoe_spec *spec;
     struct hmoe_vocab *vocab;
     int rc;
     pthread_t main_thread;
@@ -37,6 +39,8 @@ static void *load_model(void *arg) {
     struct loader *l = arg;
     struct hmoe_err err = {0};
     l->rc = hmoe_cli_model_open(l->mo, &l->model, &l->ctx);
+    if (!l->rc) l->rc = hmoe_cli_spec_open(l->spec_args, l->ctx, &l->spec);
+    if (!l->rc) hmoe_server_set_spec(l->srv, l->spec);
     if (!l->rc) l->rc = hmoe_cli_vocab_open(l->model, &l->vocab);
     if (!l->rc) l->rc = hmoe_cli_chat_format(l->vocab, hmoe_model_arch(l->model)->chat_family, l->chat_args, &l->fmt);
     if (!l->rc && hmoe_server_set_model(l->srv, l->model, l->ctx, l->vocab, l->fmt, l->mo->model_path, &err))
@@ -83,6 +87,7 @@ int hmoe_cmd_serve(int argc, char **argv) {
     hmoe_server_params_default(&sp);
     const char *key_file = NULL;
     struct hmoe_cli_chat_args ca = {0};
+    struct hmoe_cli_spec_args spa = {.draft_max = HMOE_CLI_DRAFT_MAX};
     int64_t seed = -1;
     int max_body_mib = 16;
     const struct hmoe_opt opts[] = {
@@ -108,6 +113,7 @@ int hmoe_cmd_serve(int argc, char **argv) {
         {"--n-predict", "-n", "N", "default max tokens per request (default -1 = until the context is full)",
          HMOE_OPT_INT, &sp.n_predict},
         HMOE_CLI_SAMPLING_OPTS(sp.sampling, seed),
+        HMOE_CLI_SPEC_OPTS(spa),
         HMOE_CLI_MODEL_OPTS(mo),
         {NULL, NULL, NULL, NULL, 0, NULL},
     };
@@ -166,7 +172,7 @@ int hmoe_cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "hmoe serve: server is listening on http://%s%s%s:%d (loading %s)\n", strchr(sp.host, ':') ? "[" : "",
             sp.host, strchr(sp.host, ':') ? "]" : "", hmoe_server_port(srv), mo.model_path);
-    struct loader l = {.mo = &mo, .srv = srv, .chat_args = &ca, .main_thread = pthread_self()};
+    struct loader l = {.mo = &mo, .srv = srv, .chat_args = &ca, .spec_args = &spa, .main_thread = pthread_self()};
     pthread_t loader;
     if (pthread_create(&loader, NULL, load_model, &l)) {
         fprintf(stderr, "hmoe: cannot start the model loading thread\n");
@@ -183,6 +189,7 @@ int hmoe_cmd_serve(int argc, char **argv) {
     hmoe_server_free(srv);
     hmoe_chat_fmt_free(l.fmt);
     hmoe_vocab_free(l.vocab);
+    hmoe_spec_free(l.spec);
     hmoe_ctx_free(l.ctx);
     hmoe_model_free(l.model);
     free(key);

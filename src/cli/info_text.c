@@ -136,7 +136,7 @@ void hmoe_info_print_text(FILE *f, const struct hmoe_gguf *g, const struct hmoe_
                 s->type_bytes[t], share);
     }
     if (s->n_mtp)
-        fprintf(f, "\n%-16s %u (blk.%u.*, %s): loaded but not run; hmoe does not decode speculatively\n",
+        fprintf(f, "\n%-16s %u (blk.%u.*, %s): run only to draft tokens with --spec mtp\n",
                 "mtp blocks", s->n_mtp, s->n_layer - s->n_mtp, human(s->mtp_bytes, b1, sizeof b1));
     if (!s->is_moe) return;
 

@@ -32,6 +32,17 @@ void hmoe_model_logits(struct hmoe_ctx *c, enum hmoe_logits which, int n, float 
     const struct hmoe_model_weights *w = &c->m->w;
     struct hmoe_run_state *rs = &c->rs;
     const size_t d = (size_t)cfg->n_embd;
+    if (c->keep_hidden && !c->batch) {
+        /* Every row's final norm is kept (the MTP block reads them); the head runs on the
+         * wanted rows. */
+        hmoe_model_add_rmsnorm(c, rs->x, rs->out, rs->xn, w->output_norm, n);
+        memcpy(c->keep_hidden, rs->xn, (size_t)n * d * sizeof(float));
+        if (which == HMOE_LOGITS_NONE) return;
+        const int t1 = which == HMOE_LOGITS_ALL ? 0 : n - 1;
+        const struct hmoe_mm_job head = {&w->output, logits, (size_t)cfg->n_vocab, NULL};
+        hmoe_model_matmul(c, &head, 1, rs->xn + (size_t)t1 * d, d, n - t1);
+        return;
+    }
     if (which == HMOE_LOGITS_NONE) return;
     int t0 = which == HMOE_LOGITS_ALL ? 0 : n - 1, rows = n - t0;
     if (c->batch) {

@@ -15,6 +15,7 @@
 #include "hmoe/cpu.h"
 #include "hmoe/cuda.h"
 #include "model/gpu_impl.h"
+#include "model/mtp_impl.h"
 #include "model/recurrent_impl.h"
 
 void hmoe_ctx_params_default(struct hmoe_ctx_params *p) {
@@ -122,6 +123,7 @@ static void free_seqs(struct hmoe_ctx *c) {
 
 void hmoe_ctx_free(struct hmoe_ctx *c) {
     if (!c) return;
+    hmoe_mtp_free(c->mtp);
     hmoe_gpu_free(c->gpu, c->m->cfg.n_layer);
     free_seqs(c);
     free_run_state(&c->rs, c->m->cfg.n_layer);
@@ -150,6 +152,7 @@ static size_t max_act_row_bytes(const struct hmoe_model *m) {
         ACT(L->ffn_down);
         ACT(L->latent_down);
         ACT(L->latent_up);
+        ACT(L->nextn.eh_proj); /* an MTP block's view (mtp.c) */
     }
 #undef ACT
     return mx;
@@ -448,8 +451,15 @@ size_t hmoe_ctx_state_bytes(const struct hmoe_ctx *c) { return hmoe_rec_state_by
 
 enum hmoe_status hmoe_ctx_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,
                                   float *logits, struct hmoe_err *err) {
-    return c->gpu ? hmoe_gpu_forward(c, ids, n, pos0, which, logits, err)
-                  : c->m->cfg.arch_entry->forward_cpu(c, ids, n, pos0, which, logits, err);
+    if (c->mtp) {
+        /* The MTP block's entries of the positions this pass confirms (mtp_impl.h). */
+        enum hmoe_status st = hmoe_mtp_sync(c, ids[0], pos0, err);
+        if (st) return st;
+    }
+    enum hmoe_status st = c->gpu ? hmoe_gpu_forward(c, ids, n, pos0, which, logits, err)
+                                 : c->m->cfg.arch_entry->forward_cpu(c, ids, n, pos0, which, logits, err);
+    if (!st && c->mtp) hmoe_mtp_kept(c, c->batch ? 0 : n, pos0); /* a batched pass keeps no hidden states */
+    return st;
 }
 
 enum hmoe_status hmoe_ctx_decode(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0, enum hmoe_logits which,

@@ -280,6 +280,18 @@ static enum hmoe_status head(struct hmoe_ctx *c, int64_t t0, int64_t rows, struc
     return dense(g, &g->out, rows, &a, g->logits, V, NULL, err);
 }
 
+/* --spec mtp (model_impl.h keep_hidden): every row's final normed hidden state to the host,
+ * for the MTP block (which runs on the CPU). */
+static enum hmoe_status keep_hidden(struct hmoe_ctx *c, int64_t n, struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    const int64_t d = c->m->cfg.n_embd;
+    struct hmoe_cuda_rmsnorm_args nf = {.x = g->x, .x_stride = d, .w = g->out_norm, .eps = c->m->cfg.rms_eps,
+                                        .nrows = n, .n = d, .out_f32 = g->hf, .out_q8_1 = g->hq};
+    TRY(hmoe_cuda_rmsnorm(&nf, g->stream, err));
+    TRY(hmoe_cuda_memcpy_async(c->keep_hidden, g->hf, (size_t)(n * d) * 4, g->stream, err));
+    return hmoe_cuda_sync(g->cu, err);
+}
+
 /* Every operation of a single-token step, on g->stream (captured once into the graph). */
 static enum hmoe_status decode_step(struct hmoe_ctx *c, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
@@ -346,6 +358,7 @@ static enum hmoe_status forward_decode(struct hmoe_ctx *c, int32_t id, int pos, 
     }
     if (g->hyb) TRY(hmoe_sched_hybrid_after_step(g->hyb, g->stream, err));
     if (which != HMOE_LOGITS_NONE) memcpy(logits, g->logits_host, (size_t)c->m->cfg.n_vocab * sizeof(float));
+    if (c->keep_hidden) TRY(keep_hidden(c, 1, err)); /* x holds the step's final residual */
     return HMOE_OK;
 }
 
@@ -363,6 +376,7 @@ enum hmoe_status hmoe_gpu_forward(struct hmoe_ctx *c, const int32_t *ids, int n,
     TRY(hmoe_cuda_memcpy_async(g->x, g->emb_host, (size_t)n * (size_t)d * 4, g->stream, err));
     TRY(hmoe_cuda_memcpy_async(g->step, g->step_host, (size_t)(2 + n) * sizeof(int32_t), g->stream, err));
     for (int il = 0; il < cfg->n_layer; il++) TRY(cfg->arch_entry->gpu->layer(c, il, n, false, err));
+    if (c->keep_hidden) TRY(keep_hidden(c, n, err));
 
     if (which == HMOE_LOGITS_NONE) {
         prof_collect(g, n);

@@ -69,6 +69,9 @@ struct hmoe_ctx {
     size_t kv_bytes;           /* whole cache */
     struct hmoe_run_state rs;
     struct hmoe_gpu *gpu;      /* GPU backend state (gpu_impl.h), NULL on the CPU */
+    struct hmoe_mtp *mtp;      /* the MTP block drafting for speculative decoding (mtp_impl.h), or NULL */
+    float *keep_hidden;        /* non-NULL: hmoe_model_logits keeps every row's final normed hidden state
+                                  here ([n_ub][d], the MTP block's input) */
 };
 
 /* config.c */

@@ -266,7 +266,7 @@ enum hmoe_status hmoe_model_load_gguf(struct hmoe_gguf *g, const struct hmoe_mod
         return st;
     }
     if (md->cfg.n_nextn > 0)
-        HMOE_INFO("%s: %d MTP block(s) (blk.%d.*) present and ignored: hmoe does not decode speculatively",
+        HMOE_INFO("%s: %d MTP block(s) (blk.%d.*) present: run only to draft tokens with --spec mtp",
                   g->path, md->cfg.n_nextn, md->cfg.n_layer);
     *out = md;
     return HMOE_OK;

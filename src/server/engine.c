@@ -337,7 +337,14 @@ static void step(struct hmoe_server *s) {
     s->rr = (s->rr + 1) % n_slots;
     if (n_sh == 0) return;
     struct hmoe_err err = {0};
-    const enum hmoe_status st = hmoe_ctx_decode_batch(s->ctx, sh, n_sh, s->logits, &err);
+    enum hmoe_status st;
+    const float *rows = s->logits;
+    if (s->spec) /* one slot: its next token through the drafts (model.h hmoe_spec_decode); a prompt chunk as
+                    one decode, which keeps the MTP block's cache in step */
+        st = who[0]->gen ? hmoe_spec_decode(s->spec, sh[0].ids[0], sh[0].pos0, &rows, &err)
+                         : hmoe_ctx_decode(s->ctx, sh[0].ids, sh[0].n, sh[0].pos0,
+                                           sh[0].logits ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE, s->logits, &err);
+    else st = hmoe_ctx_decode_batch(s->ctx, sh, n_sh, s->logits, &err);
     for (int i = 0; i < n_sh; i++) {
         struct srv_slot *sl = who[i];
         if (st) {
@@ -350,10 +357,10 @@ static void step(struct hmoe_server *s) {
         sl->n_kv = sh[i].pos0 + sh[i].n;
         if (!sl->gen) {
             sl->pos += sh[i].n;
-            if (sl->share >= 0) slot_prompt_done(s, sl, s->logits + (size_t)sl->share * V);
+            if (sl->share >= 0) slot_prompt_done(s, sl, rows + (size_t)sl->share * V);
         } else {
             atomic_fetch_add(&s->m.n_decode, 1);
-            slot_sample(s, sl, s->logits + (size_t)sl->share * V);
+            slot_sample(s, sl, rows + (size_t)sl->share * V);
         }
     }
 }

@@ -80,6 +80,8 @@ enum hmoe_status hmoe_server_start(const struct hmoe_server_params *p, struct hm
 
 int hmoe_server_port(const struct hmoe_server *s) { return s->port; }
 
+void hmoe_server_set_spec(struct hmoe_server *s, struct hmoe_spec *spec) { s->spec = spec; }
+
 enum hmoe_status hmoe_server_set_model(struct hmoe_server *s, const struct hmoe_model *model, struct hmoe_ctx *ctx,
                                        const struct hmoe_vocab *vocab, const struct hmoe_chat_fmt *fmt,
                                        const char *model_path, struct hmoe_err *err) {

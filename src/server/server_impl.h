@@ -111,6 +111,7 @@ struct hmoe_server {
     /* the model, set once by hmoe_server_set_model */
     const struct hmoe_model *model;
     struct hmoe_ctx *ctx;
+    struct hmoe_spec *spec;          /* --spec mtp (one slot), or NULL */
     const struct hmoe_vocab *vocab;
     const struct hmoe_chat_fmt *fmt; /* the model's chat format: its Jinja template or a built-in one */
     char *model_path, *model_name;

@@ -30,7 +30,7 @@ static const struct hmoe_synth_preset presets[] = {
      .n_ctx = 262144, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .full_attn_interval = 4, .n_ff_shexp = 512,
      .n_rot = 64, .rope_sections = {11, 11, 10, 0}, .ssm_conv_kernel = 4, .ssm_state_size = 128,
      .ssm_group_count = 16, .ssm_time_step_rank = 32},
-    /* The same structure, small, with one MTP block (loaded and ignored): for tests. */
+    /* The same structure, small, with one MTP block (the drafter of --spec mtp): for tests. */
     {.name = "qwen35-tiny", .arch = &hmoe_synth_arch_qwen35moe, .n_layer = 4, .n_embd = 256, .n_head = 4,
      .n_head_kv = 2, .head_dim = 64, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .n_vocab = 2048,
      .n_ctx = 4096, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .n_nextn = 1, .full_attn_interval = 4,

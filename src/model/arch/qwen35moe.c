@@ -96,6 +96,7 @@ const struct hmoe_arch hmoe_arch_qwen35moe = {
     .forward_cpu = hmoe_qwen35moe_forward,
     .rec_dims = hmoe_qwen35_rec_dims,
     .gpu = &qwen35moe_gpu,
+    .mtp = &hmoe_qwen35_mtp,
     .moe = {.gating = HMOE_MOE_SOFTMAX, .act = HMOE_MOE_SWIGLU, .shared_expert = true},
     .chat_family = HMOE_CHAT_TEMPLATE_QWEN35,
     .tokenizer_pre = "qwen35",

@@ -108,7 +108,7 @@ void hmoe_qwen35_deltanet(struct hmoe_ctx *c, int il, int n) {
 }
 
 /* Routed experts + sigmoid-gated shared expert of the normed rs->xn into rs->out (§7). */
-static enum hmoe_status ffn(struct hmoe_ctx *c, const struct hmoe_layer_weights *L, int n, struct hmoe_err *err) {
+enum hmoe_status hmoe_qwen35_ffn(struct hmoe_ctx *c, const struct hmoe_layer_weights *L, int n, struct hmoe_err *err) {
     const struct hmoe_model_config *cfg = &c->m->cfg;
     struct hmoe_run_state *rs = &c->rs;
     struct hmoe_rec_state *r = rs->rec;
@@ -151,7 +151,7 @@ enum hmoe_status hmoe_qwen35moe_forward(struct hmoe_ctx *c, const int32_t *ids, 
         else hmoe_model_gated_attention(c, il, n);
         /* post_attention_norm, the pre-FFN norm (trap 4). */
         hmoe_model_add_rmsnorm(c, rs->x, rs->out, rs->xn, L->ffn_norm, n);
-        enum hmoe_status st = ffn(c, L, n, err);
+        enum hmoe_status st = hmoe_qwen35_ffn(c, L, n, err);
         if (st) return st;
     }
 

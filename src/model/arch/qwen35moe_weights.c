@@ -2,7 +2,8 @@
  * attention set on every full_attention_interval-th layer, the Gated DeltaNet set on the
  * others, and on every layer the routed experts (split or fused gate/up, §4.6) plus the
  * gated shared expert. Shapes come from the config; a wrong one is named with what the
- * architecture needs (weights.c helpers). MTP blocks (blk.n_layer..) are never bound.
+ * architecture needs (weights.c helpers). MTP blocks (blk.n_layer..) are bound only for
+ * speculative decoding (qwen35moe_mtp.c).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -109,6 +110,20 @@ static enum hmoe_status bind_gdn(struct hmoe_model *md, int il, struct hmoe_gdn_
         (st = hmoe_model_bind_mat(md, NAME("ssm_out.weight"), (int64_t[]){value_dim, d}, 2, &G->out, err)))
         return st;
     return HMOE_OK;
+}
+
+enum hmoe_status hmoe_qwen35_bind_attn_ffn(struct hmoe_model *md, int il, struct hmoe_layer_weights *L,
+                                           struct hmoe_err *err) {
+    const int64_t d = md->cfg.n_embd;
+    char name[96];
+    enum hmoe_status st;
+    L->recurrent = false;
+    if ((st = hmoe_model_bind_vec(md, NAME("attn_norm.weight"), d, true, &L->attn_norm, err)) ||
+        (st = bind_attention(md, il, L, err)) ||
+        (st = hmoe_model_bind_vec(md, NAME("post_attention_norm.weight"), d, true, &L->ffn_norm, err)) ||
+        (st = bind_experts(md, il, L, err)))
+        return st;
+    return bind_shexp(md, il, &L->shexp, err);
 }
 
 enum hmoe_status hmoe_qwen35_bind_layer(struct hmoe_model *md, int il, struct hmoe_err *err) {
