@@ -64,26 +64,27 @@ enum { N_STEPS = sizeof g_steps / sizeof g_steps[0], MAX_ROWS = N_STEPS * N_SEQ 
 
 static int32_t tok_of(int stream, int i, int V) { return (int32_t)((i * 37 + stream * 101 + 5) % V); }
 
-/* The schedule on a 4-sequence context (batched) and on one solo context per slot (each share
- * through hmoe_ctx_decode, a restart from position 0); the logits rows side by side. */
+/* The schedule on a 4-sequence context (batched), then each slot's shares replayed in order on
+ * a one-sequence context (each share through hmoe_ctx_decode; a restart from position 0): the
+ * logits rows side by side. One context is open at a time. */
 static void run_schedule(const struct hmoe_model *m, const struct place *pl, int n_ubatch, const char *model_name) {
     const int V = m->cfg.n_vocab;
     char name[300];
     snprintf(name, sizeof name, "gpu batch %s [%s, ubatch %d]: batched steps vs each sequence alone", model_name,
              pl->name, n_ubatch);
     struct hmoe_err err = {0};
-    struct hmoe_ctx *c = NULL, *solo[N_SEQ] = {0};
+    struct hmoe_ctx *c = NULL;
     struct hmoe_ctx_params cp = params(pl, N_SEQ, n_ubatch), sp = params(pl, 1, 512);
     enum hmoe_status st = hmoe_ctx_init(m, &cp, &c, &err);
+    const char *stage = st ? "4-sequence context" : "";
     if (!st && strcmp(hmoe_ctx_backend(c), pl->backend))
         st = HMOE_RAISE(&err, HMOE_ERR_INTERNAL, "backend %s, want %s", hmoe_ctx_backend(c), pl->backend);
-    for (int q = 0; q < N_SEQ && !st; q++) st = hmoe_ctx_init(m, &sp, &solo[q], &err);
     float *got = malloc((size_t)MAX_ROWS * V * sizeof *got), *ref = malloc((size_t)MAX_ROWS * V * sizeof *ref);
-    int32_t ids[N_SEQ][MAX_HIST];
+    static int32_t ids[MAX_ROWS][MAX_HIST]; /* each share's history up to its end */
+    struct hmoe_seq_tokens all[MAX_ROWS];    /* every share in step order */
     int n_past[N_SEQ] = {0}, stream[N_SEQ] = {0, 1, 2, 3}, rows = 0;
     for (int s = 0; s < N_STEPS && !st; s++) {
-        struct hmoe_seq_tokens sh[N_SEQ];
-        int n_sh = 0;
+        const int r0 = rows;
         for (int q = 0; q < N_SEQ; q++) {
             const int add = g_steps[s].add[q];
             if (g_steps[s].restart[q]) {
@@ -91,18 +92,30 @@ static void run_schedule(const struct hmoe_model *m, const struct place *pl, int
                 stream[q] += N_SEQ;
             }
             if (!add) continue;
-            for (int i = 0; i < add; i++) ids[q][n_past[q] + i] = tok_of(stream[q], n_past[q] + i, V);
-            sh[n_sh++] = (struct hmoe_seq_tokens){.seq = q, .ids = ids[q] + n_past[q], .n = add, .pos0 = n_past[q],
-                                                  .logits = true};
+            for (int i = 0; i < n_past[q] + add; i++) ids[rows][i] = tok_of(stream[q], i, V);
+            all[rows] = (struct hmoe_seq_tokens){.seq = q, .ids = ids[rows] + n_past[q], .n = add, .pos0 = n_past[q],
+                                                 .logits = true};
+            rows++;
+            n_past[q] += add;
         }
-        st = hmoe_ctx_decode_batch(c, sh, n_sh, got + (size_t)rows * V, &err);
-        for (int i = 0; i < n_sh && !st; i++) {
-            const struct hmoe_seq_tokens *t = &sh[i];
-            st = hmoe_ctx_decode(solo[t->seq], t->ids, t->n, t->pos0, HMOE_LOGITS_LAST, ref + (size_t)(rows + i) * V,
-                                 &err);
-            n_past[t->seq] = t->pos0 + t->n;
-        }
-        rows += n_sh;
+        st = hmoe_ctx_decode_batch(c, all + r0, rows - r0, got + (size_t)r0 * V, &err);
+        if (st) stage = "batched step";
+    }
+    bool pos_ok = !st; /* the positions each sequence ended at */
+    for (int q = 0; q < N_SEQ && pos_ok; q++) {
+        pos_ok = !hmoe_ctx_use_seq(c, q, &err) && hmoe_ctx_n_past(c) == n_past[q];
+    }
+    hmoe_ctx_free(c);
+    for (int q = 0; q < N_SEQ && !st; q++) {
+        struct hmoe_ctx *solo = NULL;
+        st = hmoe_ctx_init(m, &sp, &solo, &err);
+        if (st) stage = "one-sequence context";
+        for (int r = 0; r < rows && !st; r++)
+            if (all[r].seq == q)
+                st = hmoe_ctx_decode(solo, all[r].ids, all[r].n, all[r].pos0, HMOE_LOGITS_LAST, ref + (size_t)r * V,
+                                     &err);
+        if (st && !*stage) stage = "sequence alone";
+        hmoe_ctx_free(solo);
     }
     double wcos = 1, sq_d = 0, sq_r = 0;
     int top = 0;
@@ -115,20 +128,12 @@ static void run_schedule(const struct hmoe_model *m, const struct place *pl, int
     }
     const double rr = sq_r > 0 ? sqrt(sq_d / sq_r) : 1.0;
     t_check(!st && rows > 0 && wcos >= 0.999 && rr <= 0.03 && top >= 0.9 * rows, name,
-            "%s rows %d, min cosine %.6f, rel RMS %.4f, top-1 %d/%d", st ? err.msg : "", rows, wcos, rr, top, rows);
-    /* the positions each sequence ended at */
-    bool pos_ok = !st;
-    for (int q = 0; q < N_SEQ && pos_ok; q++) {
-        hmoe_ctx_use_seq(c, q, &err);
-        pos_ok = hmoe_ctx_n_past(c) == n_past[q];
-    }
+            "%s%s%s rows %d, min cosine %.6f, rel RMS %.4f, top-1 %d/%d", stage, *stage ? ": " : "", st ? err.msg : "", rows, wcos, rr, top, rows);
     snprintf(name, sizeof name, "gpu batch %s [%s, ubatch %d]: each sequence's cached positions", model_name, pl->name,
              n_ubatch);
     t_check(pos_ok, name, "%s", err.msg);
     free(got);
     free(ref);
-    for (int q = 0; q < N_SEQ; q++) hmoe_ctx_free(solo[q]);
-    hmoe_ctx_free(c);
 }
 
 static void all_placements(const struct hmoe_model *m, const char *model_name) {
