@@ -9,8 +9,8 @@
  * qwen3moe fixture (fixtures/models) and the synth gpt-oss-tiny (sliding window, sinks, biases);
  * placements: all experts on the GPU, --n-cpu-moe 2 (RAM layers with cache slots), --cpu-moe
  * (every expert a miss, read by CPU threads). Also: --gpu auto with 4 sequences picks the GPU,
- * and an architecture with recurrent state stays refused with --gpu on. Without a CUDA device
- * it prints one "skipped" line.
+ * and an architecture with recurrent state stays refused with --gpu on. One context is open at a
+ * time. Without a CUDA device it prints one "skipped" line.
  */
 #include <unistd.h>
 
@@ -128,7 +128,8 @@ static void run_schedule(const struct hmoe_model *m, const struct place *pl, int
     }
     const double rr = sq_r > 0 ? sqrt(sq_d / sq_r) : 1.0;
     t_check(!st && rows > 0 && wcos >= 0.999 && rr <= 0.03 && top >= 0.9 * rows, name,
-            "%s%s%s rows %d, min cosine %.6f, rel RMS %.4f, top-1 %d/%d", stage, *stage ? ": " : "", st ? err.msg : "", rows, wcos, rr, top, rows);
+            "%s%s%s rows %d, min cosine %.6f, rel RMS %.4f, top-1 %d/%d", stage, *stage ? ": " : "",
+            st ? err.msg : "", rows, wcos, rr, top, rows);
     snprintf(name, sizeof name, "gpu batch %s [%s, ubatch %d]: each sequence's cached positions", model_name, pl->name,
              n_ubatch);
     t_check(pos_ok, name, "%s", err.msg);

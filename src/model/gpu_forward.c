@@ -6,7 +6,9 @@
  * number and expert ids live in device memory) and replayed: one launch and one device->host
  * copy of the logits per token. Micro-batches run eagerly: dense products through cuBLAS or the
  * int8 tensor-core GEMM, experts grouped by expert (plan + grouped GEMM + combine). Layers whose
- * experts live in RAM hand their MoE to the hybrid scheduler (sched.h).
+ * experts live in RAM hand their MoE to the hybrid scheduler (sched.h). Each sequence of a
+ * context has its own KV region and decode graph; a batched step of several sequences
+ * (hmoe_gpu_forward_batch) runs eagerly with attention per sequence.
  */
 #include <math.h>
 #include <stdlib.h>
