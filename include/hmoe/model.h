@@ -232,8 +232,9 @@ struct hmoe_ctx;
 /* Allocate the run state and the KV cache for `m` (which must outlive the context). One
  * pool holds the KV cache of every sequence: sequence s owns the positions of a cache of
  * n_ctx / n_seq positions carved from it (a fixed split, as llama-server without
- * --kv-unified). With the GPU backend a context holds one sequence: n_seq > 1 with --gpu on
- * is HMOE_ERR_UNSUPPORTED, with --gpu auto it runs on the CPU (with a note). */
+ * --kv-unified); the GPU backend splits its VRAM KV cache the same way. An architecture with
+ * recurrent state (qwen35moe, nemotron) is kept on the GPU for one sequence: n_seq > 1 with
+ * --gpu on is HMOE_ERR_UNSUPPORTED, with --gpu auto it runs on the CPU (with a note). */
 enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx_params *p, struct hmoe_ctx **out,
                                struct hmoe_err *err);
 void hmoe_ctx_free(struct hmoe_ctx *c);
@@ -279,7 +280,8 @@ struct hmoe_seq_tokens {
  * A sequence's decode token and another's prefill chunk mix freely; a share longer than
  * the room left in a micro-batch continues in the next. logits_out gets n_vocab floats
  * per share with logits, in the order of `seqs`. The selected sequence (hmoe_ctx_use_seq)
- * is unchanged. The GPU backend (one sequence) runs the share through hmoe_ctx_decode. */
+ * is unchanged. On the GPU a single share goes through hmoe_ctx_decode on its sequence (a
+ * decode token replays that sequence's graph); several shares are one eager step. */
 enum hmoe_status hmoe_ctx_decode_batch(struct hmoe_ctx *c, const struct hmoe_seq_tokens *seqs, int n_seqs,
                                        float *logits_out, struct hmoe_err *err);
 const struct hmoe_ctx_params *hmoe_ctx_get_params(const struct hmoe_ctx *c);

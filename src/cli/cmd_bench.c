@@ -72,7 +72,8 @@ static const char *bench_help =
     "expert MiB/step (expert_mib_per_step: the experts read per decode step, each once for all rows),\n"
     "per-pair MiB (pair_mib_per_step: one read per (token, expert)), sharing (expert_sharing: their ratio),\n"
     "RAM GB/s and roofline (ram_gbps, roofline_pct: dense weights + distinct experts + KV per step x steps/s\n"
-    "against ram_read_gbps). The sequences run on the CPU (the GPU backend holds one sequence).\n";
+    "against ram_read_gbps). The sequences run on the backend --gpu picks (on the GPU: every layer's products on\n"
+    "all rows, attention per sequence; architectures with recurrent state on the CPU).\n";
 
 /* Comma lists from repeatable options ("-p 128,512 -p 1024") into a malloc'd int array. */
 static int parse_list(const char *flag, const struct hmoe_opt_strs *s, int dflt, int min, int **out, int *n) {

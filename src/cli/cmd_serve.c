@@ -70,7 +70,7 @@ static void print_tolerated(const struct hmoe_cli_compat *c, bool parse_reasonin
         fprintf(stderr, "hmoe serve: -np %s: %d slot%s stepped together, -c split evenly between them%s; further "
                         "requests wait in the FIFO queue (--queue)\n",
                 c->parallel, c->n_parallel > 1 ? c->n_parallel : 1, c->n_parallel > 1 ? "s" : "",
-                c->n_parallel > 1 ? " (on the CPU: the GPU backend holds one sequence)" : "");
+                c->n_parallel > 1 ? " (architectures with recurrent state: on the CPU)" : "");
     if (c->metrics) fprintf(stderr, "hmoe serve: --metrics: GET /metrics (always served)\n");
     if (c->cache_reuse)
         fprintf(stderr, "hmoe serve: --cache-reuse %s: the prompt cache reuses the longest common prefix of the last "

@@ -156,10 +156,16 @@ static enum hmoe_status check_share(const struct hmoe_ctx *c, const struct hmoe_
     return HMOE_OK;
 }
 
-/* The GPU backend holds one sequence: its share goes through hmoe_ctx_decode. */
+/* One share on the GPU goes through hmoe_ctx_decode on its sequence: a decode token takes that
+ * sequence's captured graph. */
 static enum hmoe_status decode_one(struct hmoe_ctx *c, const struct hmoe_seq_tokens *t, float *logits,
                                    struct hmoe_err *err) {
-    return hmoe_ctx_decode(c, t->ids, t->n, t->pos0, t->logits ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE, logits, err);
+    const int cur = c->cur_seq;
+    enum hmoe_status st = hmoe_ctx_use_seq(c, t->seq, err);
+    if (!st)
+        st = hmoe_ctx_decode(c, t->ids, t->n, t->pos0, t->logits ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE, logits, err);
+    enum hmoe_status st2 = hmoe_ctx_use_seq(c, cur, st ? NULL : err);
+    return st ? st : st2;
 }
 
 enum hmoe_status hmoe_ctx_decode_batch(struct hmoe_ctx *c, const struct hmoe_seq_tokens *seqs, int n_seqs,
@@ -178,7 +184,7 @@ enum hmoe_status hmoe_ctx_decode_batch(struct hmoe_ctx *c, const struct hmoe_seq
     }
     if (n_logits && !logits_out)
         return HMOE_RAISE(err, HMOE_ERR_ARG, "batch: logits requested but no output buffer given");
-    if (c->gpu) return decode_one(c, &seqs[0], logits_out, err); /* n_seq is 1 on the GPU */
+    if (c->gpu && n_seqs == 1) return decode_one(c, &seqs[0], logits_out, err);
 
     /* Every sequence rewound to its pos0 and its recurrent state replayed up to it (each alone,
      * as hmoe_ctx_decode would), then the shares' rows stepped together. */
@@ -215,7 +221,9 @@ enum hmoe_status hmoe_ctx_decode_batch(struct hmoe_ctx *c, const struct hmoe_seq
             n_want += sg->logits;
         }
         c->batch = &br;
-        st = c->m->cfg.arch_entry->forward_cpu(c, ids, rows, 0, n_want ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE, lo, err);
+        st = c->gpu ? hmoe_gpu_forward_batch(c, ids, rows, lo, err)
+                    : c->m->cfg.arch_entry->forward_cpu(c, ids, rows, 0, n_want ? HMOE_LOGITS_LAST : HMOE_LOGITS_NONE,
+                                                        lo, err);
         c->batch = NULL;
         if (st) break;
         lo += (size_t)n_want * V;

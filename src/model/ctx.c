@@ -300,13 +300,16 @@ enum hmoe_status hmoe_ctx_init(const struct hmoe_model *m, const struct hmoe_ctx
                           "of all -np sequences)",
                           p.n_ctx, p.n_seq);
     p.n_ctx /= p.n_seq; /* from here on: one sequence's capacity */
-    if (p.n_seq > 1 && p.gpu != HMOE_GPU_OFF) {
+    /* The GPU backend holds several sequences' KV caches; recurrent state (Gated DeltaNet,
+     * Mamba-2) it keeps for one sequence only. */
+    if (p.n_seq > 1 && p.gpu != HMOE_GPU_OFF && cfg->arch_entry->rec_dims) {
         if (p.gpu == HMOE_GPU_ON)
             return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                              "--gpu on with %d parallel sequences: the GPU backend holds one sequence; use -np 1 or "
-                              "--gpu off",
-                              p.n_seq);
-        HMOE_INFO("%d parallel sequences run on the CPU (the GPU backend holds one sequence)", p.n_seq);
+                              "--gpu on with %d parallel sequences: the GPU backend holds the recurrent state of one "
+                              "sequence of %s; use -np 1 or --gpu off",
+                              p.n_seq, cfg->arch);
+        HMOE_INFO("%d parallel sequences of %s run on the CPU (the GPU backend holds one sequence's recurrent state)",
+                  p.n_seq, cfg->arch);
         p.gpu = HMOE_GPU_OFF;
     }
     /* As llama.cpp: a context past what the model was trained for is allowed with a warning

@@ -6,7 +6,9 @@
  * number and expert ids live in device memory) and replayed: one launch and one device->host
  * copy of the logits per token. Micro-batches run eagerly: dense products through cuBLAS or the
  * int8 tensor-core GEMM, experts grouped by expert (plan + grouped GEMM + combine). Layers whose
- * experts live in RAM hand their MoE to the hybrid scheduler (sched.h).
+ * experts live in RAM hand their MoE to the hybrid scheduler (sched.h). Each sequence of a
+ * context has its own KV region and decode graph; a batched step of several sequences
+ * (hmoe_gpu_forward_batch) runs eagerly with attention per sequence.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -189,24 +191,49 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     }
     if (L->qkv_bias) TRY(hmoe_cuda_add_bias(g->qkv, nqkv, L->qkv_bias, n, nqkv, s, err));
     prof(g, P_ROPE);
+    const struct hmoe_cuda_kv kv = hmoe_gpu_kv_view(g, L, c->cur_seq);
     struct hmoe_cuda_qkv_args qa = {.q = g->qkv, .k = g->qkv + nq, .v = g->qkv + nq + nk, .q_stride = nqkv,
                                     .kv_stride = nqkv, .ntok = n, .n_head = (int)H, .n_head_kv = (int)Hkv,
                                     .head_dim = (int)D, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = cfg->rms_eps,
-                                    .pos = d_pos, .rope = rope_params(cfg), .kv = L->kv};
+                                    .pos = d_pos, .rope = rope_params(cfg), .kv = kv};
     const float scale = 1.0f / sqrtf((float)D);
     const bool wo_float = !hmoe_type_info[L->wo.type].is_quantized;
     const size_t qo = hmoe_cuda_q8_1_row_bytes(no);
     /* fused: QK-norm, RoPE and the KV store inside the attention launch */
-    if (!fused) TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
+    if (!fused && !c->batch) TRY(hmoe_cuda_qk_norm_rope_store(&qa, s, err));
     prof(g, P_ATTN);
-    if (fused) {
+    if (c->batch) {
+        /* Rows of several sequences: QK-norm + RoPE + store and attention per segment over its
+         * sequence's KV (the single-token kernel for a decode row, the prefill kernel for a
+         * chunk), f32 out; then the forms the o projection reads, for all rows at once. */
+        for (int i = 0; i < c->batch->n_seg; i++) {
+            const struct hmoe_batch_seg *sg = &c->batch->seg[i];
+            const int64_t r0 = sg->row0;
+            struct hmoe_cuda_qkv_args sa = qa;
+            sa.kv = hmoe_gpu_kv_view(g, L, sg->seq);
+            sa.q = g->qkv + r0 * nqkv;
+            sa.k = sa.q + nq;
+            sa.v = sa.q + nq + nk;
+            sa.ntok = sg->n;
+            sa.pos = d_pos + r0;
+            TRY(hmoe_cuda_qk_norm_rope_store(&sa, s, err));
+            if (sg->n == 1)
+                TRY(hmoe_cuda_attn_decode(sa.q, &sa.kv, sa.pos, (int)H, scale, 0, g->attn_scratch, g->o + r0 * no,
+                                          NULL, s, err));
+            else
+                TRY(hmoe_cuda_attn_prefill(sa.q, nqkv, sg->n, sa.pos, &sa.kv, (int)H, scale, g->o + r0 * no, NULL, no,
+                                           s, err));
+        }
+        if (n > SMALL_TOKENS) TRY(hmoe_cuda_convert_f16(g->o, n * no, g->o16, s, err));
+        if (!wo_float) TRY(hmoe_cuda_quantize_q8_1(g->o, no, n, no, g->oq, s, err));
+    } else if (fused) {
         TRY(hmoe_cuda_attn_decode_qkv(&qa, scale, 0, g->attn_scratch, g->counter + GPU_CNT_ATTN, wo_float ? g->o : NULL,
                                       wo_float ? NULL : g->oq, s, err));
     } else if (n == 1) {
-        TRY(hmoe_cuda_attn_decode(g->qkv, &L->kv, d_pos, (int)H, scale, 0, g->attn_scratch, wo_float ? g->o : NULL,
+        TRY(hmoe_cuda_attn_decode(g->qkv, &kv, d_pos, (int)H, scale, 0, g->attn_scratch, wo_float ? g->o : NULL,
                                   wo_float ? NULL : g->oq, s, err));
     } else {
-        TRY(hmoe_cuda_attn_prefill(g->qkv, nqkv, n, d_pos, &L->kv, (int)H, scale, g->o,
+        TRY(hmoe_cuda_attn_prefill(g->qkv, nqkv, n, d_pos, &kv, (int)H, scale, g->o,
                                    n > SMALL_TOKENS ? g->o16 : NULL, no, s, err));
         if (!wo_float) TRY(hmoe_cuda_quantize_q8_1(g->o, no, n, no, g->oq, s, err));
     }
@@ -323,7 +350,8 @@ static enum hmoe_status forward_decode(struct hmoe_ctx *c, int32_t id, int pos, 
     g->step_host[0] = (int32_t)g->seq;
     g->step_host[2] = pos;
     const bool eager = g->no_graph;
-    if (!g->graph && !eager) {
+    struct hmoe_cuda_graph **graph = &g->graphs[c->cur_seq];
+    if (!*graph && !eager) {
         TRY(hmoe_cuda_graph_capture_begin(g->cu, err));
         const bool prof_was = g->prof_on;
         g->prof_on = false; /* events of a capture cannot be timed */
@@ -337,11 +365,11 @@ static enum hmoe_status forward_decode(struct hmoe_ctx *c, int32_t id, int pos, 
             return st;
         }
         if (st2) return st2;
-        g->graph = gr;
+        *graph = gr;
     }
     if (g->ev0) TRY(hmoe_cuda_event_record(g->ev0, g->stream, err));
     if (eager) TRY(decode_step(c, err));
-    else TRY(hmoe_cuda_graph_launch(g->cu, g->graph, err));
+    else TRY(hmoe_cuda_graph_launch(g->cu, *graph, err));
     if (eager) prof_collect(g, 1);
     if (g->ev1) TRY(hmoe_cuda_event_record(g->ev1, g->stream, err));
     enum hmoe_status st = g->hyb ? hmoe_sched_hybrid_cpu_step(g->hyb, g->seq, err) : HMOE_OK;
@@ -392,6 +420,52 @@ enum hmoe_status hmoe_gpu_forward(struct hmoe_ctx *c, const int32_t *ids, int n,
     }
     prof_collect(g, n);
     return HMOE_OK;
+}
+
+enum hmoe_status hmoe_gpu_forward_batch(struct hmoe_ctx *c, const int32_t *ids, int n, float *logits,
+                                        struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    const struct hmoe_model_config *cfg = &c->m->cfg;
+    const struct hmoe_batch_rows *br = c->batch;
+    const int64_t d = cfg->n_embd, V = cfg->n_vocab;
+    if (n < 1 || n > g->n_ub || !br)
+        return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "GPU batch: %d rows in a %d-row buffer", n, g->n_ub);
+    TRY(hmoe_cuda_sync(g->cu, err)); /* the staging buffers are free again */
+    embed_rows(c, ids, n);
+    for (int i = 0; i < br->n_seg; i++)
+        for (int t = 0; t < br->seg[i].n; t++) g->step_host[2 + br->seg[i].row0 + t] = br->seg[i].pos0 + t;
+    TRY(hmoe_cuda_memcpy_async(g->x, g->emb_host, (size_t)n * (size_t)d * 4, g->stream, err));
+    TRY(hmoe_cuda_memcpy_async(g->step, g->step_host, (size_t)(2 + n) * sizeof(int32_t), g->stream, err));
+    /* eager, decode false: the multi-token paths (grouped experts; RAM layers by the prefill route,
+     * each missed expert read once for all rows) */
+    for (int il = 0; il < cfg->n_layer; il++) TRY(cfg->arch_entry->gpu->layer(c, il, n, false, err));
+    /* The last row of each segment that wants logits, gathered to the front of x (row k from a
+     * row >= k, in order: no source is overwritten before it is read). */
+    int rows = 0;
+    for (int i = 0; i < br->n_seg; i++) {
+        if (!br->seg[i].logits) continue;
+        const int64_t r = br->seg[i].row0 + br->seg[i].n - 1;
+        if (r != rows)
+            TRY(hmoe_cuda_memcpy_async(g->x + rows * d, g->x + r * d, (size_t)d * 4, g->stream, err));
+        rows++;
+    }
+    for (int64_t t0 = 0; t0 < rows; t0 += g->logit_rows) {
+        const int64_t m = HMOE_MIN((int64_t)g->logit_rows, rows - t0);
+        TRY(head(c, t0, m, err));
+        TRY(hmoe_cuda_memcpy_async(g->logits_host, g->logits, (size_t)(m * V) * 4, g->stream, err));
+        TRY(hmoe_cuda_sync(g->cu, err));
+        memcpy(logits + t0 * V, g->logits_host, (size_t)(m * V) * sizeof(float));
+    }
+    prof_collect(g, n);
+    return HMOE_OK;
+}
+
+struct hmoe_cuda_kv hmoe_gpu_kv_view(const struct hmoe_gpu *g, const struct hmoe_gpu_layer *L, int seq) {
+    struct hmoe_cuda_kv kv = L->kv;
+    const size_t off = (size_t)seq * g->kv_seq_stride;
+    if (kv.k) kv.k = (uint8_t *)kv.k + off;
+    if (kv.v) kv.v = (uint8_t *)kv.v + off;
+    return kv;
 }
 
 /* For the architectures' layer steps (gpu_impl.h). */

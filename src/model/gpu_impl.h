@@ -88,8 +88,10 @@ struct hmoe_gpu {
     float *emb_host;                   /* [n_ub][d] embedding rows (the CPU looks them up) */
     int32_t *step_host;                /* [2 + n_ub] */
     float *logits_host;                /* [logit_rows][V] */
-    /* decode graph: captured on the first single-token step, replayed after */
-    struct hmoe_cuda_graph *graph;
+    size_t kv_seq_stride;              /* bytes between two sequences' K|V regions in a layer's kv_buf */
+    /* decode graphs, one per sequence (the KV pointers are baked in): captured on the sequence's
+     * first single-token step, replayed after */
+    struct hmoe_cuda_graph *graphs[HMOE_MAX_SEQ];
     uint32_t seq;                      /* decode steps so far (the mailbox sequence number) */
     bool fused_decode;                 /* single-token steps use the fused launchers (gpu_init.c) */
     bool no_graph;                     /* HMOE_NO_GRAPH at init: decode steps launched from the host */
@@ -147,5 +149,12 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
 
 enum hmoe_status hmoe_gpu_forward(struct hmoe_ctx *c, const int32_t *ids, int n, int pos0,
                                            enum hmoe_logits which, float *logits, struct hmoe_err *err);
+/* One micro-batch of c->batch's segments (rows of several sequences, model_impl.h) through the
+ * model: every product on all n rows, attention per segment over its sequence's KV; the logits
+ * of the segments that want them, in segment order, into logits. */
+enum hmoe_status hmoe_gpu_forward_batch(struct hmoe_ctx *c, const int32_t *ids, int n, float *logits,
+                                        struct hmoe_err *err);
+/* Layer L's KV cache of sequence seq. */
+struct hmoe_cuda_kv hmoe_gpu_kv_view(const struct hmoe_gpu *g, const struct hmoe_gpu_layer *L, int seq);
 
 #endif

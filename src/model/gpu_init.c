@@ -214,10 +214,13 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
     if ((size_t)(p - (uint8_t *)L->attn_buf.ptr) > L->attn_buf.bytes)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: attention buffer layout overflow", il);
 
-    /* KV cache: K and V of n_ctx positions, head-major (cuda.h); none for recurrent layers. */
+    /* KV cache: K and V of n_ctx positions, head-major (cuda.h), for each of the n_seq sequences
+     * back to back (sequence s: K and V at s * kv_seq_stride, hmoe_gpu_kv_view); none for
+     * recurrent layers. L->kv is sequence 0's. */
     const size_t kvb = hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, m->cfg.n_head_kv, m->cfg.head_dim);
+    g->kv_seq_stride = 2 * align256(kvb);
     if (!W->recurrent) {
-        if ((st = hmoe_cuda_buf_alloc(g->cu, 2 * align256(kvb), &L->kv_buf, err))) return st;
+        if ((st = hmoe_cuda_buf_alloc(g->cu, (size_t)c->p.n_seq * g->kv_seq_stride, &L->kv_buf, err))) return st;
         L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
                                       .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim,
                                       .window = W->attn_window, .sinks = L->sinks};
@@ -319,7 +322,7 @@ void hmoe_gpu_free(struct hmoe_gpu *g, int n_layer) {
     if (g->cu) hmoe_cuda_sync(g->cu, NULL);
     hmoe_sched_hybrid_free(g->hyb);
     if (g->arch_state && g->arch_free) g->arch_free(g, n_layer);
-    hmoe_cuda_graph_free(g->graph);
+    for (int i = 0; i < HMOE_MAX_SEQ; i++) hmoe_cuda_graph_free(g->graphs[i]);
     for (int il = 0; g->L && il < n_layer; il++) {
         hmoe_cuda_buf_free(g->cu, &g->L[il].attn_buf);
         hmoe_cuda_buf_free(g->cu, &g->L[il].exp_buf);
@@ -395,7 +398,8 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     int n_kv_layers = 0;
     for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent;
     const uint64_t kv = (uint64_t)n_kv_layers *
-                        hmoe_cuda_alloc_cost(2 * align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv,
+                        hmoe_cuda_alloc_cost((size_t)c->p.n_seq *
+                                             2 * align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv,
                                                                               cfg->head_dim)));
     const uint64_t arch_vram = cfg->arch_entry->gpu->vram_bytes ? cfg->arch_entry->gpu->vram_bytes(c) : 0;
     const uint64_t act = hmoe_cuda_alloc_cost(act_layout(c, NULL)) +
