@@ -299,6 +299,11 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
     }
     /* max_tokens is capped by the room the context has left */
     if (j->gp.n_predict < 0 || j->gp.n_predict > n_ctx - j->n_ids) j->gp.n_predict = n_ctx - j->n_ids;
+    if (j->gp.call && j->gp.n_predict < srv_call_matcher_dist(j->gp.call)) {
+        srv_error_set(e, 400, "max_tokens", "max_tokens is %d but the shortest call tool_choice allows takes %d "
+                      "tokens: raise max_tokens", j->gp.n_predict, srv_call_matcher_dist(j->gp.call));
+        goto fail;
+    }
     if (j->gp.grammar && j->gp.n_predict < srv_json_matcher_dist(j->gp.grammar)) {
         srv_error_set(e, 400, "max_tokens", "max_tokens is %d but the shortest JSON answer the schema allows takes %d "
                       "tokens: raise max_tokens", j->gp.n_predict, srv_json_matcher_dist(j->gp.grammar));
