@@ -56,7 +56,8 @@ struct srv_gen_params {
     struct srv_json_matcher *grammar; /* response_format or a forced tool call json_object / json_schema: constrains sampling */
     struct srv_call_matcher *call; /* a forced tool call in the harmony or XML format (grammar_call.c) */
     float *grammar_logits;         /* [n_vocab] scratch: the logits with the tokens the grammar refuses at -inf */
-    int top_logprobs;              /* chat logprobs: alternatives per token (0..20), -1: logprobs off */
+    int top_logprobs;              /* logprobs: alternatives per token (0..20), -1: logprobs off */
+    bool logprobs_n;               /* asked as the completions API's integer `logprobs` (its answer shape) */
 };
 
 struct hmoe_server;
@@ -77,6 +78,7 @@ struct srv_job {
     struct hmoe_toolcall_stream *tcs; /* chat: reasoning and tool calls out of the text (src/text) */
     const char *forced_suffix;     /* a forced tool call: its closing tag, fed to the parser at the end */
     json_t *lp_all, *lp_pending;   /* logprobs: every token's entry; those not yet in a stream chunk */
+    size_t lp_offset;              /* completions logprobs streamed: bytes of text their tokens spelled so far */
     /* state */
     enum srv_job_state state;
     bool cancelled;                /* the client went away, or the server stops */
