@@ -7,7 +7,8 @@
  * JSON and the shortest completion after it still fits in the tokens left (the distance the
  * matcher reports, in bytes, each a single-byte token), so max_tokens ends the answer with
  * whole JSON; once the value is complete the next token is the end of generation. Tokens
- * that are not plain text (control and user-defined tokens such as <think>) are never allowed.
+ * that are not plain text (control and user-defined tokens such as <think>, end-of-generation
+ * tokens) are never allowed.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -88,8 +89,10 @@ static void g_feed(struct srv_gen_params *gp, const char *s, size_t n) {
 
 /* Whether token `id` may come next with `budget` tokens after it. */
 static bool token_fits(const struct srv_gen_params *gp, const struct hmoe_vocab *v, int32_t id, int budget) {
+    /* an end-of-generation token is never text of the answer, even one that is a plain byte (a
+     * byte-level vocabulary's default end token) */
     if (id < 0 || (uint32_t)id >= v->n_tokens || !(v->attr[id] & (HMOE_TOKEN_NORMAL | HMOE_TOKEN_BYTE)) ||
-        !v->piece_len[id])
+        !v->piece_len[id] || hmoe_vocab_is_eog(v, id))
         return false;
     const int d = g_try(gp, v->piece[id], v->piece_len[id]);
     return d >= 0 && d <= budget;
