@@ -46,7 +46,7 @@ for (const [label, tool_choice] of choices) {
     const r = await client.chat.completions.create({ model, messages, tools, tool_choice, max_tokens: 80 });
     checkCall(label, tool_choice, r.choices[0].finish_reason, r.choices[0].message.tool_calls);
   });
-  await check(`${label}: streamed deltas (index, id, type and name first, then argument pieces)`, async () => {
+  await check(`${label}: streamed deltas summed by index (id, type and name in the first)`, async () => {
     const stream = await client.chat.completions.create({ model, messages, tools, tool_choice, max_tokens: 80, stream: true });
     const calls = [];
     let finish = null;
