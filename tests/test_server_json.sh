@@ -5,7 +5,7 @@
 # matches the schema, within max_tokens), /completion's json_schema, Ollama's format "json" and a
 # schema; max_tokens below the schema's shortest answer and unsupported keywords -> 400 naming
 # them; tool_choice "required" and a named function -> one parsed call, finish_reason tool_calls
-# (also streamed); logprobs / top_logprobs; chat_template_kwargs and reasoning_effort passed to the Jinja template. Every
+# (also streamed); logprobs / top_logprobs (chat) and logprobs N (completions); chat_template_kwargs and reasoning_effort passed to the Jinja template. Every
 # step is bounded in time.
 set -u
 cd "$(dirname "$0")/.."
@@ -148,6 +148,31 @@ check "json: streamed logprobs: 8 entries over the chunks" $? "$code $n"
 code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":21}')
 [ "$code" = 400 ]
 check "json: top_logprobs 21 -> 400" $? "$code"
+# /v1/completions: logprobs N in the completions API's shape; the same tokens as the chat shape's
+code=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0,"logprobs":3}')
+[ "$code" = 200 ] && [ "$(jq_ "$T/body" '(c:=d["choices"][0]) and (lp:=c["logprobs"]) and len(lp["tokens"])==8 and "".join(lp["tokens"])==c["text"] and all(len(t)==3 and abs(max(t.values())-v)<1e-6 and v<=0 for t,v in zip(lp["top_logprobs"],lp["token_logprobs"])) and lp["text_offset"]==[sum(len(x.encode()) for x in lp["tokens"][:i]) for i in range(8)]')" = True ]
+check "json: /v1/completions logprobs 3: tokens, token_logprobs, top_logprobs, text_offset (greedy = the top)" $? "$code $(head -c 600 "$T/body")"
+cp "$T/body" "$T/lp_whole"
+code=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0,"logprobs":3,"stream":true}' -N)
+[ "$code" = 200 ] && python3 -c '
+import json, sys
+ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: {")]
+whole = json.load(open(sys.argv[2]))["choices"][0]["logprobs"]
+got = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+for c in ev:
+    lp = c["choices"][0]["logprobs"] if c["choices"] else None
+    for k in got: got[k] += (lp or {}).get(k, [])
+assert got == whole, (got, whole)' "$T/body" "$T/lp_whole"
+check "json: /v1/completions logprobs streamed per chunk add up to the whole answer's" $? "$code $(head -c 600 "$T/body")"
+code=$(post /v1/completions '{"prompt":"Hi","logprobs":true}')
+[ "$code" = 400 ] && grep -q integer "$T/body"
+check "json: /v1/completions logprobs true -> 400 (an integer there)" $? "$code $(cat "$T/body")"
+code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"logprobs":2}')
+[ "$code" = 400 ]
+check "json: chat logprobs 2 -> 400 (true or false there)" $? "$code $(cat "$T/body")"
+code=$(post /v1/completions '{"prompt":"Hi","logprobs":21}')
+[ "$code" = 400 ]
+check "json: /v1/completions logprobs 21 -> 400" $? "$code"
 code=$(req GET /health)
 [ "$code" = 200 ]
 check "json: healthy at the end" $? "$code"

@@ -453,6 +453,7 @@ static void test_format_for(void) {
     t_check(hmoe_toolcall_format_for(HMOE_CHAT_TEMPLATE_QWEN3, NULL) == HMOE_TOOLCALL_QWEN3_JSON &&
                 hmoe_toolcall_format_for(HMOE_CHAT_TEMPLATE_QWEN35, NULL) == HMOE_TOOLCALL_QWEN35_XML &&
                 hmoe_toolcall_format_for(HMOE_CHAT_TEMPLATE_NEMOTRON, NULL) == HMOE_TOOLCALL_NEMOTRON &&
+                hmoe_toolcall_format_for(HMOE_CHAT_TEMPLATE_HARMONY, NULL) == HMOE_TOOLCALL_HARMONY &&
                 hmoe_toolcall_format_for(HMOE_CHAT_TEMPLATE_CHATML, NULL) == HMOE_TOOLCALL_NONE,
             "toolcall format_for: the built-in families", "mismatch");
     char *jinja = NULL;

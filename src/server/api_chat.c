@@ -198,9 +198,12 @@ char *srv_render_chat(struct hmoe_server *s, json_t *req, bool parse_reasoning, 
             goto done;
         }
     }
-    /* a JSON answer (response_format) starts at once: no reasoning first, which the grammar would forbid */
+    /* a JSON answer (response_format) or a forced tool call (tool_choice) starts at once: no
+     * reasoning first, which the grammar would forbid */
     json_t *rf_type = json_object_get(json_object_get(req, "response_format"), "type");
-    const bool constrained = json_is_string(rf_type) && strncmp(json_string_value(rf_type), "json_", 5) == 0;
+    const bool forced = use_tools && choice && (json_is_object(choice) ||
+                                               (json_is_string(choice) && strcmp(json_string_value(choice), "required") == 0));
+    const bool constrained = forced || (json_is_string(rf_type) && strncmp(json_string_value(rf_type), "json_", 5) == 0);
     bool think = s->p.enable_thinking;
     json_t *kw = json_object_get(req, "chat_template_kwargs"), *effort = json_object_get(req, "reasoning_effort");
     if (kw && !json_is_null(kw)) {

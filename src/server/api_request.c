@@ -153,12 +153,18 @@ static bool read_gen_params(struct hmoe_server *s, json_t *req, struct srv_gen_p
     }
     bool logprobs = false;
     long long top_lp = -1;
-    if (!get_bool(req, "logprobs", &logprobs, e) || !get_int(req, "top_logprobs", 0, 20, &top_lp, e)) return false;
-    if (top_lp >= 0 && !logprobs) {
-        srv_error_set(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-        return false;
+    gp->logprobs_n = json_is_integer(json_object_get(req, "logprobs"));
+    if (gp->logprobs_n) { /* the completions API's form: logprobs N, the N most likely per token */
+        if (!get_int(req, "logprobs", 0, 20, &top_lp, e)) return false;
+        gp->top_logprobs = (int)top_lp;
+    } else {
+        if (!get_bool(req, "logprobs", &logprobs, e) || !get_int(req, "top_logprobs", 0, 20, &top_lp, e)) return false;
+        if (top_lp >= 0 && !logprobs) {
+            srv_error_set(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            return false;
+        }
+        gp->top_logprobs = logprobs ? (int)HMOE_MAX(top_lp, 0) : -1;
     }
-    gp->top_logprobs = logprobs ? (int)HMOE_MAX(top_lp, 0) : -1;
     json_t *g = json_object_get(req, "grammar"); /* llama-server's GBNF field */
     if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
         srv_error_set(e, 400, "grammar", "'grammar' (GBNF) is not supported: use response_format json_object or "
@@ -255,8 +261,11 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
         }
         if (!get_bool(so, "include_usage", &j->include_usage, e)) goto fail;
     }
-    if (j->gp.top_logprobs >= 0 && kind != SRV_KIND_CHAT) {
-        srv_error_set(e, 400, "logprobs", "'logprobs' is served by /v1/chat/completions only");
+    if (j->gp.top_logprobs >= 0 && kind != (j->gp.logprobs_n ? SRV_KIND_COMPLETIONS : SRV_KIND_CHAT)) {
+        srv_error_set(e, 400, "logprobs", kind == SRV_KIND_CHAT ? "'logprobs' must be true or false here (with "
+                      "'top_logprobs' 0 to 20)" : kind == SRV_KIND_COMPLETIONS ? "'logprobs' must be an integer 0 to "
+                      "20 here (the alternatives per token)" : "'logprobs' is served by /v1/chat/completions and "
+                      "/v1/completions only");
         goto fail;
     }
     if (kind == SRV_KIND_CHAT || (srv_kind_ollama(kind) && json_object_get(req, "messages"))) {
@@ -299,6 +308,11 @@ struct srv_job *srv_request_job(struct hmoe_server *s, enum srv_kind kind, json_
     }
     /* max_tokens is capped by the room the context has left */
     if (j->gp.n_predict < 0 || j->gp.n_predict > n_ctx - j->n_ids) j->gp.n_predict = n_ctx - j->n_ids;
+    if (j->gp.call && j->gp.n_predict < srv_call_matcher_dist(j->gp.call)) {
+        srv_error_set(e, 400, "max_tokens", "max_tokens is %d but the shortest call tool_choice allows takes %d "
+                      "tokens: raise max_tokens", j->gp.n_predict, srv_call_matcher_dist(j->gp.call));
+        goto fail;
+    }
     if (j->gp.grammar && j->gp.n_predict < srv_json_matcher_dist(j->gp.grammar)) {
         srv_error_set(e, 400, "max_tokens", "max_tokens is %d but the shortest JSON answer the schema allows takes %d "
                       "tokens: raise max_tokens", j->gp.n_predict, srv_json_matcher_dist(j->gp.grammar));

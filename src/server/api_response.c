@@ -39,6 +39,27 @@ static json_t *chunk_base(struct srv_job *j) {
                      "created", j->created, "model", model_name(j), "system_fingerprint", "hmoe");
 }
 
+/* The completions API's logprobs of token entries (chat shape, grammar_sample.c): tokens,
+ * token_logprobs, top_logprobs (an object token -> logprob each) and text_offset, the byte offset of
+ * each token in the generated text, counted on from *offset. */
+static json_t *completions_logprobs(json_t *entries, size_t *offset) {
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array(), *e;
+    size_t i;
+    json_array_foreach(entries, i, e) {
+        json_array_append(tokens, json_object_get(e, "token"));
+        json_array_append(lps, json_object_get(e, "logprob"));
+        json_t *top = json_object(), *alt;
+        size_t k;
+        json_array_foreach(json_object_get(e, "top_logprobs"), k, alt)
+            json_object_set(top, json_string_value(json_object_get(alt, "token")), json_object_get(alt, "logprob"));
+        json_array_append_new(tops, top);
+        json_array_append_new(offs, json_integer((json_int_t)*offset));
+        *offset += json_array_size(json_object_get(e, "bytes"));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
 /* One content or reasoning delta. */
 static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasoning) {
     if (!n) return;
@@ -66,6 +87,11 @@ static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasonin
         }
     } else {
         choice = json_pack("{s:i, s:o, s:n, s:n}", "index", 0, "text", text, "logprobs", "finish_reason");
+        if (j->lp_pending && json_array_size(j->lp_pending)) { /* the tokens up to this text */
+            json_object_set_new(choice, "logprobs", completions_logprobs(j->lp_pending, &j->lp_offset));
+            json_decref(j->lp_pending);
+            j->lp_pending = NULL;
+        }
     }
     json_object_set_new(c, "choices", json_pack("[o]", choice));
     sse_add(j, c);
@@ -214,10 +240,12 @@ void srv_job_complete(struct srv_job *j) {
                       "choices", "index", 0, "message", msg, "logprobs", lp, "finish_reason", finish_reason(j), "usage",
                       usage_json(j), "timings", timings_json(j));
     } else {
-        o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:o, s:i, s:n, s:s}], s:o, s:o}", "id", j->id, "object",
+        size_t off = 0;
+        json_t *lp = j->lp_all ? completions_logprobs(j->lp_all, &off) : json_null();
+        o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:o, s:i, s:o, s:s}], s:o, s:o}", "id", j->id, "object",
                       "text_completion", "created", j->created, "model", model_name(j), "system_fingerprint", "hmoe",
-                      "choices", "text", text_of(&j->content), "index", 0, "logprobs", "finish_reason", finish_reason(j),
-                      "usage", usage_json(j), "timings", timings_json(j));
+                      "choices", "text", text_of(&j->content), "index", 0, "logprobs", lp, "finish_reason",
+                      finish_reason(j), "usage", usage_json(j), "timings", timings_json(j));
     }
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

@@ -7,7 +7,8 @@
  * JSON and the shortest completion after it still fits in the tokens left (the distance the
  * matcher reports, in bytes, each a single-byte token), so max_tokens ends the answer with
  * whole JSON; once the value is complete the next token is the end of generation. Tokens
- * that are not plain text (control and user-defined tokens such as <think>) are never allowed.
+ * that are not plain text (control and user-defined tokens such as <think>, end-of-generation
+ * tokens) are never allowed.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,42 +66,65 @@ bool srv_grammar_from_request(struct hmoe_server *s, json_t *req, struct srv_gen
 
 void srv_grammar_free(struct srv_gen_params *gp) {
     srv_json_matcher_free(gp->grammar);
+    srv_call_matcher_free(gp->call);
+    gp->call = NULL;
     free(gp->grammar_logits);
     gp->grammar = NULL;
     gp->grammar_logits = NULL;
 }
 
+/* The job's grammar: the JSON one, or a forced call's. */
+static int g_try(const struct srv_gen_params *gp, const char *s, size_t n) {
+    return gp->call ? srv_call_matcher_try(gp->call, s, n) : srv_json_matcher_try(gp->grammar, s, n);
+}
+
+static int g_dist(const struct srv_gen_params *gp) {
+    return gp->call ? srv_call_matcher_dist(gp->call) : srv_json_matcher_dist(gp->grammar);
+}
+
+static void g_feed(struct srv_gen_params *gp, const char *s, size_t n) {
+    if (gp->call) srv_call_matcher_feed(gp->call, s, n);
+    else srv_json_matcher_feed(gp->grammar, s, n);
+}
+
 /* Whether token `id` may come next with `budget` tokens after it. */
-static bool token_fits(const struct srv_json_matcher *m, const struct hmoe_vocab *v, int32_t id, int budget) {
+static bool token_fits(const struct srv_gen_params *gp, const struct hmoe_vocab *v, int32_t id, int budget) {
+    /* an end-of-generation token is never text of the answer, even one that is a plain byte (a
+     * byte-level vocabulary's default end token) */
     if (id < 0 || (uint32_t)id >= v->n_tokens || !(v->attr[id] & (HMOE_TOKEN_NORMAL | HMOE_TOKEN_BYTE)) ||
-        !v->piece_len[id])
+        !v->piece_len[id] || hmoe_vocab_is_eog(v, id))
         return false;
-    const int d = srv_json_matcher_try(m, v->piece[id], v->piece_len[id]);
+    const int d = g_try(gp, v->piece[id], v->piece_len[id]);
     return d >= 0 && d <= budget;
 }
 
 static int32_t sample_token(struct hmoe_server *s, struct srv_job *j, struct hmoe_sampler *smp, const float *logits,
                             int left) {
-    struct srv_json_matcher *m = j->gp.grammar;
-    if (!m) return hmoe_sampler_sample(smp, logits);
+    struct srv_gen_params *gp = &j->gp;
+    if (!gp->grammar && !gp->call) return hmoe_sampler_sample(smp, logits);
     const struct hmoe_vocab *v = s->vocab;
-    if (srv_json_matcher_dist(m) == 0) return v->n_eog ? v->eog_ids[0] : -1;
+    if (gp->call && srv_call_matcher_forced(gp->call) >= 0) { /* a header token of the call: no choice */
+        const int32_t id = srv_call_matcher_forced(gp->call);
+        srv_call_matcher_take_forced(gp->call);
+        return id;
+    }
+    if (g_dist(gp) == 0) return gp->call ? srv_call_matcher_end(gp->call) : v->n_eog ? v->eog_ids[0] : -1;
     int32_t id = hmoe_sampler_sample(smp, logits);
-    if (!token_fits(m, v, id, left - 1)) {
+    if (!token_fits(gp, v, id, left - 1)) {
         const int n_vocab = HMOE_MIN(s->model->cfg.n_vocab, (int)v->n_tokens);
-        float *x = j->gp.grammar_logits;
+        float *x = gp->grammar_logits;
         int n_ok = 0, best = -1;
         for (int i = 0; i < s->model->cfg.n_vocab; i++) {
-            const bool ok = i < n_vocab && token_fits(m, v, i, left - 1);
+            const bool ok = i < n_vocab && token_fits(gp, v, i, left - 1);
             x[i] = ok ? logits[i] : -INFINITY;
             if (ok && (best < 0 || logits[i] > logits[best])) best = i;
             n_ok += ok;
         }
         if (!n_ok) return -1;
         id = hmoe_sampler_sample(smp, x);
-        if (!token_fits(m, v, id, left - 1)) id = best; /* rounding at the end of the draw picked a -inf one */
+        if (!token_fits(gp, v, id, left - 1)) id = best; /* rounding at the end of the draw picked a -inf one */
     }
-    srv_json_matcher_feed(m, v->piece[id], v->piece_len[id]);
+    g_feed(gp, v->piece[id], v->piece_len[id]);
     return id;
 }
 

@@ -54,8 +54,10 @@ struct srv_gen_params {
     bool ignore_eos;
     bool cache_prompt;
     struct srv_json_matcher *grammar; /* response_format or a forced tool call json_object / json_schema: constrains sampling */
+    struct srv_call_matcher *call; /* a forced tool call in the harmony or XML format (grammar_call.c) */
     float *grammar_logits;         /* [n_vocab] scratch: the logits with the tokens the grammar refuses at -inf */
-    int top_logprobs;              /* chat logprobs: alternatives per token (0..20), -1: logprobs off */
+    int top_logprobs;              /* logprobs: alternatives per token (0..20), -1: logprobs off */
+    bool logprobs_n;               /* asked as the completions API's integer `logprobs` (its answer shape) */
 };
 
 struct hmoe_server;
@@ -76,6 +78,7 @@ struct srv_job {
     struct hmoe_toolcall_stream *tcs; /* chat: reasoning and tool calls out of the text (src/text) */
     const char *forced_suffix;     /* a forced tool call: its closing tag, fed to the parser at the end */
     json_t *lp_all, *lp_pending;   /* logprobs: every token's entry; those not yet in a stream chunk */
+    size_t lp_offset;              /* completions logprobs streamed: bytes of text their tokens spelled so far */
     /* state */
     enum srv_job_state state;
     bool cancelled;                /* the client went away, or the server stops */
@@ -158,6 +161,24 @@ int srv_json_matcher_try(const struct srv_json_matcher *m, const char *s, size_t
 /* Append s[0..n) to the answer; false (and no change) when the grammar refuses it. */
 bool srv_json_matcher_feed(struct srv_json_matcher *m, const char *s, size_t n);
 int srv_json_matcher_dist(const struct srv_json_matcher *m);
+/* A forced call (harmony, or the XML form of Qwen3.5) to one of the functions in `tools` (only
+ * `want` when not NULL); NULL and *e when one cannot be forced. */
+struct srv_call_matcher;
+struct srv_call_matcher *srv_call_matcher_new(const struct hmoe_vocab *v, enum hmoe_toolcall_format fmt, json_t *tools,
+                                              const char *want, struct srv_error *e);
+void srv_call_matcher_free(struct srv_call_matcher *m);
+/* As srv_json_matcher_try / _feed / _dist, over the call's text. */
+int srv_call_matcher_try(const struct srv_call_matcher *m, const char *s, size_t n);
+bool srv_call_matcher_feed(struct srv_call_matcher *m, const char *s, size_t n);
+int srv_call_matcher_dist(const struct srv_call_matcher *m);
+/* The token the call must continue with (harmony's header tokens), or -1; take it with _take_forced. */
+int32_t srv_call_matcher_forced(const struct srv_call_matcher *m);
+void srv_call_matcher_take_forced(struct srv_call_matcher *m);
+/* The end-of-generation token once the call is complete (-1: none in the vocabulary). */
+int32_t srv_call_matcher_end(const struct srv_call_matcher *m);
+/* What no choice is left in at the start (the name when one tool can be called, forced tokens
+ * after it): appended to `out` as text and taken, so the prompt carries it. */
+bool srv_call_matcher_lead(struct srv_call_matcher *m, const struct hmoe_vocab *v, struct srv_buf *out);
 /* The response_format of a request (or Ollama's format, already translated) into gp->grammar;
  * false and *e on a bad or unsupported one. */
 bool srv_grammar_from_request(struct hmoe_server *s, json_t *req, struct srv_gen_params *gp, struct srv_error *e);

@@ -18,11 +18,47 @@
 #include "server/server_impl.h"
 
 static const char CALL_PREFIX[] = "<tool_call>\n", CALL_SUFFIX[] = "\n</tool_call>";
+/* harmony: a commentary message to a function (gpt-oss.md); the XML form: the function tag opened */
+static const char HARMONY_PREFIX[] = "<|channel|>commentary to=functions.", HARMONY_SUFFIX[] = "<|call|>";
+static const char XML_PREFIX[] = "<tool_call>\n<function=", XML_SUFFIX[] = "\n</tool_call>";
 
 /* The schema of a call to the tools in `names` (arguments: `params`, stolen, or any object). */
 static json_t *call_schema(json_t *names, json_t *params) {
     return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s]}", "type", "object", "properties", "name", "enum", names,
                      "arguments", params ? params : json_pack("{s:s}", "type", "object"), "required", "name", "arguments");
+}
+
+/* Append `lead` to the prompt and feed it to the answer's parser, as if the model had written it. */
+static bool lead_in(struct srv_job *j, char **prompt, const char *lead, size_t n, struct srv_error *e) {
+    char *p = realloc(*prompt, strlen(*prompt) + n + 1);
+    if (!p) {
+        srv_error_set(e, 500, NULL, "out of memory");
+        return false;
+    }
+    strncat(p, lead, n);
+    *prompt = p;
+    srv_emit_text(j, lead, n);
+    return true;
+}
+
+/* Harmony and the XML form: the call grammar of grammar_call.c, the prompt ending inside the call. */
+static bool force_call(struct hmoe_server *s, struct srv_job *j, enum hmoe_toolcall_format fmt, json_t *tools,
+                       const char *want, char **prompt, struct srv_error *e) {
+    const bool harmony = fmt == HMOE_TOOLCALL_HARMONY;
+    if (!(j->gp.call = srv_call_matcher_new(s->vocab, fmt, tools, want, e))) return false;
+    if (!(j->gp.grammar_logits = malloc((size_t)s->model->cfg.n_vocab * sizeof *j->gp.grammar_logits))) {
+        srv_error_set(e, 500, NULL, "out of memory");
+        return false;
+    }
+    j->gp.ignore_eos = false;
+    struct srv_buf lead = {0};
+    srv_buf_add(&lead, harmony ? HARMONY_PREFIX : XML_PREFIX, strlen(harmony ? HARMONY_PREFIX : XML_PREFIX));
+    const bool ok = srv_call_matcher_lead(j->gp.call, s->vocab, &lead);
+    if (!ok) srv_error_set(e, 500, NULL, "out of memory");
+    const bool done = ok && lead_in(j, prompt, lead.s, lead.n, e);
+    srv_buf_free(&lead);
+    j->forced_suffix = harmony ? HARMONY_SUFFIX : XML_SUFFIX;
+    return done;
 }
 
 bool srv_tool_choice(struct hmoe_server *s, json_t *req, struct srv_job *j, char **prompt, struct srv_error *e) {
@@ -53,15 +89,16 @@ bool srv_tool_choice(struct hmoe_server *s, json_t *req, struct srv_job *j, char
         srv_error_set(e, 400, "tool_choice", "tool_choice asks for a tool call but the request has no 'tools'");
         return false;
     }
-    const enum hmoe_toolcall_format fmt = hmoe_toolcall_format_for(hmoe_chat_fmt_family(s->fmt), s->vocab->chat_template);
-    if (fmt != HMOE_TOOLCALL_QWEN3_JSON) {
-        srv_error_set(e, 400, "tool_choice", "tool_choice \"required\" or a named function is supported for the "
-                      "<tool_call>{json}</tool_call> format; this model writes calls as %s (use \"auto\")",
-                      hmoe_toolcall_format_name(fmt));
-        return false;
-    }
     if (j->gp.grammar) {
         srv_error_set(e, 400, "tool_choice", "a forced tool call cannot be combined with response_format");
+        return false;
+    }
+    const enum hmoe_toolcall_format fmt = hmoe_toolcall_format_for(hmoe_chat_fmt_family(s->fmt), s->vocab->chat_template);
+    if (fmt == HMOE_TOOLCALL_HARMONY || fmt == HMOE_TOOLCALL_QWEN35_XML) return force_call(s, j, fmt, tools, want, prompt, e);
+    if (fmt != HMOE_TOOLCALL_QWEN3_JSON) {
+        srv_error_set(e, 400, "tool_choice", "tool_choice \"required\" or a named function is supported for the "
+                      "qwen3-json, qwen35-xml and harmony call formats; this model writes calls as %s (use \"auto\")",
+                      hmoe_toolcall_format_name(fmt));
         return false;
     }
     json_t *names = json_array(), *params = NULL;

@@ -17,6 +17,7 @@ enum hmoe_toolcall_format hmoe_toolcall_format_for(enum hmoe_chat_template tmpl,
     case HMOE_CHAT_TEMPLATE_QWEN3: return HMOE_TOOLCALL_QWEN3_JSON;
     case HMOE_CHAT_TEMPLATE_QWEN35: return HMOE_TOOLCALL_QWEN35_XML;
     case HMOE_CHAT_TEMPLATE_NEMOTRON: return HMOE_TOOLCALL_NEMOTRON;
+    case HMOE_CHAT_TEMPLATE_HARMONY: return HMOE_TOOLCALL_HARMONY;
     default: break;
     }
     /* ChatML or a template hmoe does not render: the GGUF's own template shows what the model

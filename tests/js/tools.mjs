@@ -1,0 +1,76 @@
+// tools.mjs — forced tool calls through the official OpenAI Node client (run by
+// tests/test_server_tools.sh): node tools.mjs BASE_URL MODEL. For tool_choice "required" and a
+// named function, not streamed, streamed by hand (the deltas summed as OpenAI documents them) and
+// through the client's stream helper: finish_reason "tool_calls", one call to an offered (or the
+// named) function, arguments that parse as a JSON object holding the required parameter.
+// Prints "ok NAME" or "FAIL NAME: why" per case.
+import OpenAI from "openai";
+
+const [baseURL, model] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: "none", maxRetries: 0, timeout: 60000 });
+let failed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    console.log(`ok ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e && e.message ? e.message : e}`);
+  }
+}
+function assert(cond, why) {
+  if (!cond) throw new Error(why);
+}
+const messages = [{ role: "user", content: "Weather in Paris?" }];
+const tools = [
+  { type: "function", function: { name: "get_weather", parameters: { type: "object",
+    properties: { city: { type: "string" }, days: { type: "integer" } }, required: ["city"] } } },
+  { type: "function", function: { name: "add", parameters: { type: "object",
+    properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] } } },
+];
+const choices = [["required", "required"], ["named", { type: "function", function: { name: "get_weather" } }]];
+function checkCall(label, tool_choice, finish, calls) {
+  assert(finish === "tool_calls", `${label}: finish_reason ${finish}`);
+  assert(calls && calls.length === 1, `${label}: calls ${JSON.stringify(calls)}`);
+  const c = calls[0];
+  assert(c.type === "function" && typeof c.id === "string" && c.id.length > 0, `${label}: ${JSON.stringify(c)}`);
+  const want = tool_choice === "required" ? null : tool_choice.function.name;
+  assert(want ? c.function.name === want : ["get_weather", "add"].includes(c.function.name), `${label}: name ${c.function.name}`);
+  const args = JSON.parse(c.function.arguments);
+  assert(args && typeof args === "object" && !Array.isArray(args), `${label}: arguments ${c.function.arguments}`);
+  const req = c.function.name === "get_weather" ? ["city"] : ["a", "b"];
+  for (const k of req) assert(k in args, `${label}: no '${k}' in ${c.function.arguments}`);
+}
+for (const [label, tool_choice] of choices) {
+  await check(`${label}: chat.completions.create`, async () => {
+    const r = await client.chat.completions.create({ model, messages, tools, tool_choice, max_tokens: 80 });
+    checkCall(label, tool_choice, r.choices[0].finish_reason, r.choices[0].message.tool_calls);
+  });
+  await check(`${label}: streamed deltas summed by index (id, type and name in the first)`, async () => {
+    const stream = await client.chat.completions.create({ model, messages, tools, tool_choice, max_tokens: 80, stream: true });
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices) {
+        if (ch.finish_reason) finish = ch.finish_reason;
+        for (const d of ch.delta.tool_calls || []) {
+          assert(Number.isInteger(d.index), `delta without index ${JSON.stringify(d)}`);
+          if (!calls[d.index]) {
+            assert(d.id && d.type === "function" && d.function && d.function.name, `first delta ${JSON.stringify(d)}`);
+            calls[d.index] = { id: d.id, type: d.type, function: { name: d.function.name, arguments: "" } };
+          } else {
+            assert(!d.id && !(d.function && d.function.name), `a later delta repeats id or name ${JSON.stringify(d)}`);
+          }
+          calls[d.index].function.arguments += (d.function && d.function.arguments) || "";
+        }
+      }
+    }
+    checkCall(label, tool_choice, finish, calls);
+  });
+  await check(`${label}: the client's stream helper assembles the call`, async () => {
+    const stream = client.beta.chat.completions.stream({ model, messages, tools, tool_choice, max_tokens: 80 });
+    const r = await stream.finalChatCompletion();
+    checkCall(label, tool_choice, r.choices[0].finish_reason, r.choices[0].message.tool_calls);
+  });
+}
+process.exit(failed ? 1 : 0);
