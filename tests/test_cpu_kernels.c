@@ -48,6 +48,7 @@ static const struct fp16_fields fp16_fields[] = {
     {HMOE_TYPE_Q3_K, 1, {offsetof(struct hmoe_block_q3_k, d)}},
     {HMOE_TYPE_Q8_0, 1, {offsetof(struct hmoe_block_q8_0, d)}},
     {HMOE_TYPE_Q5_0, 1, {offsetof(struct hmoe_block_q5_0, d)}},
+    {HMOE_TYPE_Q4_0, 1, {offsetof(struct hmoe_block_q4_0, d)}},
     {HMOE_TYPE_IQ2_XXS, 1, {offsetof(struct hmoe_block_iq2_xxs, d)}},
     {HMOE_TYPE_IQ2_XS, 1, {offsetof(struct hmoe_block_iq2_xs, d)}},
     {HMOE_TYPE_IQ2_S, 1, {offsetof(struct hmoe_block_iq2_s, d)}},
@@ -221,7 +222,7 @@ static const enum hmoe_type random_types[] = {
     HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
     HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
     HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M,  HMOE_TYPE_Q5_0,
-    HMOE_TYPE_MXFP4};
+    HMOE_TYPE_MXFP4,   HMOE_TYPE_Q4_0};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {
@@ -379,6 +380,7 @@ static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
         switch (wt) {
         case HMOE_TYPE_Q8_0: memcpy(blk, &one, 2), memset(blk + 2, 0x80, bs - 2); break;
         case HMOE_TYPE_Q5_0: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
+        case HMOE_TYPE_Q4_0: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break; /* all -8 */
         case HMOE_TYPE_MXFP4: blk[0] = 128, memset(blk + 1, 0xff, bs - 1); break;
         case HMOE_TYPE_IQ4_XS: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
         case HMOE_TYPE_Q6_K:
@@ -503,8 +505,8 @@ int main(void) {
         const enum hmoe_type act_types[] = {HMOE_TYPE_Q8_K, HMOE_TYPE_Q8_0, HMOE_TYPE_F16, HMOE_TYPE_BF16};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(act_types); k++) check_quantize(act_types[k], got);
         for (size_t k = 0; k < HMOE_ARRAY_LEN(random_types); k++) check_dots(random_types[k], got);
-        const enum hmoe_type extreme_types[] = {HMOE_TYPE_Q8_0, HMOE_TYPE_Q5_0, HMOE_TYPE_MXFP4, HMOE_TYPE_IQ4_XS,
-                                                HMOE_TYPE_Q6_K};
+        const enum hmoe_type extreme_types[] = {HMOE_TYPE_Q8_0, HMOE_TYPE_Q5_0, HMOE_TYPE_Q4_0, HMOE_TYPE_MXFP4,
+                                                HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q6_K};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(extreme_types); k++) check_extreme_dec(extreme_types[k], got);
         check_extreme_gemm(HMOE_TYPE_Q4_K, got);
         check_extreme_gemm(HMOE_TYPE_Q5_K, got);

@@ -1,6 +1,6 @@
 /* leg32_avx2_impl.h — private to src/cpu: gemv / gemm bodies for 16 YMM registers of the
  * weight types with 32-element blocks, one scale per block and Q8_0 activations (quants.md
- * §3, §6.1, §8.1): Q8_0, Q5_0 and MXFP4. A block is rebuilt as 32 signed bytes (leg32_*
+ * §3, §6.1, §8.1): Q8_0, Q4_0, Q5_0 and MXFP4. A block is rebuilt as 32 signed bytes (leg32_*
  * unpackers), then |w| (u8) times the activations carrying w's sign (vpsignb) give the
  * exact int32 block sum — vpmaddubsw (|pair| <= 2·128·127, no saturation) + vpmaddwd with
  * ones on plain AVX2, one vpdpbusd with LEG32_VNNI — scaled by dw·da and accumulated in
@@ -8,7 +8,7 @@
  * Decode (leg32_gemv4): 4 rows per tile, the 4 rows' 8-lane sums reduced together to
  * [S0..S3] and scaled by one double FMA per block; one prefetch per 64 bytes of each row's
  * stream, `pf` ahead (HMOE_DEFINE_GEMV_STREAM chooses and clamps it).
- * Included by q8_0_avx2.c, q5_0_avx2.c, mxfp4_avx2.c (LEG32_VNNI 0), their *_avxvnni.c
+ * Included by q8_0_avx2.c, q4_0_avx2.c, q5_0_avx2.c, mxfp4_avx2.c (LEG32_VNNI 0), their *_avxvnni.c
  * twins (1, VEX vpdpbusd) and mxfp4_avx512.c (1, EVEX vpdpbusd on YMM, AVX512-VNNI + VL).
  */
 #ifndef HMOE_CPU_LEG32_AVX2_IMPL_H
@@ -49,6 +49,11 @@ static inline __m256i leg32_nibbles(const uint8_t *qs16) {
 
 static inline __m256i leg32_unpack_q8_0(const void *blk) {
     return _mm256_loadu_si256((const __m256i *)((const struct hmoe_block_q8_0 *)blk)->qs);
+}
+
+/* Q4_0: the nibbles minus 8 (values -8..7). */
+static inline __m256i leg32_unpack_q4_0(const void *blk) {
+    return _mm256_sub_epi8(leg32_nibbles(((const struct hmoe_block_q4_0 *)blk)->qs), _mm256_set1_epi8(8));
 }
 
 /* Q5_0: the nibbles, the 5th bit from qh spread to one byte per element, minus 16. */
