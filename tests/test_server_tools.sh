@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_server_tools.sh — tool_choice "required" and a named function through `hmoe serve` for the
-# call formats that are not one JSON value: the XML form of Qwen3.5 (qwen35moe-tiny) and gpt-oss
+# call formats that are not one JSON value: the XML form of Qwen3.5 (qwen35moe-tiny) and of
+# Nemotron-3 (a synthetic nemotron-tiny with --chat-template nemotron), and gpt-oss
 # harmony (gpt-oss-tiny, with a byte-level vocabulary, and a synthetic gpt-oss-tiny whose
 # vocabulary has the real header tokens). Random weights, so only the grammar makes the answer a
 # call. curl checks each answer (not streamed and streamed: finish_reason "tool_calls", one call
@@ -17,6 +18,7 @@ T=$(mktemp -d)
 skip_unless_server "serve tools"
 trap cleanup_servers EXIT
 $H synth --preset gpt-oss-tiny -q -o "$T/gptoss-synth.gguf"
+$H synth --preset nemotron-tiny -q -o "$T/nemotron-synth.gguf"
 TOOLS='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]}}},{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}}}]'
 # check_call FILE STREAM WANT: the answer (a body or an SSE stream) holds one call to WANT (or any tool)
 check_call() {
@@ -44,9 +46,9 @@ assert name in req and (want == "any" or name == want), name
 assert isinstance(args, dict) and req[name] <= set(args) and set(args) <= props[name], args
 PY
 }
-run_model() { # run_model LABEL GGUF XML(0|1)
+run_model() { # run_model LABEL GGUF XML(0|1) [serve flags]
     local label=$1 xml=$3
-    MODEL_OPTS="-m $2 -t 1 -c 2048 -ctk f32 -ctv f32 -q"
+    MODEL_OPTS="-m $2 -t 1 -c 2048 -ctk f32 -ctv f32 -q ${*:4}"
     start_server "$T/$label.log" --temp 1
     wait_ready "$URL"
     check "serve tools $label: ready" $? "$(tail -n 3 "$T/$label.log")"
@@ -94,5 +96,6 @@ fi
 run_model qwen35-xml "$S/fixtures/moe-tiny/qwen35moe-tiny.gguf" 1
 run_model harmony-bytes "$S/fixtures/moe-tiny/gpt-oss-tiny.gguf" 0
 run_model harmony "$T/gptoss-synth.gguf" 0
+run_model nemotron-xml "$T/nemotron-synth.gguf" 1 --chat-template nemotron
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

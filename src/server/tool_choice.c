@@ -7,8 +7,9 @@
  * parsed call and finish_reason "tool_calls". A parameters schema outside the grammar's subset
  * constrains the arguments to any JSON object.
  *
- * Supported for the Qwen3 JSON call format (<tool_call>{...}</tool_call>); the XML formats
- * (Qwen3.5, Nemotron) and harmony refuse a forced call with a 400 that says so.
+ * That is the Qwen3 JSON call format (<tool_call>{...}</tool_call>). The XML form (Qwen3.5 / 3.6,
+ * Nemotron-3) and harmony (gpt-oss) start inside their call instead and follow the call grammar of
+ * grammar_call.c; other formats refuse a forced call with a 400 that says so.
  * parallel_tool_calls is accepted (a forced answer holds one call).
  */
 #include <stdio.h>
@@ -94,10 +95,14 @@ bool srv_tool_choice(struct hmoe_server *s, json_t *req, struct srv_job *j, char
         return false;
     }
     const enum hmoe_toolcall_format fmt = hmoe_toolcall_format_for(hmoe_chat_fmt_family(s->fmt), s->vocab->chat_template);
-    if (fmt == HMOE_TOOLCALL_HARMONY || fmt == HMOE_TOOLCALL_QWEN35_XML) return force_call(s, j, fmt, tools, want, prompt, e);
+    /* Nemotron-3 writes the Qwen3.5 XML form (its <think> opens in the prompt, and a forced call is
+     * rendered with thinking off) */
+    if (fmt == HMOE_TOOLCALL_HARMONY || fmt == HMOE_TOOLCALL_QWEN35_XML || fmt == HMOE_TOOLCALL_NEMOTRON)
+        return force_call(s, j, fmt, tools, want, prompt, e);
     if (fmt != HMOE_TOOLCALL_QWEN3_JSON) {
         srv_error_set(e, 400, "tool_choice", "tool_choice \"required\" or a named function is supported for the "
-                      "qwen3-json, qwen35-xml and harmony call formats; this model writes calls as %s (use \"auto\")",
+                      "qwen3-json, qwen35-xml, nemotron and harmony call formats; this model writes calls as %s (use "
+                      "\"auto\")",
                       hmoe_toolcall_format_name(fmt));
         return false;
     }
