@@ -67,6 +67,15 @@ static void test_auto(void) {
             "gpu layers %d, slots %d, resident %llu MiB, notes '%s'", count(&p, HMOE_PLACE_GPU), SLOTS(0),
             (unsigned long long)(p.resident_bytes / MiB), p.notes);
     hmoe_sched_plan_free(&p);
+    /* whole layers with a 200 MiB streaming buffer: it is kept first, 9016 MiB hold 23 layers */
+    r = req(10240);
+    r.whole_layers = true;
+    st = hmoe_sched_place(&r, &p, &err);
+    t_check(st == HMOE_OK && p.where && count(&p, HMOE_PLACE_GPU) == 23 && p.where[24] == HMOE_PLACE_RAM &&
+                p.where[25] == HMOE_PLACE_GPU && p.stream && p.total_bytes <= r.budget_bytes,
+            "auto whole layers 10 GiB + streaming: the buffer first, layers 25-47 resident", "gpu layers %d, stream %d",
+            count(&p, HMOE_PLACE_GPU), p.stream);
+    hmoe_sched_plan_free(&p);
     /* whole layers, all fit: as without the flag */
     r = req(20000);
     r.whole_layers = true;

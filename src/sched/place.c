@@ -5,8 +5,9 @@
  *  - automatic: all experts resident when they fit, else every layer keeps its experts in RAM
  *    and gets the same number of VRAM cache slots (whole experts: gate+up+down of one expert),
  *    after an optional streaming buffer for hybrid prefill (at most half of what is left);
- *  - automatic for a backend without an expert cache (whole_layers): the last layers' experts
- *    resident while they fit, the first ones in RAM (what --n-cpu-moe would pick for that budget).
+ *  - automatic for a backend without an expert cache (whole_layers): the streaming buffer (if it
+ *    takes at most half of what is left), then the last layers' experts resident while they fit,
+ *    the first ones in RAM (what --n-cpu-moe would pick for that budget).
  * Pure arithmetic, no device calls: tests/test_sched_place.c checks it with made-up budgets.
  */
 #include <stdio.h>
@@ -109,9 +110,12 @@ enum hmoe_status hmoe_sched_place(const struct hmoe_sched_place_req *r, struct h
         p->resident_bytes = all;
         avail -= all;
     } else if (r->whole_layers) {
+        /* the streaming buffer first (if it takes at most half): prefill of every RAM layer gains more
+         * from it than from one more resident layer */
+        const uint64_t keep = r->stream_bytes <= avail / 2 ? r->stream_bytes : 0;
         for (int il = r->n_layer - 1; il >= 0; il--) {
             const uint64_t b = r->expert_bytes[il] * (uint64_t)r->n_expert;
-            const bool fits = b <= avail && (il == r->n_layer - 1 || p->where[il + 1] == HMOE_PLACE_GPU);
+            const bool fits = b + keep <= avail && (il == r->n_layer - 1 || p->where[il + 1] == HMOE_PLACE_GPU);
             p->where[il] = fits ? HMOE_PLACE_GPU : HMOE_PLACE_RAM;
             if (fits) p->resident_bytes += b, avail -= b;
         }
@@ -121,7 +125,7 @@ enum hmoe_status hmoe_sched_place(const struct hmoe_sched_place_req *r, struct h
     bool any_ram = false;
     for (int il = 0; il < r->n_layer; il++) any_ram |= p->where[il] == HMOE_PLACE_RAM;
     if (any_ram && r->stream_bytes > 0) {
-        if (r->stream_bytes <= (p->explicit_placement ? avail : avail / 2)) {
+        if (r->stream_bytes <= (p->explicit_placement || r->whole_layers ? avail : avail / 2)) {
             p->stream = true;
             avail -= r->stream_bytes;
         } else {
