@@ -375,8 +375,13 @@ full=$(grep -c '^full 200$' "$T/all.txt"); dropped=$(grep -c '^dropped' "$T/all.
 check "serve: 4 clients x 10 mixed requests: every one answered whole ($full full, $dropped dropped)" $? "$(sort "$T/all.txt" | uniq -c)"
 for n in 1 2 3 4; do client $n; done # 40 more, one client at a time: the resident set must not grow
 rss1=$(rss)
-[ -n "$rss0" ] && [ -n "$rss1" ] && [ "$rss1" -le $((rss0 + 16384)) ]
-check "serve: resident memory flat over 80 requests (${rss0:-?} -> ${rss1:-?} KiB)" $? "rss $rss0 -> $rss1 KiB"
+if grep -q __asan_init "$H" 2>/dev/null; then
+    # an ASan build keeps freed blocks in its quarantine (256 MB by default): RSS grows by design
+    echo "serve: resident memory flat over 80 requests ... skipped: ASan build (${rss0:-?} -> ${rss1:-?} KiB)"
+else
+    [ -n "$rss0" ] && [ -n "$rss1" ] && [ "$rss1" -le $((rss0 + 16384)) ]
+    check "serve: resident memory flat over 80 requests (${rss0:-?} -> ${rss1:-?} KiB)" $? "rss $rss0 -> $rss1 KiB"
+fi
 sleep 0.5
 ok1=$(curl -s "${AUTH[@]}" "$URL/metrics" | awk '$1=="hmoe:requests_ok_total"{print $2}')
 cancelled=$(curl -s "${AUTH[@]}" "$URL/metrics" | awk '$1=="hmoe:requests_cancelled_total"{print $2}')
