@@ -305,7 +305,8 @@ struct hmoe_ctx_stats {
     uint64_t decode_tokens;      /* single-token steps since the last reset of the statistics */
     double gpu_ms_per_token;     /* device time of a decode step (verbose only) */
     double cpu_expert_ms_per_token; /* CPU time spent on missed experts per decode step */
-    double cache_hit_rate;       /* expert hits / expert uses over hybrid layers (1 when all resident) */
+    double cache_hit_rate;       /* expert hits / expert uses (1 when all resident; without an expert cache
+                                    the share of MoE layers whose experts are resident) */
     double pcie_gbps;            /* expert bytes copied host->device / wall time of the steps */
     double h2d_gbps_probe;       /* pinned host->device bandwidth measured at init (hybrid) */
     uint64_t pinned_bytes;       /* host memory page-locked for the device (hybrid RAM layers) */

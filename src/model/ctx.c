@@ -400,7 +400,12 @@ void hmoe_ctx_get_stats(const struct hmoe_ctx *c, struct hmoe_ctx_stats *out) {
     out->vram_cache_slots = g->cache_slots;
     out->decode_tokens = g->n_steps;
     out->gpu_ms_per_token = g->n_timed ? g->gpu_ms_sum / (double)g->n_timed : 0.0;
-    out->cache_hit_rate = 1.0;
+    /* without the hybrid scheduler (all resident, or an entry that runs its RAM layers itself): every
+     * MoE layer uses k experts per token, so the share of resident MoE layers is the hit rate */
+    int moe_layers = 0, resident = 0;
+    for (int il = 0; il < c->m->cfg.n_layer; il++)
+        if (c->m->w.layers[il].moe.up.data) moe_layers++, resident += g->L[il].resident;
+    out->cache_hit_rate = moe_layers ? (double)resident / moe_layers : 1.0;
     if (g->hyb) {
         struct hmoe_sched_hybrid_stats hs;
         hmoe_sched_hybrid_get_stats(g->hyb, &hs);
