@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
     uint64_t calls[8][8] = {{0}};
     const double ts0 = hmoe_time_s();
     const unsigned long long sb0 = atomic_load(&stream_bytes);
-    for (int r = 0; r < rounds + 1; r++) /* round 0: warm-up, not counted */
+    for (int r = 0; r < rounds + 1; r++) /* the first pass warms up and is not counted */
         for (int si = 0; si < n_sizes; si++) {
             route_random(n_tok, E, k, sel, w);
             for (int vi = 0; vi < n_v; vi++) {

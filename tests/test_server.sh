@@ -397,7 +397,7 @@ JS=build/js-openai
 if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
     echo "serve: openai npm client ... skipped: npm or node is not installed"
 else
-    mkdir -p "$JS" && cp tests/js/package.json tests/js/client.mjs "$JS"/
+    mkdir -p "$JS" && cp tests/js/package.json tests/js/check.mjs tests/js/client.mjs "$JS"/
     if [ -d "$JS/node_modules/openai" ] || timeout 180 npm install --prefix "$JS" --no-audit --no-fund --silent >"$T/npm.log" 2>&1; then
         timeout 120 node "$JS/client.mjs" "$URL/v1" "$KEY" tiny-mini "$want" > "$T/js.out" 2>&1
         rc=$?

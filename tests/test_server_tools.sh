@@ -84,7 +84,7 @@ run_model() { # run_model LABEL GGUF XML(0|1) [serve flags]
 }
 JS=build/js-openai JS_OK=""
 if command -v npm >/dev/null && command -v node >/dev/null; then
-    mkdir -p "$JS" && cp tests/js/package.json tests/js/tools.mjs "$JS"/
+    mkdir -p "$JS" && cp tests/js/package.json tests/js/check.mjs tests/js/tools.mjs "$JS"/
     if [ -d "$JS/node_modules/openai" ] || timeout 180 npm install --prefix "$JS" --no-audit --no-fund --silent >"$T/npm.log" 2>&1; then
         JS_OK=1
     else

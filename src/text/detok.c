@@ -93,10 +93,10 @@ enum hmoe_status hmoe_detokenize(const struct hmoe_vocab *v, const int32_t *ids,
 }
 
 size_t hmoe_utf8_complete_prefix(const char *s, size_t len) {
-    /* Look back over at most 4 bytes for the lead byte of the last character. */
+    /* Look back over at most 4 bytes for the first byte of the last character. */
     for (size_t k = 1; k <= 4 && k <= len; k++) {
         unsigned char c = (unsigned char)s[len - k];
-        if ((c & 0xC0) == 0x80) continue; /* continuation: keep looking for the lead */
+        if ((c & 0xC0) == 0x80) continue; /* continuation: keep looking for the first byte */
         size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
         return k < need ? len - k : len;
     }

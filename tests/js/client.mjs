@@ -2,22 +2,10 @@
 // node client.mjs BASE_URL API_KEY MODEL GREEDY_TEXT. Prints "ok NAME" or "FAIL NAME: why" per
 // case; GREEDY_TEXT is the server's answer to "Hi there" with 12 tokens at temperature 0.
 import OpenAI from "openai";
+import { assert, check, failures } from "./check.mjs";
 
 const [baseURL, apiKey, model, greedy] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 30000 });
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.message ? e.message : e}`);
-  }
-}
-function assert(cond, why) {
-  if (!cond) throw new Error(why);
-}
 const messages = [{ role: "user", content: "Hi there" }];
 
 await check("models.list", async () => {
@@ -119,4 +107,4 @@ await check("tool_choice required and a named function give a tool call", async 
     else assert(["get_weather", "add"].includes(call.function.name), JSON.stringify(call));
   }
 });
-process.exit(failed ? 1 : 0);
+process.exit(failures() ? 1 : 0);

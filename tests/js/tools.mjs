@@ -5,22 +5,10 @@
 // named) function, arguments that parse as a JSON object holding the required parameter.
 // Prints "ok NAME" or "FAIL NAME: why" per case.
 import OpenAI from "openai";
+import { assert, check, failures } from "./check.mjs";
 
 const [baseURL, model] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "none", maxRetries: 0, timeout: 60000 });
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.message ? e.message : e}`);
-  }
-}
-function assert(cond, why) {
-  if (!cond) throw new Error(why);
-}
 const messages = [{ role: "user", content: "Weather in Paris?" }];
 const tools = [
   { type: "function", function: { name: "get_weather", parameters: { type: "object",
@@ -73,4 +61,4 @@ for (const [label, tool_choice] of choices) {
     checkCall(label, tool_choice, r.choices[0].finish_reason, r.choices[0].message.tool_calls);
   });
 }
-process.exit(failed ? 1 : 0);
+process.exit(failures() ? 1 : 0);
