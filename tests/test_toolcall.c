@@ -1,8 +1,10 @@
 /* test_toolcall.c — generated text into content, reasoning and tool calls (text.h), for each
  * template family. Expected values are written out from the formats in chat-templates.md
  * (§1.5 Qwen3, §2.3 Qwen3.5 XML, §3 harmony) and nemotron_h_moe.md §10, not taken from hmoe's
- * output. Every case is also streamed byte by byte and in uneven pieces: the deltas must add up
- * to the whole-text result, show no partial tag, and give the same calls. */
+ * output. Every case is also streamed byte by byte, 3 bytes at a time, in uneven and in random
+ * pieces: the deltas must add up to the whole-text result, show no partial tag, and give the same
+ * calls, and each call's pieces (start once with id and name, indices 0, 1, ... in order) must add
+ * up to the arguments it closes with. */
 #include <stdint.h>
 
 #include "harness.h"
@@ -30,10 +32,68 @@ static int same_msg(const struct hmoe_toolcalls *a, const struct hmoe_toolcalls 
     return 1;
 }
 
-/* Stream `text` in pieces of `step` bytes (0: uneven sizes 1, 2, 3, 5, 8, ...). The deltas are
- * collected into *got; returns 0 and a reason on any inconsistency. */
-static int stream_text(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall_opts *opts, const char *text,
-                       size_t len, size_t step, struct hmoe_toolcalls *got, char *why, size_t why_len) {
+/* The calls a stream showed while they were written (the delta's pieces), as a client sums them. */
+struct live_calls {
+    size_t n;            /* calls begun */
+    char *id[64], *name[64], *args[64];
+    int closed[64];
+    size_t pieces[64];   /* pieces of each call */
+};
+
+static void live_free(struct live_calls *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->id[i]), free(l->name[i]), free(l->args[i]);
+    memset(l, 0, sizeof *l);
+}
+
+/* Add a delta's pieces: a call's first piece (id, name) opens the next index, later pieces carry
+ * only arguments for the call being written; closed calls must match what their pieces summed to. */
+static int live_add(struct live_calls *l, const struct hmoe_toolcall_delta *d, char *why, size_t why_len) {
+    for (size_t i = 0; i < d->n_pieces; i++) {
+        const struct hmoe_toolcall_piece *pc = &d->pieces[i];
+        if (pc->id || pc->name) {
+            if (!pc->id || !pc->name || !*pc->name || pc->index != l->n || l->n >= 64)
+                return snprintf(why, why_len, "a call start with index %zu (%zu begun) id %s name %s", pc->index, l->n,
+                                pc->id ? pc->id : "-", pc->name ? pc->name : "-"), 0;
+            l->id[l->n] = strdup(pc->id);
+            l->name[l->n] = strdup(pc->name);
+            l->args[l->n] = calloc(1, 1);
+            l->closed[l->n] = 0;
+            l->pieces[l->n] = 0;
+            l->n++;
+        } else if (!l->n || pc->index != l->n - 1 || l->closed[pc->index]) {
+            return snprintf(why, why_len, "arguments for index %zu, not the open call (%zu begun)", pc->index, l->n), 0;
+        }
+        if (memchr(pc->args, 0, pc->args_len)) return snprintf(why, why_len, "a NUL in a piece"), 0;
+        l->pieces[pc->index]++;
+        char **a = &l->args[pc->index];
+        size_t n = strlen(*a);
+        *a = realloc(*a, n + pc->args_len + 1);
+        memcpy(*a + n, pc->args, pc->args_len);
+        (*a)[n + pc->args_len] = 0;
+    }
+    for (size_t i = 0; i < d->n_calls; i++) {
+        size_t k = 0;
+        while (k < l->n && strcmp(l->id[k], d->calls[i].id) != 0) k++;
+        if (k == l->n) return snprintf(why, why_len, "call %s closed without its pieces", d->calls[i].id), 0;
+        for (size_t j = k + 1; j < l->n; j++)
+            if (l->closed[j]) return snprintf(why, why_len, "call %zu closed after call %zu", k, j), 0;
+        if (l->closed[k]) return snprintf(why, why_len, "call %zu closed twice", k), 0;
+        if (strcmp(l->name[k], d->calls[i].name) || strcmp(l->args[k], d->calls[i].arguments))
+            return snprintf(why, why_len, "call %zu streamed as %s '%s', closed as %s '%s'", k, l->name[k], l->args[k],
+                            d->calls[i].name, d->calls[i].arguments), 0;
+        l->closed[k] = 1;
+    }
+    return 1;
+}
+
+enum { STEP_RANDOM = 1000 }; /* random piece sizes 1..16 */
+
+/* Stream `text` in pieces of `step` bytes (0: uneven sizes 1, 2, 3, 5, 8, ...; STEP_RANDOM: random
+ * sizes). The deltas are collected into *got (and the calls as they streamed into *live when it is
+ * not NULL); returns 0 and a reason on any inconsistency. */
+static int stream_text_live(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall_opts *opts, const char *text,
+                            size_t len, size_t step, struct hmoe_toolcalls *got, struct live_calls *live, char *why,
+                            size_t why_len) {
     struct hmoe_err err = {0};
     struct hmoe_toolcall_stream *s = NULL;
     memset(got, 0, sizeof *got);
@@ -44,6 +104,8 @@ static int stream_text(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall
     struct hmoe_toolcall calls[16];
     int ok = 1;
     size_t sizes[] = {1, 2, 3, 5, 8, 13, 4, 1, 1, 7};
+    uint64_t rng = len * 2654435761u + 1;
+    struct live_calls lc = {0};
     for (size_t at = 0, k = 0; at <= len && ok; k++) {
         struct hmoe_toolcall_delta d;
         int rc;
@@ -51,7 +113,8 @@ static int stream_text(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall
             rc = hmoe_toolcall_stream_finish(s, &d, &err);
             at++;
         } else {
-            size_t n = step ? step : sizes[k % 10];
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            size_t n = step == STEP_RANDOM ? 1 + (size_t)((rng >> 33) % 16) : step ? step : sizes[k % 10];
             if (n > len - at) n = len - at;
             rc = hmoe_toolcall_stream_feed(s, text + at, n, &d, &err);
             at += n;
@@ -60,6 +123,7 @@ static int stream_text(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall
         if (nc + d.content_len >= cap || nr + d.reasoning_len >= cap) { snprintf(why, why_len, "delta too long"); ok = 0; break; }
         memcpy(content + nc, d.content, d.content_len), nc += d.content_len;
         memcpy(reasoning + nr, d.reasoning, d.reasoning_len), nr += d.reasoning_len;
+        if (!live_add(&lc, &d, why, why_len)) { ok = 0; break; }
         for (size_t i = 0; i < d.n_calls && n_calls < 16; i++) {
             calls[n_calls].id = strdup(d.calls[i].id);
             calls[n_calls].name = strdup(d.calls[i].name);
@@ -84,7 +148,14 @@ static int stream_text(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall
     got->n_calls = 0;
     if (!ok) free(content), free(reasoning), got->content = got->reasoning = NULL;
     hmoe_toolcall_stream_free(s);
+    if (live) *live = lc;
+    else live_free(&lc);
     return ok;
+}
+
+static int stream_text(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall_opts *opts, const char *text,
+                       size_t len, size_t step, struct hmoe_toolcalls *got, char *why, size_t why_len) {
+    return stream_text_live(fmt, opts, text, len, step, got, NULL, why, why_len);
 }
 
 /* Parse `text` whole, compare with `w`, then stream it three ways and compare again. */
@@ -115,9 +186,10 @@ static void check_case(const char *name, enum hmoe_toolcall_format fmt, const st
     snprintf(label, sizeof label, "toolcall %s: %s", fmt_name(fmt), name);
     t_check(ok, label, "%s", why);
     if (rc) return;
-    static const size_t steps[] = {1, 0, 4096};
-    static const char *const step_names[] = {"byte by byte", "in uneven pieces", "in one piece"};
-    for (int k = 0; k < 3; k++) {
+    static const size_t steps[] = {1, 3, 0, STEP_RANDOM, 4096};
+    static const char *const step_names[] = {"byte by byte", "3 bytes at a time", "in uneven pieces",
+                                             "in random pieces", "in one piece"};
+    for (int k = 0; k < 5; k++) {
         struct hmoe_toolcalls st;
         why[0] = 0;
         int sok = stream_text(fmt, &opts, text, strlen(text), steps[k], &st, why, sizeof why);
@@ -434,7 +506,7 @@ static void test_hold_back(void) {
     t_check(ok, "toolcall stream: a possible tag start is held back", "got '%.*s'", (int)d.content_len, d.content);
     ok = ok && hmoe_toolcall_stream_feed(s, "call>\n{\"name\": \"f\"}\n</tool_call", 31, &d, &err) == 0 &&
          d.content_len == 0 && d.n_calls == 0;
-    t_check(ok, "toolcall stream: an open call shows nothing", "got '%.*s' %zu calls", (int)d.content_len, d.content,
+    t_check(ok, "toolcall stream: an open call shows no content", "got '%.*s' %zu calls", (int)d.content_len, d.content,
             d.n_calls);
     ok = ok && hmoe_toolcall_stream_feed(s, ">", 1, &d, &err) == 0 && d.n_calls == 1 && strcmp(d.calls[0].name, "f") == 0;
     t_check(ok, "toolcall stream: the call comes out when it closes", "%zu calls", d.n_calls);
@@ -475,6 +547,72 @@ static void test_format_for(void) {
             "toolcall format_name", "mismatch");
 }
 
+/* Feed `parts` one by one; the pieces of each delta, written as "[index id? name? args]" ("#" for
+ * an id), then "|" after each feed, and the closed calls as "=name". */
+static void check_pieces(const char *label, enum hmoe_toolcall_format fmt, const struct hmoe_toolcall_opts *opts,
+                         const char *const *parts, size_t n_parts, const char *want) {
+    struct hmoe_toolcall_stream *s = NULL;
+    struct hmoe_err err = {0};
+    char got[2048] = "";
+    size_t n = 0;
+    int ok = hmoe_toolcall_stream_new(fmt, opts, &s, &err) == 0;
+    for (size_t i = 0; ok && i <= n_parts; i++) {
+        struct hmoe_toolcall_delta d;
+        ok = (i < n_parts ? hmoe_toolcall_stream_feed(s, parts[i], strlen(parts[i]), &d, &err)
+                          : hmoe_toolcall_stream_finish(s, &d, &err)) == 0;
+        for (size_t k = 0; ok && k < d.n_pieces; k++)
+            n += (size_t)snprintf(got + n, sizeof got - n, "[%zu%s%s%s %.*s]", d.pieces[k].index,
+                                  d.pieces[k].id ? " #" : "", d.pieces[k].name ? " " : "",
+                                  d.pieces[k].name ? d.pieces[k].name : "", (int)d.pieces[k].args_len, d.pieces[k].args);
+        for (size_t k = 0; ok && k < d.n_calls; k++) n += (size_t)snprintf(got + n, sizeof got - n, "=%s", d.calls[k].name);
+        if (i < n_parts) n += (size_t)snprintf(got + n, sizeof got - n, "|");
+    }
+    hmoe_toolcall_stream_free(s);
+    t_check(ok && strcmp(got, want) == 0, label, "got  %s\n  want %s", got, want);
+}
+
+static void test_pieces(void) {
+    struct hmoe_toolcall_opts tools = {.tools = WEATHER_TOOLS, .n_tools = 3, .id_seed = 1};
+    const char *q3[] = {"Let me see.\n<tool_call>\n{\"name\": \"get_", "weather\", \"argu", "ments\": {\"ci",
+                        "ty\": \"Par", "is\", \"days\": 1", "2}}\n</tool", "_call>"};
+    check_pieces("toolcall pieces qwen3-json: the name, then the arguments in their final form as they grow",
+                 HMOE_TOOLCALL_QWEN3_JSON, &tools, q3, HMOE_ARRAY_LEN(q3),
+                 "|[0 # get_weather ]|[0 {]|[0 \"city\": \"Par]|[0 is\"]|[0 , \"days\": 12}]|=get_weather|");
+    const char *q3c[] = {"<tool_call>\n{\"name\":\"f\",\"arguments\":{\"a\":[1,", "\"\\u00e9\\ud83d", "\\ude00x\"",
+                         "]}}\n</tool_call>"};
+    check_pieces("toolcall pieces qwen3-json: compact JSON goes out in HF form, escapes once decoded",
+                 HMOE_TOOLCALL_QWEN3_JSON, &tools, q3c, HMOE_ARRAY_LEN(q3c),
+                 "[0 # f {\"a\": [1]|[0 , \"é]|[0 😀x\"]|[0 ]}]=f|");
+    const char *two[] = {"<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": "
+                         "\"b\", \"argum",
+                         "ents\": {\"x\": true}}\n</tool_call>\n<tool_call>\n{\"name\": \"c\"", "}\n</tool_call>"};
+    check_pieces("toolcall pieces qwen3-json: three calls are indices 0, 1, 2", HMOE_TOOLCALL_QWEN3_JSON, &tools, two,
+                 HMOE_ARRAY_LEN(two), "[0 # a {}][1 # b ]=a|[1 {\"x\": true}][2 # c ]=b|[2 {}]=c|");
+    const char *cut[] = {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"xy"};
+    check_pieces("toolcall pieces qwen3-json: a call cut off keeps what went out, and is content",
+                 HMOE_TOOLCALL_QWEN3_JSON, &tools, cut, HMOE_ARRAY_LEN(cut), "[0 # f {\"a\": \"xy]|");
+    const char *xml[] = {"<tool_call>\n<function=get_wea", "ther>\n<parameter=city>\nSão", " Paulo\n", "</parameter>\n"
+                         "<parameter=days>\n3", "\n</parameter>\n<parameter=note>\r\n", "a\\\"b\n</param", "eter>\n"
+                         "</function>\n</tool_call>"};
+    check_pieces("toolcall pieces qwen35-xml: a parameter at a time, a string one as it is written",
+                 HMOE_TOOLCALL_QWEN35_XML, &tools, xml, HMOE_ARRAY_LEN(xml),
+                 "|[0 # get_weather {\"city\":\"São]|[0  Paulo]|[0 \"]|[0 ,\"days\":3,\"note\":\"]|"
+                 "[0 a\\\\\\\"b]|[0 \"}]=get_weather|");
+    const char *utf[] = {"<tool_call>\n<function=get_weather>\n<parameter=city>\n\xe6\x97", "\xa5\n</parameter>\n</function>"
+                         "\n</tool_call>"};
+    check_pieces("toolcall pieces qwen35-xml: a character split between feeds waits for its last byte",
+                 HMOE_TOOLCALL_QWEN35_XML, &tools, utf, HMOE_ARRAY_LEN(utf),
+                 "[0 # get_weather {\"city\":\"]|[0 日\"}]=get_weather|");
+    const char *harmony[] = {"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>", " {\"city\"",
+                             ": \"Paris\" ", " }<|ca", "ll|>"};
+    check_pieces("toolcall pieces harmony: the arguments as written, whitespace at the ends held",
+                 HMOE_TOOLCALL_HARMONY, &tools, harmony, HMOE_ARRAY_LEN(harmony),
+                 "|[0 # get_weather {\"city\"]|[0 : \"Paris\"]|[0   }]|=get_weather|");
+    const char *hbad[] = {"<|channel|>commentary to=functions.f<|message|>nope", "<|call|>"};
+    check_pieces("toolcall pieces harmony: a body that is no JSON never starts a call", HMOE_TOOLCALL_HARMONY, &tools,
+                 hbad, HMOE_ARRAY_LEN(hbad), "||");
+}
+
 /* Random texts made of tag fragments: never a crash, the same message however the text is split. */
 static void test_random(void) {
     static const char *const bits[] = {
@@ -483,6 +621,9 @@ static void test_random(void) {
         "<|channel|>", "analysis", "final", "commentary to=functions.g", "<|message|>", "<|end|>", "<|call|>",
         "<|start|>assistant", "<|constrain|>json", "[1,2]", "<tool", "</tool_c", "\\", "\xff", "\xe6\x97",
         "<parameter=", "<|", "true", "\"日本\"",
+        /* pieces of calls being written */
+        "{\"name\": \"f\", \"arguments\": ", "{\"a\": ", "\"x", "\\u00e9", "\\ud83d", "\\ude00", "12", ",", ":",
+        "]", "<function=get_weather>", "<parameter=city>", "\r", "\"name\"", "\"arguments\"",
     };
     uint64_t rng = 99;
     int failures = 0;
@@ -510,7 +651,9 @@ static void test_random(void) {
             failures++;
             continue;
         }
-        for (size_t step = 0; step < 3; step++) {
+        static const size_t steps[] = {0, 1, 2, STEP_RANDOM};
+        for (size_t si = 0; si < 4; si++) {
+            const size_t step = steps[si];
             if (!stream_text(f, &o, text, n, step, &st, why, sizeof why) || strcmp(st.content, whole.content) ||
                 strcmp(st.reasoning, whole.reasoning)) {
                 if (!failures++) snprintf(first_why, sizeof first_why, "fmt %d step %zu text '%.300s': %.1000s", (int)f, step, text, why);
@@ -520,8 +663,114 @@ static void test_random(void) {
         }
         hmoe_toolcalls_free(&whole);
     }
-    t_check(failures == 0, "toolcall: 1500 random tag soups, streamed three ways, agree", "%d failures, first: %s",
+    t_check(failures == 0, "toolcall: 1500 random tag soups, streamed four ways, agree", "%d failures, first: %s",
             failures, first_why);
+}
+
+static size_t rnd(uint64_t *rng, size_t k) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (size_t)((*rng >> 33) % k);
+}
+
+static void put(char *out, size_t *n, size_t cap, const char *str) {
+    size_t l = strlen(str);
+    if (*n + l < cap) memcpy(out + *n, str, l), *n += l;
+    out[*n] = 0;
+}
+
+/* A random JSON value written the way a model might: spacing varies, strings hold escapes
+ * (surrogate pairs included), non-ASCII text and brackets. */
+static void rand_json(char *out, size_t *n, size_t cap, uint64_t *rng, int depth, bool object) {
+    static const char *const str_bits[] = {"a", "Paris", " ", "é", "日本", "😀", "\\n", "\\\"", "\\u00e9",
+                                           "\\ud83d\\ude00", "<", "}", "]", ",", ":", "\\\\", "\\/"};
+    static const char *const scalars[] = {"12", "-0.5", "1e3", "0", "true", "false", "null", "12345678901234567890"};
+    static const char *const spaces[] = {"", "", " ", "\n  "};
+    size_t kind = object ? 0 : depth >= 3 ? 2 + rnd(rng, 2) : rnd(rng, 4);
+    if (kind == 0 || kind == 1) {
+        put(out, n, cap, kind ? "[" : "{");
+        size_t m = rnd(rng, 4);
+        for (size_t i = 0; i < m; i++) {
+            if (i) {
+                put(out, n, cap, ",");
+                put(out, n, cap, spaces[rnd(rng, 4)]);
+            }
+            if (!kind) {
+                put(out, n, cap, "\"k");
+                put(out, n, cap, str_bits[rnd(rng, HMOE_ARRAY_LEN(str_bits))]);
+                put(out, n, cap, "\":");
+                put(out, n, cap, spaces[rnd(rng, 4)]);
+            }
+            rand_json(out, n, cap, rng, depth + 1, false);
+        }
+        put(out, n, cap, kind ? "]" : "}");
+    } else if (kind == 2) {
+        put(out, n, cap, "\"");
+        for (size_t i = rnd(rng, 6); i > 0; i--) put(out, n, cap, str_bits[rnd(rng, HMOE_ARRAY_LEN(str_bits))]);
+        put(out, n, cap, "\"");
+    } else {
+        put(out, n, cap, scalars[rnd(rng, HMOE_ARRAY_LEN(scalars))]);
+    }
+}
+
+/* Calls with random arguments in each format, streamed byte by byte, 3 bytes at a time and in
+ * random pieces: the call's pieces add up to its arguments, and a long call comes in many. */
+static void test_random_args(void) {
+    struct hmoe_toolcall_opts tools = {.tools = WEATHER_TOOLS, .n_tools = 3, .id_seed = 9};
+    static const char *const xml_bits[] = {"a", "São Paulo", " ", "\n", "\r\n", "<", "</param", "\"", "\\", "日",
+                                           "😀", "\t", "{", "<parameter"};
+    uint64_t rng = 4242;
+    int failures = 0, short_streams = 0;
+    char first_why[2048] = "";
+    for (int iter = 0; iter < 900; iter++) {
+        char args[1200], text[2048];
+        size_t n = 0;
+        enum hmoe_toolcall_format f = iter % 3 == 0 ? HMOE_TOOLCALL_QWEN3_JSON : iter % 3 == 1 ? HMOE_TOOLCALL_HARMONY
+                                                                                              : HMOE_TOOLCALL_QWEN35_XML;
+        rand_json(args, &n, sizeof args - 1, &rng, 0, true);
+        if (f == HMOE_TOOLCALL_QWEN3_JSON) {
+            snprintf(text, sizeof text, "Sure.\n<tool_call>\n{\"name\": \"f\",%s\"arguments\": %s}\n</tool_call>",
+                     iter % 2 ? " " : "", args);
+        } else if (f == HMOE_TOOLCALL_HARMONY) {
+            snprintf(text, sizeof text, "<|channel|>commentary to=functions.f <|constrain|>json<|message|>%s%s<|call|>",
+                     iter % 2 ? " " : "", args);
+        } else {
+            char value[600];
+            size_t vn = 0;
+            value[0] = 0;
+            for (size_t i = 1 + rnd(&rng, 12); i > 0; i--) put(value, &vn, sizeof value, xml_bits[rnd(&rng, HMOE_ARRAY_LEN(xml_bits))]);
+            snprintf(text, sizeof text, "<tool_call>\n<function=get_weather>\n<parameter=city>\n%s\n</parameter>\n"
+                     "<parameter=opts>\n%s\n</parameter>\n<parameter=note>\n%s\n</parameter>\n</function>\n</tool_call>",
+                     value, args, value);
+        }
+        struct hmoe_toolcalls whole;
+        struct hmoe_err err = {0};
+        if (hmoe_toolcall_parse_opts(f, &tools, text, strlen(text), &whole, &err) || whole.n_calls != 1) {
+            if (!failures++) snprintf(first_why, sizeof first_why, "not one call: '%.500s'", text);
+            if (!err.code) hmoe_toolcalls_free(&whole);
+            continue;
+        }
+        static const size_t steps[] = {1, 3, STEP_RANDOM};
+        for (size_t si = 0; si < 3; si++) {
+            struct hmoe_toolcalls st;
+            struct live_calls live = {0};
+            char why[1024] = "";
+            int ok = stream_text_live(f, &tools, text, strlen(text), steps[si], &st, &live, why, sizeof why);
+            if (ok && (live.n != 1 || !live.closed[0]))
+                ok = 0, snprintf(why, sizeof why, "%zu calls begun", live.n);
+            if (ok && steps[si] == 1 && strlen(whole.calls[0].arguments) > 40 && live.pieces[0] < 4) short_streams++;
+            if (!ok && !failures++)
+                snprintf(first_why, sizeof first_why, "fmt %s step %zu text '%.600s': %.1000s", fmt_name(f), steps[si],
+                         text, why);
+            live_free(&live);
+            free(st.content);
+            free(st.reasoning);
+        }
+        hmoe_toolcalls_free(&whole);
+    }
+    t_check(failures == 0, "toolcall pieces: 900 calls with random arguments, streamed three ways, add up",
+            "%d failures, first: %s", failures, first_why);
+    t_check(short_streams == 0, "toolcall pieces: long arguments fed byte by byte come in many pieces",
+            "%d calls in fewer than 4 pieces", short_streams);
 }
 
 /* The other direction: an assistant turn with calls as each template renders it (the renderers are
@@ -574,8 +823,10 @@ int main(void) {
     test_parse_infers_think();
     test_ids();
     test_hold_back();
+    test_pieces();
     test_format_for();
     test_random();
+    test_random_args();
     test_roundtrip(HMOE_CHAT_TEMPLATE_QWEN3, "{\"city\": \"São Paulo\", \"days\": 3, \"opts\": {\"hourly\": true}}");
     test_roundtrip(HMOE_CHAT_TEMPLATE_QWEN35, "{\"city\":\"São Paulo\",\"days\":3,\"opts\":{\"hourly\":true}}");
     test_roundtrip(HMOE_CHAT_TEMPLATE_NEMOTRON, "{\"city\":\"São Paulo\",\"days\":3,\"opts\":{\"hourly\":true}}");

@@ -337,11 +337,31 @@ void hmoe_toolcalls_free(struct hmoe_toolcalls *tc);
  * now. Text that could be the start of a tag (a "<", "<tool_c", "<|") is held back until the next
  * piece decides it, tool-call text is held until the call closes, and trailing whitespace until
  * more text follows, so a stream never shows a partial tag. Feeding a text in any split, byte by
- * byte included, then finishing gives the same message as hmoe_toolcall_parse_opts. */
+ * byte included, then finishing gives the same message as hmoe_toolcall_parse_opts.
+ *
+ * A call also streams while it is written (`pieces`): its start (id and name) once the name is
+ * known, then its arguments text as it grows, so that a client that appends the pieces of a call
+ * holds exactly the arguments the call closes with. Qwen3's JSON arguments go out in their final
+ * HF form up to the last complete token (a string character by character); the XML form's JSON is
+ * built a parameter at a time, a string parameter's value character by character; harmony's
+ * arguments are the model's text as written. A call whose start went out and that then does not
+ * close (cut off by the token limit) or does not parse keeps what was sent; as in the whole-text
+ * parse it is no call and its text is content. */
 struct hmoe_toolcall_stream;
+/* One piece of a call being written. `index` numbers the calls whose start was streamed, from 0 in
+ * the order they began; `id` and `name` are set on a call's first piece only (NULL after); `args`
+ * continues the arguments text of the call's earlier pieces ("" possible on the first). */
+struct hmoe_toolcall_piece {
+    size_t index;
+    const char *id, *name;
+    const char *args;
+    size_t args_len;
+};
 /* What one feed / finish released. The pointers stay valid until the next call on the stream.
  * Within one delta the reasoning came before the content; `calls` are the calls that closed
- * during this piece, in order (calls[i].id etc. are owned by the stream). */
+ * during this piece, in order (calls[i].id etc. are owned by the stream); `pieces` are what the
+ * calls being written gained during it, in order (the piece of a call that closes in this delta is
+ * there too, with the rest of its arguments). */
 struct hmoe_toolcall_delta {
     const char *reasoning;
     size_t reasoning_len;
@@ -349,6 +369,8 @@ struct hmoe_toolcall_delta {
     size_t content_len;
     const struct hmoe_toolcall *calls;
     size_t n_calls;
+    const struct hmoe_toolcall_piece *pieces;
+    size_t n_pieces;
 };
 int hmoe_toolcall_stream_new(enum hmoe_toolcall_format fmt, const struct hmoe_toolcall_opts *opts,
                              struct hmoe_toolcall_stream **out, struct hmoe_err *err);

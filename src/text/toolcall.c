@@ -83,7 +83,8 @@ void hmoe_tc_add_call(struct hmoe_toolcall_stream *s, const char *name, size_t n
         s->cap_calls = cap;
     }
     char id[30];
-    hmoe_tc_next_id(s, id);
+    if (s->live.on) memcpy(id, s->live.id, sizeof id);
+    else hmoe_tc_next_id(s, id);
     struct hmoe_toolcall *c = &s->calls[s->n_calls];
     c->id = strdup(id);
     c->name = malloc(name_len + 1);
@@ -138,14 +139,48 @@ static void call_failed(struct hmoe_toolcall_stream *s) {
     hmoe_tc_emit(s, &s->content, CALL_OPEN, sizeof CALL_OPEN - 1);
 }
 
+/* The call text p[0..n) so far: its name once known and its arguments as far as they can be sent.
+ * The name is known from a point in the text on, so "has the call begun" has one answer for a
+ * text however it arrived. */
+static bool partial_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, struct hmoe_strbuf *args, char **name) {
+    return s->fmt == HMOE_TOOLCALL_QWEN3_JSON ? hmoe_tc_partial_json_call(s, p, n, name, args)
+                                              : hmoe_tc_partial_xml_call(s, p, n, name, args);
+}
+
+static bool call_begun(struct hmoe_toolcall_stream *s, const char *p, size_t n) {
+    struct hmoe_strbuf args = {0};
+    char *name = NULL;
+    bool begun = partial_call(s, p, n, &args, &name);
+    free(name);
+    free(args.s);
+    return begun;
+}
+
+/* An open call: send what it has gained (the text up to a possible start of </tool_call>). */
+static void stream_call(struct hmoe_toolcall_stream *s) {
+    const size_t n = s->pend.n - hmoe_tc_partial_tag(s->pend.s, s->pend.n, CALL_CLOSE);
+    struct hmoe_strbuf args = {0};
+    char *name = NULL;
+    if (partial_call(s, s->pend.s, n, &args, &name)) {
+        hmoe_tc_live_update(s, name, strlen(name), args.s, args.n);
+        if (args.oom) s->oom = true;
+    }
+    free(name);
+    free(args.s);
+}
+
 /* Inside <tool_call>: pend holds the text after the opening tag. */
 static bool step_call(struct hmoe_toolcall_stream *s, bool final) {
     size_t from = s->scanned > sizeof CALL_CLOSE ? s->scanned - sizeof CALL_CLOSE : 0;
     const char *end = hmoe_tc_find(s->pend.s + from, s->pend.n - from, CALL_CLOSE);
     if (!end) {
         s->scanned = s->pend.n;
-        if (!final) return false;
+        if (!final) {
+            stream_call(s);
+            return false;
+        }
         /* Cut off before </tool_call> (the token limit): the text stays content. */
+        hmoe_tc_live_drop(s, call_begun(s, s->pend.s, s->pend.n));
         call_failed(s);
         release(s, &s->content, 0);
         s->state = TC_CONTENT;
@@ -156,9 +191,10 @@ static bool step_call(struct hmoe_toolcall_stream *s, bool final) {
     bool ok = s->fmt == HMOE_TOOLCALL_QWEN3_JSON ? hmoe_tc_parse_json_call(s, s->pend.s, inner, &name, &args)
                                                  : hmoe_tc_parse_xml_call(s, s->pend.s, inner, &name, &args);
     if (ok) {
-        hmoe_tc_add_call(s, name, strlen(name), args);
+        hmoe_tc_live_close(s, name, strlen(name), args);
         hmoe_tc_consume(s, inner + sizeof CALL_CLOSE - 1);
     } else {
+        hmoe_tc_live_drop(s, call_begun(s, s->pend.s, inner));
         call_failed(s);
         release(s, &s->content, s->pend.n - inner - (sizeof CALL_CLOSE - 1));
     }
@@ -279,11 +315,13 @@ static void delta_begin(struct hmoe_toolcall_stream *s) {
     s->content.delta.n = 0;
     s->reasoning.delta.n = 0;
     s->first_new = s->n_calls;
+    hmoe_tc_pieces_begin(s);
 }
 
 static int delta_end(struct hmoe_toolcall_stream *s, struct hmoe_toolcall_delta *d, struct hmoe_err *err) {
     if (s->oom || s->pend.oom || s->call_ws.oom || s->content.all.oom || s->content.delta.oom || s->content.ws.oom ||
-        s->reasoning.all.oom || s->reasoning.delta.oom || s->reasoning.ws.oom) {
+        s->reasoning.all.oom || s->reasoning.delta.oom || s->reasoning.ws.oom || s->piece_text.oom ||
+        s->live.sent.oom) {
         s->oom = true;
         if (d) memset(d, 0, sizeof *d);
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory parsing the generated text");
@@ -295,6 +333,9 @@ static int delta_end(struct hmoe_toolcall_stream *s, struct hmoe_toolcall_delta 
         d->content_len = s->content.delta.n;
         d->calls = s->n_calls > s->first_new ? &s->calls[s->first_new] : NULL;
         d->n_calls = s->n_calls - s->first_new;
+        hmoe_tc_pieces_end(s);
+        d->pieces = s->n_pieces ? s->out_pieces : NULL;
+        d->n_pieces = s->n_pieces;
     }
     return HMOE_OK;
 }
@@ -376,6 +417,10 @@ void hmoe_toolcall_stream_free(struct hmoe_toolcall_stream *s) {
         free(s->calls[i].arguments);
     }
     free(s->calls);
+    free(s->live.sent.s);
+    free(s->piece_text.s);
+    free(s->pieces);
+    free(s->out_pieces);
     for (size_t i = 0; i < s->n_tools; i++) hmoe_json_free(s->tools[i]);
     free(s->tools);
     free(s);

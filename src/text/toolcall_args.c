@@ -2,6 +2,7 @@
  * (text.h): Qwen3's JSON object (chat-templates.md §1.2), the XML form of Qwen3.5 / Qwen3.6 /
  * Nemotron-3 (§2.3) with parameter values typed from the tool's JSON schema the way llama.cpp
  * types them (a string parameter keeps its text, any other is read as JSON), and the call ids. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,50 @@ bool hmoe_tc_parse_json_call(struct hmoe_toolcall_stream *s, const char *p, size
     return ok;
 }
 
+/* The key of member k of a scanned object, decoded, equals `want`. */
+static bool member_is(const char *p, const struct tc_json_scan *sc, size_t k, const char *want) {
+    struct hmoe_json *key = parse_json(p + sc->members[k].key, sc->members[k].key_end - sc->members[k].key);
+    bool is = key && key->kind == HMOE_JSON_STRING && strcmp(key->str, want) == 0 && strlen(want) == key->str_len;
+    hmoe_json_free(key);
+    return is;
+}
+
+bool hmoe_tc_partial_json_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
+                               struct hmoe_strbuf *args) {
+    *name = NULL;
+    struct tc_json_scan sc;
+    hmoe_tc_json_scan(p, n, &sc);
+    /* The first "name" and "arguments" members are the ones hmoe_tc_parse_json_call reads. */
+    size_t k_name = SIZE_MAX, k_args = SIZE_MAX;
+    for (size_t k = 0; k < sc.n_members; k++) {
+        if (k_name == SIZE_MAX && member_is(p, &sc, k, "name")) k_name = k;
+        else if (k_args == SIZE_MAX && member_is(p, &sc, k, "arguments")) k_args = k;
+    }
+    if (k_name == SIZE_MAX || !sc.members[k_name].val_end) return false;
+    struct hmoe_json *nm = parse_json(p + sc.members[k_name].val, sc.members[k_name].val_end - sc.members[k_name].val);
+    bool ok = nm && nm->kind == HMOE_JSON_STRING && nm->str_len && !memchr(nm->str, 0, nm->str_len);
+    if (ok && !(*name = strdup(nm->str))) s->oom = true, ok = false;
+    hmoe_json_free(nm);
+    if (!ok) return false;
+    /* Arguments given as a JSON string go out whole when the call closes; so do arguments while
+     * the text is no longer JSON (the call will not parse). */
+    if (k_args == SIZE_MAX || !sc.members[k_args].val || p[sc.members[k_args].val] == '"' || sc.status == TC_JSON_BAD)
+        return true;
+    const size_t at = sc.members[k_args].val, to = sc.members[k_args].val_end;
+    if (!to) {
+        bool whole;
+        hmoe_tc_json_prefix_hf(p + at, n - at, args, &whole);
+        return true;
+    }
+    struct hmoe_json *a = parse_json(p + at, to - at); /* complete (a number ends only where the next byte shows) */
+    char *hf = a ? hmoe_json_to_hf_string(a) : NULL;
+    if (hf) hmoe_strbuf_add(args, hf);
+    else if (a) s->oom = true;
+    free(hf);
+    hmoe_json_free(a);
+    return true;
+}
+
 /* --- Qwen3.5 / Nemotron-3 XML ----------------------------------------------------------- */
 
 /* Does this JSON schema describe a string (type "string", ["string", "null"], a string enum or
@@ -233,14 +278,41 @@ static void xml_value(struct hmoe_strbuf *b, const struct hmoe_json *sch, const 
     json_str(b, v, n);
 }
 
-bool hmoe_tc_parse_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name, char **args) {
-    *name = *args = NULL;
+/* How many bytes at the end of an XML value so far may still turn out not to be value text: the
+ * start of a tag that would end it, the framing newline ("\n", "\r\n" or "\r", which the end
+ * drops), a UTF-8 character not complete yet (json_str would write it as U+FFFD). */
+static size_t value_hold(const char *v, size_t n) {
+    static const char *const ends[] = {"</parameter>", "<parameter=", "</function>", "</tool_call>"};
+    size_t hold = 0;
+    for (size_t k = 0; k < 4; k++) {
+        size_t h = hmoe_tc_partial_tag(v, n, ends[k]);
+        if (h > hold) hold = h;
+    }
+    n -= hold;
+    if (n && v[n - 1] == '\n') n--, hold++;
+    if (n && v[n - 1] == '\r') n--, hold++;
+    size_t whole = hmoe_utf8_complete_prefix(v, n);
+    return hold + (n - whole);
+}
+
+/* The XML call in p[0..n). Whole (partial false): the call's text up to </tool_call>; true with
+ * *name and *args set when it is a call. Partial: the text so far; true with *name once the
+ * function tag is whole, and *args the JSON of the parameters known so far (no closing brace), a
+ * string parameter's value as far as it goes, which the whole call's arguments start with. */
+static bool xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, bool partial, char **name,
+                     struct hmoe_strbuf *b) {
+    *name = NULL;
     const char *end = p + n, *fn;
     size_t fn_len;
     p = skip_ws(p, end);
     if (!starts(p, end, "<function=") || !(p = tag_name(p + 10, end, &fn, &fn_len))) return false;
-    struct hmoe_strbuf b = {0};
-    hmoe_strbuf_add(&b, "{");
+    if (!(*name = malloc(fn_len + 1))) {
+        s->oom = true;
+        return false;
+    }
+    memcpy(*name, fn, fn_len);
+    (*name)[fn_len] = 0;
+    hmoe_strbuf_add(b, "{");
     bool closed = false, first = true;
     for (;;) {
         p = skip_ws(p, end);
@@ -252,12 +324,31 @@ bool hmoe_tc_parse_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_
         }
         const char *key;
         size_t key_len;
-        if (!starts(p, end, "<parameter=") || !(p = tag_name(p + 11, end, &key, &key_len))) goto bad;
+        if (!starts(p, end, "<parameter=") || !(p = tag_name(p + 11, end, &key, &key_len))) {
+            if (partial) return true; /* a tag not written out yet (or text that ends the call as no call) */
+            goto bad;
+        }
         /* The value ends at </parameter>; when the model left that out, at the next parameter or
          * the end of the function. */
         const char *close = hmoe_tc_find(p, (size_t)(end - p), "</parameter>");
         const char *next = hmoe_tc_find(p, (size_t)(end - p), "<parameter=");
         const char *fend = hmoe_tc_find(p, (size_t)(end - p), "</function>");
+        const struct hmoe_json *sch = param_schema(s, fn, fn_len, key, key_len);
+        if (partial && !close && !next && !fend) {
+            /* The value is still being written: a string one goes out as far as it is known. */
+            if (!schema_is_string(sch, 0)) return true;
+            const char *v = p;
+            size_t vn = (size_t)(end - v);
+            if (vn && v[0] == '\n') v++, vn--;
+            else if (vn >= 2 && v[0] == '\r' && v[1] == '\n') v += 2, vn -= 2;
+            else if (vn == 1 && v[0] == '\r') vn = 0; /* a framing "\r\n" or not: the next byte tells */
+            if (!first) hmoe_strbuf_add(b, ",");
+            json_str(b, key, key_len);
+            hmoe_strbuf_add(b, ":");
+            json_str(b, v, vn - value_hold(v, vn));
+            b->n--; /* the closing quote comes with the rest of the value */
+            return true;
+        }
         const char *v_end = close;
         if (!close || (next && next < close) || (fend && fend < close)) {
             v_end = next && (!fend || next < fend) ? next : fend ? fend : end;
@@ -270,27 +361,36 @@ bool hmoe_tc_parse_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_
         else if (vn >= 2 && v[0] == '\r' && v[1] == '\n') v += 2, vn -= 2;
         if (vn && v[vn - 1] == '\n') vn--;
         if (vn && v[vn - 1] == '\r') vn--;
-        if (!first) hmoe_strbuf_add(&b, ",");
+        if (!first) hmoe_strbuf_add(b, ",");
         first = false;
-        json_str(&b, key, key_len);
-        hmoe_strbuf_add(&b, ":");
-        xml_value(&b, param_schema(s, fn, fn_len, key, key_len), v, vn);
+        json_str(b, key, key_len);
+        hmoe_strbuf_add(b, ":");
+        xml_value(b, sch, v, vn);
         p = close ? close + 12 : v_end;
     }
+    if (partial) return true; /* the closing brace comes when the call closes */
     if (closed && skip_ws(p, end) != end) goto bad; /* text after </function> inside the call */
-    hmoe_strbuf_add(&b, "}");
-    *name = malloc(fn_len + 1);
-    if (b.oom || !*name) {
+    hmoe_strbuf_add(b, "}");
+    if (b->oom) {
         s->oom = true;
         goto bad;
     }
-    memcpy(*name, fn, fn_len);
-    (*name)[fn_len] = 0;
-    *args = b.s;
     return true;
 bad:
-    free(b.s);
     free(*name);
     *name = NULL;
     return false;
+}
+
+bool hmoe_tc_parse_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name, char **args) {
+    struct hmoe_strbuf b = {0};
+    bool ok = xml_call(s, p, n, false, name, &b);
+    *args = ok ? b.s : NULL;
+    if (!ok) free(b.s);
+    return ok;
+}
+
+bool hmoe_tc_partial_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
+                              struct hmoe_strbuf *args) {
+    return xml_call(s, p, n, true, name, args);
 }

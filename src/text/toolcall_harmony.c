@@ -84,16 +84,40 @@ static void read_header(struct hmoe_toolcall_stream *s, const char *h, size_t n)
     free(channel);
 }
 
+/* The function a call message is addressed to ("" when none). */
+static const char *call_name(const struct hmoe_toolcall_stream *s) {
+    const char *name = s->recipient ? s->recipient : "";
+    return strncmp(name, "functions.", 10) == 0 ? name + 10 : name;
+}
+
+/* A call body p[0..n), whole or so far, without the whitespace at its ends. The call has begun
+ * once its first byte can start a JSON value (decided by that byte alone, so it is the same for
+ * every split of the text). */
+static bool call_body(const struct hmoe_toolcall_stream *s, const char **p, size_t *n) {
+    while (*n && hmoe_tc_is_ws(**p)) (*p)++, (*n)--;
+    while (*n && hmoe_tc_is_ws((*p)[*n - 1])) (*n)--;
+    return *call_name(s) && *n && **p && strchr("{[\"-0123456789tfn", **p);
+}
+
+/* An open call body p[0..n): its arguments so far, the text as written, go out while it can
+ * still be JSON. */
+static void stream_call(struct hmoe_toolcall_stream *s, const char *p, size_t n) {
+    if (!call_body(s, &p, &n)) return;
+    struct tc_json_scan sc;
+    hmoe_tc_json_scan(p, n, &sc);
+    if (sc.status == TC_JSON_BAD) return; /* it will not parse: no more of it goes out */
+    const char *name = call_name(s);
+    hmoe_tc_live_update(s, name, strlen(name), p, n);
+}
+
 /* A call body p[0..n) has ended: a call when it is JSON, else its text is content. */
 static void end_call(struct hmoe_toolcall_stream *s, const char *p, size_t n) {
     const char *a = p;
     size_t an = n;
-    while (an && hmoe_tc_is_ws(*a)) a++, an--;
-    while (an && hmoe_tc_is_ws(a[an - 1])) an--;
-    const char *name = s->recipient;
-    if (name && strncmp(name, "functions.", 10) == 0) name += 10;
+    const bool begun = call_body(s, &a, &an);
+    const char *name = call_name(s);
     struct hmoe_err perr = {0};
-    struct hmoe_json *j = an && name && *name ? hmoe_json_parse(a, an, &perr) : NULL;
+    struct hmoe_json *j = an && *name ? hmoe_json_parse(a, an, &perr) : NULL;
     if (j) {
         /* The arguments as the model wrote them: the template renders them back verbatim. */
         char *args = malloc(an + 1);
@@ -102,11 +126,12 @@ static void end_call(struct hmoe_toolcall_stream *s, const char *p, size_t n) {
             memcpy(args, a, an);
             args[an] = 0;
             hmoe_tc_drop_ws(&s->content);
-            hmoe_tc_add_call(s, name, strlen(name), args);
+            hmoe_tc_live_close(s, name, strlen(name), args);
             free(args);
         }
         hmoe_json_free(j);
     } else {
+        hmoe_tc_live_drop(s, begun);
         hmoe_tc_emit(s, &s->content, p, n);
     }
 }
@@ -166,6 +191,8 @@ void hmoe_tc_harmony_step(struct hmoe_toolcall_stream *s, bool final) {
             if (final) {
                 end_call(s, p, n);
                 hmoe_tc_consume(s, n);
+            } else {
+                stream_call(s, p, n - partial_end(p, n));
             }
             return;
         }

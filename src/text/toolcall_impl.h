@@ -26,6 +26,20 @@ enum tc_state {
 
 enum tc_body { TC_BODY_CONTENT, TC_BODY_REASONING, TC_BODY_CALL };
 
+/* A piece of the delta being built: offsets into the stream's piece text (id and name NUL-ended). */
+struct tc_piece {
+    size_t index, id, name, args, args_len;
+    bool first;
+};
+
+/* The call being written, as far as the stream has shown it (toolcall_live.c). */
+struct tc_live {
+    bool on;                  /* its start (id, name) has gone out */
+    size_t index;             /* its number among the calls whose start went out */
+    char id[30];
+    struct hmoe_strbuf sent;  /* the arguments text sent so far */
+};
+
 struct hmoe_toolcall_stream {
     enum hmoe_toolcall_format fmt;
     enum tc_state state;
@@ -42,6 +56,12 @@ struct hmoe_toolcall_stream {
     struct hmoe_json **tools; /* parsed tool definitions (NULL entries: not JSON) */
     size_t n_tools;
     uint64_t rng;             /* splitmix64 state for call ids */
+    struct tc_live live;
+    size_t n_begun;           /* calls whose start went out */
+    struct hmoe_strbuf piece_text; /* this delta's pieces: ids, names, arguments text */
+    struct tc_piece *pieces;
+    struct hmoe_toolcall_piece *out_pieces;
+    size_t n_pieces, cap_pieces;
 };
 
 /* The whitespace that the trimming rules drop (JSON's and Python's str.strip()'s ASCII set). */
@@ -53,7 +73,8 @@ void hmoe_tc_consume(struct hmoe_toolcall_stream *s, size_t n);
 void hmoe_tc_emit(struct hmoe_toolcall_stream *s, struct tc_out *o, const char *p, size_t n);
 /* Forget held whitespace (before a tool call, at </think>, at the end). */
 void hmoe_tc_drop_ws(struct tc_out *o);
-/* Append a closed call (name and arguments are copied; the id is drawn from the stream's rng). */
+/* Append a closed call (name and arguments are copied; the id is the streamed call's, else drawn
+ * from the stream's rng). */
 void hmoe_tc_add_call(struct hmoe_toolcall_stream *s, const char *name, size_t name_len, const char *args);
 /* Longest k < strlen(tag) such that the last k bytes of p[0..n) are the first k bytes of tag. */
 size_t hmoe_tc_partial_tag(const char *p, size_t n, const char *tag);
@@ -69,5 +90,49 @@ void hmoe_tc_next_id(struct hmoe_toolcall_stream *s, char out[30]);
 
 /* Harmony: process pend (final: the text has ended). */
 void hmoe_tc_harmony_step(struct hmoe_toolcall_stream *s, bool final);
+
+/* --- a call while it is written (toolcall_live.c, toolcall_scan.c) --------------------------- */
+
+/* The call being written has got this far: name (NULL: not known yet) and the arguments text so
+ * far (a prefix of what the call closes with). Sends its start the first time a name comes, then
+ * what the arguments gained. */
+void hmoe_tc_live_update(struct hmoe_toolcall_stream *s, const char *name, size_t name_len, const char *args,
+                         size_t args_len);
+/* The call closed and parsed: the rest of its arguments goes out and it joins the calls. */
+void hmoe_tc_live_close(struct hmoe_toolcall_stream *s, const char *name, size_t name_len, const char *args);
+/* The call failed (cut off, or not a call). `begun`: its text had reached its name, so it drew an
+ * id, whether or not a piece of it went out (ids then agree however the text was split). */
+void hmoe_tc_live_drop(struct hmoe_toolcall_stream *s, bool begun);
+/* Forget the delta's pieces (start of a feed) / point out_pieces at them (its end). */
+void hmoe_tc_pieces_begin(struct hmoe_toolcall_stream *s);
+void hmoe_tc_pieces_end(struct hmoe_toolcall_stream *s);
+
+/* How far a JSON value still being written has got: where it ends, or the longest prefix that
+ * `close` (a quote when inside a string, then the open brackets' closers) turns into a JSON value,
+ * and, for a top-level object, where its first members' keys and values lie. */
+enum { TC_JSON_DEPTH = 64, TC_JSON_MEMBERS = 8 };
+enum tc_json_status { TC_JSON_MORE, TC_JSON_DONE, TC_JSON_BAD };
+struct tc_json_scan {
+    enum tc_json_status status;
+    size_t end;                    /* DONE: the bytes of the value, leading whitespace included */
+    size_t cut;                    /* MORE: p[0..cut) + close is JSON; 0: no such prefix yet */
+    char close[TC_JSON_DEPTH + 2];
+    size_t n_close;
+    size_t n_members;
+    struct { size_t key, key_end, val, val_end; } members[TC_JSON_MEMBERS]; /* val 0: not begun; val_end 0: open */
+};
+void hmoe_tc_json_scan(const char *p, size_t n, struct tc_json_scan *out);
+/* The HF tojson form (hmoe_json_to_hf_string) of the value being written in p[0..n), as far as it
+ * goes: whole (true in *whole) when the value is complete, else the form of its closed prefix
+ * without the closers, which the form of the whole value starts with. False: nothing yet, or not
+ * JSON. */
+bool hmoe_tc_json_prefix_hf(const char *p, size_t n, struct hmoe_strbuf *out, bool *whole);
+
+/* The call text after <tool_call> so far (no closing tag in it): its name once known (malloc'd) and
+ * its arguments as far as they can be sent, into *args. False while the name is not known. */
+bool hmoe_tc_partial_json_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
+                               struct hmoe_strbuf *args);
+bool hmoe_tc_partial_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
+                              struct hmoe_strbuf *args);
 
 #endif
