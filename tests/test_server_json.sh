@@ -119,15 +119,19 @@ code=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":
 python3 - "$T/body" > "$T/tc.chk" 2>&1 <<'PY'
 import json, sys
 ev = [json.loads(l[6:]) for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ") and l[6:] != "[DONE]"]
-calls = [tc for c in ev for ch in c["choices"] for tc in ch["delta"].get("tool_calls", [])]
+deltas = [tc for c in ev for ch in c["choices"] for tc in ch["delta"].get("tool_calls", [])]
 fin = [ch["finish_reason"] for c in ev for ch in c["choices"] if ch["finish_reason"]]
-assert len(calls) == 1 and calls[0]["function"]["name"] == "get_weather" and fin == ["tool_calls"], (calls, fin)
-assert isinstance(json.loads(calls[0]["function"]["arguments"])["city"], str)
+# the first delta names the call, the others carry its arguments piece by piece
+assert deltas and deltas[0].get("id") and deltas[0]["function"]["name"] == "get_weather", deltas
+assert all(d["index"] == 0 and "id" not in d and "name" not in d["function"] for d in deltas[1:]), deltas
+args = "".join(d["function"].get("arguments", "") for d in deltas)
+assert len(deltas) > 2 and fin == ["tool_calls"], (deltas, fin)
+assert isinstance(json.loads(args)["city"], str), args
 assert not any(ch["delta"].get("content") for c in ev for ch in c["choices"]), "call text leaked into content"
 print("ok")
 PY
 [ "$code" = 200 ] && grep -qx ok "$T/tc.chk"
-check "json: a forced call streamed as a tool_calls delta" $? "$code $(cat "$T/tc.chk")"
+check "json: a forced call streamed as tool_calls deltas, its arguments piece by piece" $? "$code $(cat "$T/tc.chk")"
 code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"tool_choice":"required"}')
 [ "$code" = 400 ] && grep -q "no 'tools'" "$T/body"
 check "json: tool_choice required without tools -> 400" $? "$code $(cat "$T/body")"

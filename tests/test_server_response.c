@@ -2,7 +2,8 @@
  * model answer directly, without HTTP or a model: a Qwen3 answer with a think block and a
  * tool call becomes OpenAI's message (reasoning_content, tool_calls with JSON-string
  * arguments, content null, finish_reason tool_calls), the same answer streamed in pieces
- * gives reasoning and tool-call deltas that add up to that message, a completion keeps its
+ * gives reasoning and tool-call deltas that add up to that message (the call's id, type and name
+ * in its first delta, its arguments in pieces after), a completion keeps its
  * text as generated, usage and timings carry the job's counts, and a failed stream ends with
  * an error event; the same answer in Ollama's shapes (message.thinking, tool_calls with object
  * arguments, NDJSON lines, the done object in nanoseconds). Expected shapes are those of the OpenAI API reference and llama-server.
@@ -103,7 +104,7 @@ static void test_chat_stream(struct hmoe_server *srv) {
         feed(j, ANSWER, steps[k]);
         bool done;
         json_t *ev = sse_events(&j->out, &done);
-        struct srv_buf reasoning = {0};
+        struct srv_buf reasoning = {0}, args = {0};
         int n_calls = 0, n_finish = 0, n_usage = 0, n_bad = 0;
         const char *name = "", *finish = "";
         for (size_t i = 0; i < json_array_size(ev); i++) {
@@ -115,8 +116,15 @@ static void test_chat_stream(struct hmoe_server *srv) {
             if (json_is_string(r)) srv_buf_add(&reasoning, json_string_value(r), json_string_length(r));
             json_t *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
             if (tc) {
-                n_calls++;
-                name = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+                json_t *fn = json_object_get(tc, "function"), *a = json_object_get(fn, "arguments");
+                /* only the first delta of the call names it */
+                if (!n_calls++) {
+                    name = json_string_value(json_object_get(fn, "name"));
+                    if (!json_is_string(json_object_get(tc, "id")) || !json_is_string(json_object_get(tc, "type"))) n_bad++;
+                } else if (json_object_get(fn, "name") || json_object_get(tc, "id")) {
+                    n_bad++;
+                }
+                if (json_is_string(a)) srv_buf_add(&args, json_string_value(a), json_string_length(a));
                 if (json_integer_value(json_object_get(tc, "index")) != 0) n_bad++;
             }
             if (json_is_string(json_object_get(d, "content")) && json_string_length(json_object_get(d, "content"))) n_bad++;
@@ -128,12 +136,14 @@ static void test_chat_stream(struct hmoe_server *srv) {
         char label[128];
         snprintf(label, sizeof label, "chat stream in pieces of %zu bytes: reasoning and tool-call deltas, [DONE]",
                  steps[k]);
+        srv_buf_add(&args, "", 1);
         t_check(done && n_bad == 0 && reasoning.s && strcmp(reasoning.s, "The user wants the weather.") == 0 &&
-                    n_calls == 1 && name && strcmp(name, "get_weather") == 0 && n_finish == 1 &&
-                    strcmp(finish, "tool_calls") == 0 && n_usage == 1,
-                label, "done %d bad %d reasoning '%s' calls %d finish %d '%s' usage %d: %s", done, n_bad,
-                reasoning.s ? reasoning.s : "", n_calls, n_finish, finish, n_usage, j->out.s);
+                    n_calls > 1 && name && strcmp(name, "get_weather") == 0 && strcmp(args.s, "{\"city\": \"Paris\"}") == 0 &&
+                    n_finish == 1 && strcmp(finish, "tool_calls") == 0 && n_usage == 1,
+                label, "done %d bad %d reasoning '%s' call deltas %d arguments '%s' finish %d '%s' usage %d: %s", done,
+                n_bad, reasoning.s ? reasoning.s : "", n_calls, args.s, n_finish, finish, n_usage, j->out.s);
         srv_buf_free(&reasoning);
+        srv_buf_free(&args);
         json_decref(ev);
         srv_job_unref(j);
     }

@@ -97,42 +97,52 @@ static void emit_piece(struct srv_job *j, const char *s, size_t n, bool reasonin
     sse_add(j, c);
 }
 
-/* OpenAI's tool-call objects; `index` numbers them within the message (stream deltas). */
-static json_t *calls_json(const struct hmoe_toolcall *calls, size_t n, size_t first_index, bool with_index) {
+/* OpenAI's tool-call objects of a whole message. */
+static json_t *calls_json(const struct hmoe_toolcall *calls, size_t n) {
     json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) {
-        json_t *c = json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", calls[i].id, "type", "function", "function", "name",
-                              srv_json_text(calls[i].name, strlen(calls[i].name)), "arguments",
-                              srv_json_text(calls[i].arguments, strlen(calls[i].arguments)));
-        if (c && with_index) json_object_set_new(c, "index", json_integer((json_int_t)(first_index + i)));
-        json_array_append_new(a, c);
-    }
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", calls[i].id, "type", "function", "function",
+                                           "name", srv_json_text(calls[i].name, strlen(calls[i].name)), "arguments",
+                                           srv_json_text(calls[i].arguments, strlen(calls[i].arguments))));
     return a;
 }
 
-static void emit_calls(struct srv_job *j, const struct hmoe_toolcall *calls, size_t n) {
-    if (!n) return;
-    const size_t first = j->n_calls;
-    j->n_calls += n;
-    if (!j->stream) return;
-    if (srv_kind_ollama(j->kind)) {
-        srv_ollama_calls(j, calls, n);
-        return;
+/* One chunk whose delta is one piece of a call being written: the first carries the call's id,
+ * type and name (and its arguments so far, often ""), later ones more of its arguments text, as
+ * OpenAI streams a tool call. */
+static void emit_call_piece(struct srv_job *j, const struct hmoe_toolcall_piece *p) {
+    json_t *fn = json_object(), *tc = json_pack("{s:I}", "index", (json_int_t)p->index);
+    if (p->id) {
+        json_object_set_new(tc, "id", json_string(p->id));
+        json_object_set_new(tc, "type", json_string("function"));
+        json_object_set_new(fn, "name", srv_json_text(p->name, strlen(p->name)));
     }
+    json_object_set_new(fn, "arguments", srv_json_text(p->args, p->args_len));
+    json_object_set_new(tc, "function", fn);
     json_t *delta = json_object();
     if (!j->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
     j->sent_role = true;
-    json_object_set_new(delta, "tool_calls", calls_json(calls, n, first, true));
+    json_object_set_new(delta, "tool_calls", json_pack("[o]", tc));
     json_t *c = chunk_base(j);
     json_object_set_new(c, "choices", json_pack("[{s:i, s:o, s:n, s:n}]", "index", 0, "delta", delta, "logprobs",
                                                 "finish_reason"));
     sse_add(j, c);
 }
 
+static void emit_calls(struct srv_job *j, const struct hmoe_toolcall_delta *d) {
+    j->n_calls += d->n_calls;
+    if (!j->stream) return;
+    if (srv_kind_ollama(j->kind)) { /* Ollama sends each call whole once it has closed */
+        if (d->n_calls) srv_ollama_calls(j, d->calls, d->n_calls);
+        return;
+    }
+    for (size_t i = 0; i < d->n_pieces; i++) emit_call_piece(j, &d->pieces[i]);
+}
+
 static void emit_delta(struct srv_job *j, const struct hmoe_toolcall_delta *d) {
     emit_piece(j, d->reasoning, d->reasoning_len, true);
     emit_piece(j, d->content, d->content_len, false);
-    emit_calls(j, d->calls, d->n_calls);
+    emit_calls(j, d);
 }
 
 void srv_emit_text(struct srv_job *j, const char *s, size_t n) {
@@ -232,7 +242,7 @@ void srv_job_complete(struct srv_job *j) {
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
                                 tc.n_calls && !*content ? json_null() : srv_json_text(content, strlen(content)));
         if (*reasoning) json_object_set_new(msg, "reasoning_content", srv_json_text(reasoning, strlen(reasoning)));
-        if (tc.n_calls) json_object_set_new(msg, "tool_calls", calls_json(tc.calls, tc.n_calls, 0, false));
+        if (tc.n_calls) json_object_set_new(msg, "tool_calls", calls_json(tc.calls, tc.n_calls));
         j->n_calls = tc.n_calls;
         hmoe_toolcalls_free(&tc);
         o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:o, s:o, s:s}], s:o, s:o}", "id", j->id, "object",

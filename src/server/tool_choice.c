@@ -7,6 +7,10 @@
  * parsed call and finish_reason "tool_calls". A parameters schema outside the grammar's subset
  * constrains the arguments to any JSON object.
  *
+ * The call starts as the template writes one, {"name":  (and with a single function to choose,
+ * its name and "arguments": too), fed to the grammar as well: the name then comes first, so a
+ * streamed call shows its start before its arguments.
+ *
  * That is the Qwen3 JSON call format (<tool_call>{...}</tool_call>). The XML form (Qwen3.5 / 3.6,
  * Nemotron-3) and harmony (gpt-oss) start inside their call instead and follow the call grammar of
  * grammar_call.c; other formats refuse a forced call with a 400 that says so.
@@ -128,21 +132,39 @@ bool srv_tool_choice(struct hmoe_server *s, json_t *req, struct srv_job *j, char
         j->gp.grammar = srv_json_matcher_new(schema, e);
         json_decref(schema);
     }
+    /* the template's start of a call, as far as it is fixed: the name's member first */
+    struct srv_buf lead = {0};
+    srv_buf_add(&lead, CALL_PREFIX, sizeof CALL_PREFIX - 1);
+    const size_t n_prefix = lead.n;
+    srv_buf_add(&lead, "{\"name\": ", 9);
+    const size_t n_short = lead.n;
+    char *q = json_array_size(names) == 1 ? json_dumps(json_array_get(names, 0), JSON_ENCODE_ANY) : NULL;
+    if (q) {
+        srv_buf_add(&lead, q, strlen(q)); /* the only name, as a JSON string */
+        srv_buf_add(&lead, ", \"arguments\": ", 15);
+    }
+    free(q);
     json_decref(names);
-    if (!j->gp.grammar) return false;
+    if (!j->gp.grammar) {
+        srv_buf_free(&lead);
+        return false;
+    }
+    if (lead.oom) {
+        srv_buf_free(&lead);
+        srv_error_set(e, 500, NULL, "out of memory");
+        return false;
+    }
+    /* a name the grammar spells another way (escapes): the model writes it */
+    if (!srv_json_matcher_feed(j->gp.grammar, lead.s + n_prefix, lead.n - n_prefix))
+        lead.n = srv_json_matcher_feed(j->gp.grammar, lead.s + n_prefix, n_short - n_prefix) ? n_short : n_prefix;
     if (!(j->gp.grammar_logits = malloc((size_t)s->model->cfg.n_vocab * sizeof *j->gp.grammar_logits))) {
+        srv_buf_free(&lead);
         srv_error_set(e, 500, NULL, "out of memory");
         return false;
     }
     j->gp.ignore_eos = false;
-    char *p = realloc(*prompt, strlen(*prompt) + sizeof CALL_PREFIX);
-    if (!p) {
-        srv_error_set(e, 500, NULL, "out of memory");
-        return false;
-    }
-    strcat(p, CALL_PREFIX);
-    *prompt = p;
-    srv_emit_text(j, CALL_PREFIX, sizeof CALL_PREFIX - 1); /* the parser starts inside the call */
+    const bool ok = lead_in(j, prompt, lead.s, lead.n, e); /* the parser starts inside the call */
+    srv_buf_free(&lead);
     j->forced_suffix = CALL_SUFFIX;
-    return true;
+    return ok;
 }
