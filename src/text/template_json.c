@@ -9,10 +9,11 @@
 #include "hmoe/json.h"
 #include "hmoe/text.h"
 #include "text/strbuf_impl.h"
+#include "text/toolcall_impl.h"
 
-/* Python json.dumps(ensure_ascii=False) string escaping. */
-static void tojson_str(struct hmoe_strbuf *b, const char *s, size_t n) {
-    hmoe_strbuf_add(b, "\"");
+/* Python json.dumps(ensure_ascii=False) string escaping, the quotes left out (also used by the
+ * streamed arguments of toolcall_scan.c, which must write what this file writes). */
+void hmoe_hf_str_bytes(struct hmoe_strbuf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
@@ -33,6 +34,11 @@ static void tojson_str(struct hmoe_strbuf *b, const char *s, size_t n) {
             }
         }
     }
+}
+
+static void tojson_str(struct hmoe_strbuf *b, const char *s, size_t n) {
+    hmoe_strbuf_add(b, "\"");
+    hmoe_hf_str_bytes(b, s, n);
     hmoe_strbuf_add(b, "\"");
 }
 

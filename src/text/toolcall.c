@@ -142,31 +142,20 @@ static void call_failed(struct hmoe_toolcall_stream *s) {
 /* The call text p[0..n) so far: its name once known and its arguments as far as they can be sent.
  * The name is known from a point in the text on, so "has the call begun" has one answer for a
  * text however it arrived. */
-static bool partial_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, struct hmoe_strbuf *args, char **name) {
-    return s->fmt == HMOE_TOOLCALL_QWEN3_JSON ? hmoe_tc_partial_json_call(s, p, n, name, args)
-                                              : hmoe_tc_partial_xml_call(s, p, n, name, args);
-}
-
-static bool call_begun(struct hmoe_toolcall_stream *s, const char *p, size_t n) {
-    struct hmoe_strbuf args = {0};
-    char *name = NULL;
-    bool begun = partial_call(s, p, n, &args, &name);
-    free(name);
-    free(args.s);
-    return begun;
+static bool call_begun(const struct hmoe_toolcall_stream *s, const char *p, size_t n) {
+    return s->fmt == HMOE_TOOLCALL_QWEN3_JSON ? hmoe_tc_json_call_begun(p, n) : hmoe_tc_xml_call_begun(p, n);
 }
 
 /* An open call: send what it has gained (the text up to a possible start of </tool_call>). */
 static void stream_call(struct hmoe_toolcall_stream *s) {
     const size_t n = s->pend.n - hmoe_tc_partial_tag(s->pend.s, s->pend.n, CALL_CLOSE);
-    struct hmoe_strbuf args = {0};
+    const char *args;
+    size_t args_len;
     char *name = NULL;
-    if (partial_call(s, s->pend.s, n, &args, &name)) {
-        hmoe_tc_live_update(s, name, strlen(name), args.s, args.n);
-        if (args.oom) s->oom = true;
-    }
+    bool named = s->fmt == HMOE_TOOLCALL_QWEN3_JSON ? hmoe_tc_partial_json_call(s, s->pend.s, n, &name, &args, &args_len)
+                                                    : hmoe_tc_partial_xml_call(s, s->pend.s, n, &name, &args, &args_len);
+    if (named) hmoe_tc_live_update(s, name, strlen(name), args, args_len);
     free(name);
-    free(args.s);
 }
 
 /* Inside <tool_call>: pend holds the text after the opening tag. */
@@ -418,6 +407,8 @@ void hmoe_toolcall_stream_free(struct hmoe_toolcall_stream *s) {
     }
     free(s->calls);
     free(s->live.sent.s);
+    hmoe_tc_json_scan_free(&s->live.scan);
+    free(s->live.xml.json.s);
     free(s->piece_text.s);
     free(s->pieces);
     free(s->out_pieces);

@@ -44,9 +44,10 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
     return len;
 }
 
-/* A JSON string literal; bytes that are not UTF-8 become U+FFFD so the arguments stay valid JSON. */
-static void json_str(struct hmoe_strbuf *b, const char *s, size_t n) {
-    hmoe_strbuf_add(b, "\"");
+/* A JSON string literal's text without its quotes; bytes that are not UTF-8 become U+FFFD so the
+ * arguments stay valid JSON. Each character is written alone, so a text cut between characters
+ * writes the start of what the whole text writes. */
+static void json_str_body(struct hmoe_strbuf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
@@ -68,6 +69,11 @@ static void json_str(struct hmoe_strbuf *b, const char *s, size_t n) {
         }
         i++;
     }
+}
+
+static void json_str(struct hmoe_strbuf *b, const char *s, size_t n) {
+    hmoe_strbuf_add(b, "\"");
+    json_str_body(b, s, n);
     hmoe_strbuf_add(b, "\"");
 }
 
@@ -141,39 +147,67 @@ static bool member_is(const char *p, const struct tc_json_scan *sc, size_t k, co
     return is;
 }
 
-bool hmoe_tc_partial_json_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
-                               struct hmoe_strbuf *args) {
-    *name = NULL;
-    struct tc_json_scan sc;
-    hmoe_tc_json_scan(p, n, &sc);
-    /* The first "name" and "arguments" members are the ones hmoe_tc_parse_json_call reads. */
-    size_t k_name = SIZE_MAX, k_args = SIZE_MAX;
-    for (size_t k = 0; k < sc.n_members; k++) {
-        if (k_name == SIZE_MAX && member_is(p, &sc, k, "name")) k_name = k;
-        else if (k_args == SIZE_MAX && member_is(p, &sc, k, "arguments")) k_args = k;
+/* The first "name" and "arguments" members (the ones hmoe_tc_parse_json_call reads); SIZE_MAX
+ * when not there. */
+static void call_members(const char *p, const struct tc_json_scan *sc, size_t *k_name, size_t *k_args) {
+    *k_name = *k_args = SIZE_MAX;
+    for (size_t k = 0; k < sc->n_members; k++) {
+        if (*k_name == SIZE_MAX && member_is(p, sc, k, "name")) *k_name = k;
+        else if (*k_args == SIZE_MAX && member_is(p, sc, k, "arguments")) *k_args = k;
     }
-    if (k_name == SIZE_MAX || !sc.members[k_name].val_end) return false;
-    struct hmoe_json *nm = parse_json(p + sc.members[k_name].val, sc.members[k_name].val_end - sc.members[k_name].val);
-    bool ok = nm && nm->kind == HMOE_JSON_STRING && nm->str_len && !memchr(nm->str, 0, nm->str_len);
-    if (ok && !(*name = strdup(nm->str))) s->oom = true, ok = false;
+}
+
+/* The name a call object gives once its "name" member is whole: a non-empty string. */
+static struct hmoe_json *call_name(const char *p, const struct tc_json_scan *sc, size_t k) {
+    if (k == SIZE_MAX || !sc->members[k].val_end) return NULL;
+    struct hmoe_json *nm = parse_json(p + sc->members[k].val, sc->members[k].val_end - sc->members[k].val);
+    if (nm && nm->kind == HMOE_JSON_STRING && nm->str_len && !memchr(nm->str, 0, nm->str_len)) return nm;
     hmoe_json_free(nm);
-    if (!ok) return false;
+    return NULL;
+}
+
+bool hmoe_tc_json_call_begun(const char *p, size_t n) {
+    struct tc_json_scan sc = {0};
+    hmoe_tc_json_scan_init(&sc, false);
+    hmoe_tc_json_scan(&sc, p, n);
+    size_t k_name, k_args;
+    call_members(p, &sc, &k_name, &k_args);
+    struct hmoe_json *nm = call_name(p, &sc, k_name);
+    hmoe_json_free(nm);
+    hmoe_tc_json_scan_free(&sc);
+    return nm != NULL;
+}
+
+bool hmoe_tc_partial_json_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
+                               const char **args, size_t *args_len) {
+    *name = NULL;
+    *args = NULL;
+    *args_len = 0;
+    struct tc_live *l = &s->live;
+    if (!l->scan_on) {
+        hmoe_tc_json_scan_init(&l->scan, true);
+        l->scan_on = true;
+    }
+    struct tc_json_scan *sc = &l->scan;
+    hmoe_tc_json_scan(sc, p, n);
+    if (sc->out.oom) s->oom = true;
+    size_t k_name, k_args;
+    call_members(p, sc, &k_name, &k_args);
+    struct hmoe_json *nm = call_name(p, sc, k_name);
+    if (!nm) return false;
+    *name = strdup(nm->str);
+    hmoe_json_free(nm);
+    if (!*name) {
+        s->oom = true;
+        return false;
+    }
     /* Arguments given as a JSON string go out whole when the call closes; so do arguments while
      * the text is no longer JSON (the call will not parse). */
-    if (k_args == SIZE_MAX || !sc.members[k_args].val || p[sc.members[k_args].val] == '"' || sc.status == TC_JSON_BAD)
+    if (k_args == SIZE_MAX || !sc->members[k_args].val || p[sc->members[k_args].val] == '"' || sc->status == TC_JSON_BAD)
         return true;
-    const size_t at = sc.members[k_args].val, to = sc.members[k_args].val_end;
-    if (!to) {
-        bool whole;
-        hmoe_tc_json_prefix_hf(p + at, n - at, args, &whole);
-        return true;
-    }
-    struct hmoe_json *a = parse_json(p + at, to - at); /* complete (a number ends only where the next byte shows) */
-    char *hf = a ? hmoe_json_to_hf_string(a) : NULL;
-    if (hf) hmoe_strbuf_add(args, hf);
-    else if (a) s->oom = true;
-    free(hf);
-    hmoe_json_free(a);
+    const size_t from = sc->members[k_args].out_val, to = sc->members[k_args].val_end ? sc->members[k_args].out_end : sc->out.n;
+    *args = sc->out.s + from;
+    *args_len = to - from;
     return true;
 }
 
@@ -295,24 +329,54 @@ static size_t value_hold(const char *v, size_t n) {
     return hold + (n - whole);
 }
 
-/* The XML call in p[0..n). Whole (partial false): the call's text up to </tool_call>; true with
- * *name and *args set when it is a call. Partial: the text so far; true with *name once the
- * function tag is whole, and *args the JSON of the parameters known so far (no closing brace), a
- * string parameter's value as far as it goes, which the whole call's arguments start with. */
-static bool xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, bool partial, char **name,
-                     struct hmoe_strbuf *b) {
-    *name = NULL;
+/* The first of the tags that end a parameter's value in p[0..n): </parameter>, or (when the model
+ * left that out) the next parameter or the end of the function; NULL when none is there. */
+static void value_ends(const char *p, size_t n, const char **close, const char **next, const char **fend) {
+    *close = hmoe_tc_find(p, n, "</parameter>");
+    *next = hmoe_tc_find(p, n, "<parameter=");
+    *fend = hmoe_tc_find(p, n, "</function>");
+}
+
+/* One whole parameter of function fn: its value starts at p (right after the tag) and ends at
+ * the first tag that ends it (or `end`); `,"key":value` into b. Returns where the next one may
+ * start. */
+static const char *xml_param(struct hmoe_toolcall_stream *s, struct hmoe_strbuf *b, bool first, const char *fn,
+                             size_t fn_len, const char *key, size_t key_len, const char *p, const char *end) {
+    const char *close, *next, *fend;
+    value_ends(p, (size_t)(end - p), &close, &next, &fend);
+    const char *v_end = close;
+    if (!close || (next && next < close) || (fend && fend < close)) {
+        v_end = next && (!fend || next < fend) ? next : fend ? fend : end;
+        close = NULL;
+    }
+    const char *v = p;
+    size_t vn = (size_t)(v_end - v);
+    /* The template frames each value with one newline on either side. */
+    if (vn && v[0] == '\n') v++, vn--;
+    else if (vn >= 2 && v[0] == '\r' && v[1] == '\n') v += 2, vn -= 2;
+    if (vn && v[vn - 1] == '\n') vn--;
+    if (vn && v[vn - 1] == '\r') vn--;
+    if (!first) hmoe_strbuf_add(b, ",");
+    json_str(b, key, key_len);
+    hmoe_strbuf_add(b, ":");
+    xml_value(b, param_schema(s, fn, fn_len, key, key_len), v, vn);
+    return close ? close + 12 : v_end;
+}
+
+/* "<function=NAME>" after whitespace at the start of p[0..n): the name and the byte after it. */
+static const char *function_tag(const char *p, size_t n, const char **fn, size_t *fn_len) {
+    const char *end = p + n;
+    p = skip_ws(p, end);
+    return starts(p, end, "<function=") ? tag_name(p + 10, end, fn, fn_len) : NULL;
+}
+
+bool hmoe_tc_parse_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name, char **args) {
+    *name = *args = NULL;
     const char *end = p + n, *fn;
     size_t fn_len;
-    p = skip_ws(p, end);
-    if (!starts(p, end, "<function=") || !(p = tag_name(p + 10, end, &fn, &fn_len))) return false;
-    if (!(*name = malloc(fn_len + 1))) {
-        s->oom = true;
-        return false;
-    }
-    memcpy(*name, fn, fn_len);
-    (*name)[fn_len] = 0;
-    hmoe_strbuf_add(b, "{");
+    if (!(p = function_tag(p, n, &fn, &fn_len))) return false;
+    struct hmoe_strbuf b = {0};
+    hmoe_strbuf_add(&b, "{");
     bool closed = false, first = true;
     for (;;) {
         p = skip_ws(p, end);
@@ -324,73 +388,106 @@ static bool xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, bo
         }
         const char *key;
         size_t key_len;
-        if (!starts(p, end, "<parameter=") || !(p = tag_name(p + 11, end, &key, &key_len))) {
-            if (partial) return true; /* a tag not written out yet (or text that ends the call as no call) */
-            goto bad;
-        }
-        /* The value ends at </parameter>; when the model left that out, at the next parameter or
-         * the end of the function. */
-        const char *close = hmoe_tc_find(p, (size_t)(end - p), "</parameter>");
-        const char *next = hmoe_tc_find(p, (size_t)(end - p), "<parameter=");
-        const char *fend = hmoe_tc_find(p, (size_t)(end - p), "</function>");
-        const struct hmoe_json *sch = param_schema(s, fn, fn_len, key, key_len);
-        if (partial && !close && !next && !fend) {
-            /* The value is still being written: a string one goes out as far as it is known. */
-            if (!schema_is_string(sch, 0)) return true;
-            const char *v = p;
-            size_t vn = (size_t)(end - v);
-            if (vn && v[0] == '\n') v++, vn--;
-            else if (vn >= 2 && v[0] == '\r' && v[1] == '\n') v += 2, vn -= 2;
-            else if (vn == 1 && v[0] == '\r') vn = 0; /* a framing "\r\n" or not: the next byte tells */
-            if (!first) hmoe_strbuf_add(b, ",");
-            json_str(b, key, key_len);
-            hmoe_strbuf_add(b, ":");
-            json_str(b, v, vn - value_hold(v, vn));
-            b->n--; /* the closing quote comes with the rest of the value */
-            return true;
-        }
-        const char *v_end = close;
-        if (!close || (next && next < close) || (fend && fend < close)) {
-            v_end = next && (!fend || next < fend) ? next : fend ? fend : end;
-            close = NULL;
-        }
-        const char *v = p;
-        size_t vn = (size_t)(v_end - v);
-        /* The template frames each value with one newline on either side. */
-        if (vn && v[0] == '\n') v++, vn--;
-        else if (vn >= 2 && v[0] == '\r' && v[1] == '\n') v += 2, vn -= 2;
-        if (vn && v[vn - 1] == '\n') vn--;
-        if (vn && v[vn - 1] == '\r') vn--;
-        if (!first) hmoe_strbuf_add(b, ",");
+        if (!starts(p, end, "<parameter=") || !(p = tag_name(p + 11, end, &key, &key_len))) goto bad;
+        p = xml_param(s, &b, first, fn, fn_len, key, key_len, p, end);
         first = false;
-        json_str(b, key, key_len);
-        hmoe_strbuf_add(b, ":");
-        xml_value(b, sch, v, vn);
-        p = close ? close + 12 : v_end;
     }
-    if (partial) return true; /* the closing brace comes when the call closes */
     if (closed && skip_ws(p, end) != end) goto bad; /* text after </function> inside the call */
-    hmoe_strbuf_add(b, "}");
-    if (b->oom) {
+    hmoe_strbuf_add(&b, "}");
+    *name = malloc(fn_len + 1);
+    if (b.oom || !*name) {
         s->oom = true;
         goto bad;
     }
+    memcpy(*name, fn, fn_len);
+    (*name)[fn_len] = 0;
+    *args = b.s;
     return true;
 bad:
+    free(b.s);
     free(*name);
     *name = NULL;
     return false;
 }
 
-bool hmoe_tc_parse_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name, char **args) {
-    struct hmoe_strbuf b = {0};
-    bool ok = xml_call(s, p, n, false, name, &b);
-    *args = ok ? b.s : NULL;
-    if (!ok) free(b.s);
-    return ok;
+bool hmoe_tc_xml_call_begun(const char *p, size_t n) {
+    const char *fn;
+    size_t fn_len;
+    return function_tag(p, n, &fn, &fn_len) != NULL;
+}
+
+/* Parse on from x->at as far as the text p[0..n) decides: whole parameters into x->json, then a
+ * string value in progress as far as it is known. Stops at what is not written out yet (and at
+ * text that makes the call no call: it will not close as one). */
+static void xml_advance(struct hmoe_toolcall_stream *s, struct tc_xml_part *x, const char *p, size_t n, const char *fn,
+                        size_t fn_len) {
+    const char *end = p + n;
+    for (;;) {
+        if (x->in_value) {
+            const char *v = p + x->v_at, *close, *next, *fend;
+            const size_t avail = n - x->v_at, from = x->v_searched > 11 ? x->v_searched - 11 : 0;
+            value_ends(v + from, avail - from, &close, &next, &fend);
+            if (!close && !next && !fend) {
+                x->v_searched = avail;
+                const size_t m = avail - value_hold(v, avail);
+                if (m > x->v_sent) {
+                    json_str_body(&x->json, v + x->v_sent, m - x->v_sent);
+                    x->v_sent = m;
+                }
+                return;
+            }
+            /* the value is whole: written again from its start, as the whole call writes it */
+            x->json.n = x->before;
+            x->in_value = false;
+        }
+        const char *q = skip_ws(p + x->at, end), *key, *vs;
+        size_t key_len;
+        if (q == end || !starts(q, end, "<parameter=") || !(vs = tag_name(q + 11, end, &key, &key_len))) return;
+        const char *close, *next, *fend;
+        value_ends(vs, (size_t)(end - vs), &close, &next, &fend);
+        if (close || next || fend) {
+            x->at = (size_t)(xml_param(s, &x->json, x->first, fn, fn_len, key, key_len, vs, end) - p);
+            x->first = false;
+            continue;
+        }
+        if (!schema_is_string(param_schema(s, fn, fn_len, key, key_len), 0)) return; /* typed when whole */
+        size_t vn = (size_t)(end - vs), skip = vn && vs[0] == '\n' ? 1 : vn >= 2 && vs[0] == '\r' && vs[1] == '\n' ? 2 : 0;
+        if (!vn || (vn == 1 && vs[0] == '\r')) return; /* a framing newline or not: the next byte tells */
+        x->before = x->json.n;
+        if (!x->first) hmoe_strbuf_add(&x->json, ",");
+        json_str(&x->json, key, key_len);
+        hmoe_strbuf_add(&x->json, ":\"");
+        x->in_value = true;
+        x->v_at = (size_t)(vs - p) + skip;
+        x->v_sent = x->v_searched = 0;
+    }
 }
 
 bool hmoe_tc_partial_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
-                              struct hmoe_strbuf *args) {
-    return xml_call(s, p, n, true, name, args);
+                              const char **args, size_t *args_len) {
+    *name = NULL;
+    *args = NULL;
+    *args_len = 0;
+    const char *fn, *after;
+    size_t fn_len;
+    if (!(after = function_tag(p, n, &fn, &fn_len))) return false;
+    struct tc_xml_part *x = &s->live.xml;
+    if (!x->named) {
+        x->named = true;
+        x->at = (size_t)(after - p);
+        x->json.n = 0;
+        hmoe_strbuf_add(&x->json, "{");
+        x->first = true;
+        x->in_value = false;
+    }
+    xml_advance(s, x, p, n, fn, fn_len);
+    if (x->json.oom || !(*name = malloc(fn_len + 1))) {
+        s->oom = true;
+        return false;
+    }
+    memcpy(*name, fn, fn_len);
+    (*name)[fn_len] = 0;
+    *args = x->json.s;
+    *args_len = x->json.n;
+    return true;
 }

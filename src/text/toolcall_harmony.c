@@ -103,9 +103,14 @@ static bool call_body(const struct hmoe_toolcall_stream *s, const char **p, size
  * still be JSON. */
 static void stream_call(struct hmoe_toolcall_stream *s, const char *p, size_t n) {
     if (!call_body(s, &p, &n)) return;
-    struct tc_json_scan sc;
-    hmoe_tc_json_scan(p, n, &sc);
-    if (sc.status == TC_JSON_BAD) return; /* it will not parse: no more of it goes out */
+    /* the trimmed body starts at the same byte from now on: the scan resumes over it */
+    struct tc_live *l = &s->live;
+    if (!l->scan_on) {
+        hmoe_tc_json_scan_init(&l->scan, false);
+        l->scan_on = true;
+    }
+    hmoe_tc_json_scan(&l->scan, p, n);
+    if (l->scan.status == TC_JSON_BAD) return; /* it will not parse: no more of it goes out */
     const char *name = call_name(s);
     hmoe_tc_live_update(s, name, strlen(name), p, n);
 }

@@ -26,18 +26,57 @@ enum tc_state {
 
 enum tc_body { TC_BODY_CONTENT, TC_BODY_REASONING, TC_BODY_CALL };
 
+/* A JSON value being written, scanned as far as it has come: where it ends, where a top-level
+ * object's first members lie (in the text and in `out`), and with `hf` its HF tojson form so far in
+ * `out` (which the form of the whole value starts with). Scanning resumes at `pos`: the text given
+ * must be the text of the earlier calls with more after it. */
+enum { TC_JSON_DEPTH = 64, TC_JSON_MEMBERS = 8 };
+enum tc_json_status { TC_JSON_MORE, TC_JSON_DONE, TC_JSON_BAD };
+struct tc_json_scan {
+    enum tc_json_status status;
+    size_t pos;                    /* bytes scanned */
+    size_t end;                    /* DONE: the bytes of the value, leading whitespace included */
+    size_t n_members;
+    struct { size_t key, key_end, val, val_end, out_val, out_end; } members[TC_JSON_MEMBERS]; /* val 0: not begun; val_end 0: open */
+    bool hf;
+    struct hmoe_strbuf out;
+    /* the machine */
+    int st, depth, esc, member;    /* esc 1: after '\', 2..5: inside \uXXXX; member: the top-level one being written */
+    char stack[TC_JSON_DEPTH];     /* the closers of the open containers */
+    bool key, key_nul;             /* the string is a key; a NUL was in it (tojson ends the key there) */
+    unsigned cp, high;             /* the escape being read; a high surrogate waiting for its partner */
+    const char *lit;
+    size_t str_at;
+};
+
 /* A piece of the delta being built: offsets into the stream's piece text (id and name NUL-ended). */
 struct tc_piece {
     size_t index, id, name, args, args_len;
     bool first;
 };
 
-/* The call being written, as far as the stream has shown it (toolcall_live.c). */
+/* Where the XML form's partial parse of the call being written stands: the parameters before
+ * `at` are in `json`; a string parameter's value may be in progress. */
+struct tc_xml_part {
+    bool named;               /* the function tag was read: `at` is past it */
+    size_t at;                /* the text before this is parsed */
+    struct hmoe_strbuf json;  /* "{" and the whole parameters, then the open value's start */
+    bool first;               /* no parameter yet */
+    bool in_value;            /* a string value is being written */
+    size_t before;            /* json's length before the open parameter */
+    size_t v_at, v_sent, v_searched; /* the open value: its start, bytes in json, bytes searched for its end */
+};
+
+/* The call being written, as far as the stream has shown it (toolcall_live.c), and what its
+ * format's parser has read of it. */
 struct tc_live {
     bool on;                  /* its start (id, name) has gone out */
     size_t index;             /* its number among the calls whose start went out */
     char id[30];
     struct hmoe_strbuf sent;  /* the arguments text sent so far */
+    struct tc_json_scan scan; /* Qwen3 JSON: the call's object; harmony: its arguments */
+    bool scan_on;
+    struct tc_xml_part xml;
 };
 
 struct hmoe_toolcall_stream {
@@ -107,32 +146,24 @@ void hmoe_tc_live_drop(struct hmoe_toolcall_stream *s, bool begun);
 void hmoe_tc_pieces_begin(struct hmoe_toolcall_stream *s);
 void hmoe_tc_pieces_end(struct hmoe_toolcall_stream *s);
 
-/* How far a JSON value still being written has got: where it ends, or the longest prefix that
- * `close` (a quote when inside a string, then the open brackets' closers) turns into a JSON value,
- * and, for a top-level object, where its first members' keys and values lie. */
-enum { TC_JSON_DEPTH = 64, TC_JSON_MEMBERS = 8 };
-enum tc_json_status { TC_JSON_MORE, TC_JSON_DONE, TC_JSON_BAD };
-struct tc_json_scan {
-    enum tc_json_status status;
-    size_t end;                    /* DONE: the bytes of the value, leading whitespace included */
-    size_t cut;                    /* MORE: p[0..cut) + close is JSON; 0: no such prefix yet */
-    char close[TC_JSON_DEPTH + 2];
-    size_t n_close;
-    size_t n_members;
-    struct { size_t key, key_end, val, val_end; } members[TC_JSON_MEMBERS]; /* val 0: not begun; val_end 0: open */
-};
-void hmoe_tc_json_scan(const char *p, size_t n, struct tc_json_scan *out);
-/* The HF tojson form (hmoe_json_to_hf_string) of the value being written in p[0..n), as far as it
- * goes: whole (true in *whole) when the value is complete, else the form of its closed prefix
- * without the closers, which the form of the whole value starts with. False: nothing yet, or not
- * JSON. */
-bool hmoe_tc_json_prefix_hf(const char *p, size_t n, struct hmoe_strbuf *out, bool *whole);
+void hmoe_tc_json_scan_init(struct tc_json_scan *sc, bool hf);
+void hmoe_tc_json_scan(struct tc_json_scan *sc, const char *p, size_t n);
+void hmoe_tc_json_scan_free(struct tc_json_scan *sc);
+/* tojson's string escaping without the quotes (template_json.c). */
+void hmoe_hf_str_bytes(struct hmoe_strbuf *b, const char *s, size_t n);
 
-/* The call text after <tool_call> so far (no closing tag in it): its name once known (malloc'd) and
- * its arguments as far as they can be sent, into *args. False while the name is not known. */
+/* The call text after <tool_call> so far (no closing tag in it; the text of the earlier calls for
+ * this call with more after it): its name once known (malloc'd) and its arguments as far as they
+ * can be sent (pointing into the stream's state, valid until the next call). False while the name
+ * is not known. */
 bool hmoe_tc_partial_json_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
-                               struct hmoe_strbuf *args);
+                               const char **args, size_t *args_len);
 bool hmoe_tc_partial_xml_call(struct hmoe_toolcall_stream *s, const char *p, size_t n, char **name,
-                              struct hmoe_strbuf *args);
+                              const char **args, size_t *args_len);
+/* Has the whole call text p[0..n) reached its name (the partial parsers' first answer)? */
+bool hmoe_tc_json_call_begun(const char *p, size_t n);
+bool hmoe_tc_xml_call_begun(const char *p, size_t n);
+/* Forget what the parsers read of the call being written. */
+void hmoe_tc_live_reset(struct hmoe_toolcall_stream *s);
 
 #endif

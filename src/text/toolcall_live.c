@@ -90,8 +90,7 @@ void hmoe_tc_live_close(struct hmoe_toolcall_stream *s, const char *name, size_t
     const size_t n = strlen(args);
     if (n > sent->n && !s->oom) send_args(s, args + sent->n, n - sent->n);
     hmoe_tc_add_call(s, name, name_len, args);
-    s->live.on = false;
-    sent->n = 0;
+    hmoe_tc_live_reset(s);
 }
 
 void hmoe_tc_live_drop(struct hmoe_toolcall_stream *s, bool begun) {
@@ -99,8 +98,17 @@ void hmoe_tc_live_drop(struct hmoe_toolcall_stream *s, bool begun) {
         char id[30];
         hmoe_tc_next_id(s, id);
     }
-    s->live.on = false;
-    s->live.sent.n = 0;
+    hmoe_tc_live_reset(s);
+}
+
+void hmoe_tc_live_reset(struct hmoe_toolcall_stream *s) {
+    struct tc_live *l = &s->live;
+    l->on = false;
+    l->sent.n = 0;
+    if (l->scan_on) hmoe_tc_json_scan_free(&l->scan);
+    l->scan_on = false;
+    l->xml.named = l->xml.in_value = false;
+    l->xml.json.n = 0;
 }
 
 void hmoe_tc_pieces_begin(struct hmoe_toolcall_stream *s) {
