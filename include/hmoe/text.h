@@ -342,8 +342,8 @@ void hmoe_toolcalls_free(struct hmoe_toolcalls *tc);
  * A call also streams while it is written (`pieces`): its start (id and name) once the name is
  * known, then its arguments text as it grows, so that a client that appends the pieces of a call
  * holds exactly the arguments the call closes with. Qwen3's JSON arguments go out in their final
- * HF form up to the last complete token (a string character by character); the XML form's JSON is
- * built a parameter at a time, a string parameter's value character by character; harmony's
+ * HF form as they are read (separators, keys, numbers, a string's characters); the XML form's JSON
+ * is built a parameter at a time, a string parameter's value character by character; harmony's
  * arguments are the model's text as written. A call whose start went out and that then does not
  * close (cut off by the token limit) or does not parse keeps what was sent; as in the whole-text
  * parse it is no call and its text is content. */

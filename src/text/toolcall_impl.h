@@ -28,8 +28,8 @@ enum tc_body { TC_BODY_CONTENT, TC_BODY_REASONING, TC_BODY_CALL };
 
 /* A JSON value being written, scanned as far as it has come: where it ends, where a top-level
  * object's first members lie (in the text and in `out`), and with `hf` its HF tojson form so far in
- * `out` (which the form of the whole value starts with). Scanning resumes at `pos`: the text given
- * must be the text of the earlier calls with more after it. */
+ * `out` (which the form of the whole value starts with). Scanning resumes at `pos`: each scan is
+ * given the text the one before it was given, with more after it. */
 enum { TC_JSON_DEPTH = 64, TC_JSON_MEMBERS = 8 };
 enum tc_json_status { TC_JSON_MORE, TC_JSON_DONE, TC_JSON_BAD };
 struct tc_json_scan {
@@ -37,7 +37,11 @@ struct tc_json_scan {
     size_t pos;                    /* bytes scanned */
     size_t end;                    /* DONE: the bytes of the value, leading whitespace included */
     size_t n_members;
-    struct { size_t key, key_end, val, val_end, out_val, out_end; } members[TC_JSON_MEMBERS]; /* val 0: not begun; val_end 0: open */
+    struct {
+        size_t key, key_end;       /* the key in the text, quotes included */
+        size_t val, val_end;       /* the value in the text; val 0: not begun, val_end 0: still open */
+        size_t out_val, out_end;   /* the value's form in `out` (out_end set with val_end) */
+    } members[TC_JSON_MEMBERS];
     bool hf;
     struct hmoe_strbuf out;
     /* the machine */
