@@ -139,9 +139,8 @@ static void call_failed(struct hmoe_toolcall_stream *s) {
     hmoe_tc_emit(s, &s->content, CALL_OPEN, sizeof CALL_OPEN - 1);
 }
 
-/* The call text p[0..n) so far: its name once known and its arguments as far as they can be sent.
- * The name is known from a point in the text on, so "has the call begun" has one answer for a
- * text however it arrived. */
+/* Has the call text p[0..n) reached its name? The name is known from a point in the text on, so
+ * this has one answer for a call's text however the text arrived (and so do the ids drawn). */
 static bool call_begun(const struct hmoe_toolcall_stream *s, const char *p, size_t n) {
     return s->fmt == HMOE_TOOLCALL_QWEN3_JSON ? hmoe_tc_json_call_begun(p, n) : hmoe_tc_xml_call_begun(p, n);
 }
