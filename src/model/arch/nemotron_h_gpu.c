@@ -206,14 +206,18 @@ static enum hmoe_status experts_on_cpu(struct hmoe_ctx *c, int il, int64_t n, bo
     struct hmoe_run_state *rs = &c->rs;
     const struct hmoe_moe_weights *X = &c->m->w.layers[il].moe;
     const int64_t d = c->m->cfg.n_embd, m = N->m;
+    const double t0 = hmoe_time_s();
     TRY(hmoe_cuda_download(g->cu, rs->xn, g->hf, (size_t)(n * d) * sizeof(float), err));
-    if (latent) {
-        TRY(hmoe_cuda_download(g->cu, rs->rec->z, N->lat, (size_t)(n * m) * sizeof(float), err));
-        TRY(hmoe_sched_moe_ffn_split(rs->moe, X, rs->xn, rs->rec->z, (int)n, rs->rec->o, err));
-        return hmoe_cuda_upload(g->cu, N->lat_out, rs->rec->o, (size_t)(n * m) * sizeof(float), err);
-    }
-    TRY(hmoe_sched_moe_ffn(rs->moe, X, rs->xn, (int)n, rs->out, err));
-    TRY(hmoe_cuda_upload(g->cu, g->ye, rs->out, (size_t)(n * d) * sizeof(float), err));
+    if (latent) TRY(hmoe_cuda_download(g->cu, rs->rec->z, N->lat, (size_t)(n * m) * sizeof(float), err));
+    const double t1 = hmoe_time_s();
+    if (latent) TRY(hmoe_sched_moe_ffn_split(rs->moe, X, rs->xn, rs->rec->z, (int)n, rs->rec->o, err));
+    else TRY(hmoe_sched_moe_ffn(rs->moe, X, rs->xn, (int)n, rs->out, err));
+    const double t2 = hmoe_time_s();
+    enum hmoe_status st = latent ? hmoe_cuda_upload(g->cu, N->lat_out, rs->rec->o, (size_t)(n * m) * sizeof(float), err)
+                                 : hmoe_cuda_upload(g->cu, g->ye, rs->out, (size_t)(n * d) * sizeof(float), err);
+    N->t_wait += t1 - t0, N->t_cpu += t2 - t1, N->t_up += hmoe_time_s() - t2;
+    N->n_cpu_calls++, N->n_cpu_tokens += (uint64_t)n;
+    if (st || latent) return st;
     return hmoe_cuda_add(g->x, g->ye, n * d, g->x, g->stream, err);
 }
 

@@ -51,6 +51,10 @@ struct hmoe_gpu_nem {
     void *ezq;                         /* q8_1 rows of ez */
     struct hmoe_cuda_buf stage;        /* one RAM layer's up and down stacks for a streamed prefill step */
     uint64_t weight_bytes;
+    /* Layers with experts in RAM (-v): wall seconds waiting for the GPU's queued work and the
+     * download, on the CPU threads, and uploading the sum; per call. */
+    double t_wait, t_cpu, t_up;
+    uint64_t n_cpu_calls, n_cpu_tokens;
     struct hmoe_rec_state *rec;        /* the context's state bookkeeping (recurrent.c) */
 };
 

@@ -240,6 +240,14 @@ void hmoe_gpu_nem_free(struct hmoe_gpu *g, int n_layer) {
 void hmoe_gpu_nem_report(const struct hmoe_gpu *g, char *buf, size_t cap) {
     const struct hmoe_gpu_nem *N = g->arch_state;
     const double MiB = 1048576.0;
-    snprintf(buf, cap, "  Mamba-2 + shared / dense FFN + latent %7.1f MiB, recurrent state %.1f MiB, mixer buffers %.1f MiB\n",
-             (double)N->weight_bytes / MiB, (double)N->state.bytes / MiB, (double)N->act.bytes / MiB);
+    int o = snprintf(buf, cap, "  Mamba-2 + shared / dense FFN + latent %7.1f MiB, recurrent state %.1f MiB, mixer buffers %.1f MiB\n",
+                     (double)N->weight_bytes / MiB, (double)N->state.bytes / MiB, (double)N->act.bytes / MiB);
+    if (N->n_cpu_calls && o > 0 && (size_t)o < cap) {
+        const double per = 1e3 / (double)N->n_cpu_calls;
+        snprintf(buf + o, cap - (size_t)o,
+                 "  experts in RAM: %llu layer calls (%.1f tokens each); ms per call: waiting for the GPU + download %.3f, "
+                 "CPU threads %.3f, upload %.3f\n",
+                 (unsigned long long)N->n_cpu_calls, (double)N->n_cpu_tokens / (double)N->n_cpu_calls, N->t_wait * per,
+                 N->t_cpu * per, N->t_up * per);
+    }
 }
