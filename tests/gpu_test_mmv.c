@@ -58,7 +58,8 @@ static int check_results(const float *y, const float *w, int64_t nrows, int64_t 
     return 1;
 }
 
-/* Upload W (raw) and x, run mmv, check. add_mode: 0 none, 1 in place (y preloaded), 2 separate. */
+/* Upload W (raw) and x, run mmv, check. add_mode: 0 none, 1 in place (y preloaded), 2 separate,
+ * 3 in place plus a per-row bias. */
 static void run_case(enum hmoe_type t, const uint8_t *raw, int64_t nrows, int64_t ncols, const float *x, int64_t ntok,
                      int add_mode, const char *what) {
     char name[256], why[256] = "";
@@ -66,17 +67,21 @@ static void run_case(enum hmoe_type t, const uint8_t *raw, int64_t nrows, int64_
     const size_t rb = hmoe_row_bytes(t, ncols);
     const bool quant = ti->is_quantized;
     snprintf(name, sizeof name, "%s mmv %s: %lld x %lld, %lld token(s)%s", ti->name, what, (long long)nrows,
-             (long long)ncols, (long long)ntok, add_mode == 1 ? ", += in place" : add_mode == 2 ? ", + add" : "");
+             (long long)ncols, (long long)ntok, add_mode == 1 ? ", += in place" : add_mode == 2 ? ", + add" : add_mode == 3 ? ", + bias += in place" : "");
     float *w = malloc((size_t)(nrows * ncols) * 4), *y = malloc((size_t)(ntok * nrows) * 4);
-    float *addv = malloc((size_t)(ntok * nrows) * 4);
+    float *addv = malloc((size_t)(ntok * nrows) * 4), *biasv = malloc((size_t)nrows * 4);
+    float *basev = malloc((size_t)(ntok * nrows) * 4); /* what the product is expected on top of */
     for (int64_t r = 0; r < nrows; r++) ti->dequant_ref(raw + r * rb, w + r * ncols, ncols);
     for (int64_t i = 0; i < ntok * nrows; i++) addv[i] = rng_normal();
+    for (int64_t r = 0; r < nrows; r++) biasv[r] = 3.0f * rng_normal();
+    for (int64_t i = 0; i < ntok * nrows; i++) basev[i] = addv[i] + (add_mode == 3 ? biasv[i % nrows] : 0.0f);
+    float *d_bias = add_mode == 3 ? dup_dev(biasv, (size_t)nrows * 4) : NULL;
     void *d_w = dup_dev(raw, rb * (size_t)nrows);
     float *d_x = dup_dev(x, (size_t)(ntok * ncols) * 4);
     const size_t xq_stride = hmoe_cuda_q8_1_row_bytes(ncols);
     void *d_xq = quant ? dalloc(xq_stride * (size_t)ntok) : NULL;
-    float *d_y = add_mode == 1 ? dup_dev(addv, (size_t)(ntok * nrows) * 4) : dalloc((size_t)(ntok * nrows) * 4);
-    float *d_add = add_mode == 2 ? dup_dev(addv, (size_t)(ntok * nrows) * 4) : add_mode == 1 ? d_y : NULL;
+    float *d_y = add_mode == 1 || add_mode == 3 ? dup_dev(addv, (size_t)(ntok * nrows) * 4) : dalloc((size_t)(ntok * nrows) * 4);
+    float *d_add = add_mode == 2 ? dup_dev(addv, (size_t)(ntok * nrows) * 4) : add_mode == 1 || add_mode == 3 ? d_y : NULL;
     struct hmoe_err err = {0};
     uint8_t *xq = NULL;
     if (quant) {
@@ -87,12 +92,12 @@ static void run_case(enum hmoe_type t, const uint8_t *raw, int64_t nrows, int64_
     struct hmoe_cuda_mmv_args a = {.type = t, .w = d_w, .row_bytes = rb, .nrows = nrows, .ncols = ncols,
                                    .x = quant ? d_xq : (const void *)d_x,
                                    .x_stride_bytes = quant ? xq_stride : (size_t)ncols * 4, .ntok = ntok, .y = d_y,
-                                   .y_stride = nrows, .add = d_add, .add_stride = nrows};
+                                   .y_stride = nrows, .add = d_add, .add_stride = nrows, .bias = d_bias};
     if (!launched(hmoe_cuda_mmv(&a, g_stream, &err), &err, name) || !from_dev(y, d_y, (size_t)(ntok * nrows) * 4, name))
         goto out;
-    t_check(check_results(y, w, nrows, ncols, x, xq, xq_stride, ntok, add_mode ? addv : NULL, why, sizeof why), name, "%s", why);
+    t_check(check_results(y, w, nrows, ncols, x, xq, xq_stride, ntok, add_mode ? basev : NULL, why, sizeof why), name, "%s", why);
 out:
-    free(w), free(y), free(addv), free(xq);
+    free(w), free(y), free(addv), free(biasv), free(basev), free(xq);
 }
 
 static void test_random(void) {
@@ -111,6 +116,9 @@ static void test_random(void) {
             run_case(t, raw, nrows, ncols, x, ntok, s == 0 ? 1 : 2, "random");
             if (s == 0 && (t == HMOE_TYPE_Q4_K || t == HMOE_TYPE_Q6_K || t == HMOE_TYPE_IQ2_XXS))
                 run_case(t, raw, nrows, ncols, x, 1, 0, "random");
+            /* biased projections (gpt-oss q|k|v and o), one token and a batch */
+            if (t == HMOE_TYPE_Q8_0 || t == HMOE_TYPE_MXFP4 || t == HMOE_TYPE_F32 || t == HMOE_TYPE_Q4_K)
+                run_case(t, raw, nrows, ncols, x, ntok, 3, "random");
             free(raw), free(x);
         }
         gpu_free_all();

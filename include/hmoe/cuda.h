@@ -193,9 +193,10 @@ struct hmoe_cuda_mmv_args {
     int64_t y_stride;
     const float *add;      /* optional, added to the result: y = W·x + add (add may equal y) */
     int64_t add_stride;
+    const float *bias;     /* optional device F32 [nrows]: added to every token's row (y = W·x + bias + add) */
 };
 
-/* y[t][r] = sum_c W[r][c] * x[t][c] (+ add[t][r]) for r < nrows, t < ntok. */
+/* y[t][r] = sum_c W[r][c] * x[t][c] (+ bias[r]) (+ add[t][r]) for r < nrows, t < ntok. */
 enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, void *stream, struct hmoe_err *err);
 
 /* ------------------------------------------------------------------------------------------

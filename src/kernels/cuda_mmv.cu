@@ -1,4 +1,4 @@
-/* cuda_mmv.cu — matrix-vector products for decode: y = W·x (+ add) for 1..8 activation rows
+/* cuda_mmv.cu — matrix-vector products for decode: y = W·x (+ bias) (+ add) for 1..8 activation rows
  * per launch row-chunk, every supported weight type (the one type switch is in cuda_types.cuh).
  *
  * Version 2 (this one): TPR = 32/64/128 threads share a row (cuda_mmv_impl.cuh), each owns
@@ -22,7 +22,8 @@ template <class TR, int NT, int TPR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes,
                                                                  int64_t nrows, int nblocks, const uint8_t *__restrict__ x,
                                                                  size_t x_stride, int64_t ntok, float *y, int64_t y_stride,
-                                                                 const float *add, int64_t add_stride) {
+                                                                 const float *add, int64_t add_stride,
+                                                                 const float *__restrict__ bias) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
     const int tl = threadIdx.x % TPR;
@@ -59,6 +60,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
             for (int t = 0; t < NT; t++) {
                 if (r0 + r < nrows && t < nt) {
                     float v = acc[r * NT + t];
+                    if (bias) v += bias[r0 + r];
                     if (add) v += add[(t0 + t) * add_stride + r0 + r];
                     y[(t0 + t) * y_stride + r0 + r] = v;
                 }
@@ -70,7 +72,8 @@ template <class TR, int NT, int TPR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes,
                                                                  int64_t nrows, int ngroups, const uint8_t *__restrict__ x,
                                                                  size_t x_stride, int64_t ntok, float *y, int64_t y_stride,
-                                                                 const float *add, int64_t add_stride) {
+                                                                 const float *add, int64_t add_stride,
+                                                                 const float *__restrict__ bias) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
     const int tl = threadIdx.x % TPR;
@@ -108,6 +111,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_f_kernel(const uint8_t *
             for (int t = 0; t < NT; t++) {
                 if (r0 + r < nrows && t < nt) {
                     float v = acc[r * NT + t];
+                    if (bias) v += bias[r0 + r];
                     if (add) v += add[(t0 + t) * add_stride + r0 + r];
                     y[(t0 + t) * y_stride + r0 + r] = v;
                 }
@@ -136,11 +140,11 @@ static void mmv_launch(const struct hmoe_cuda_mmv_args *a, int units, cudaStream
         if constexpr (F)                                                                                            \
             hmoe_cu_launch(mmv_f_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), 0, st, w,          \
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
-                           a->add_stride);                                                                          \
+                           a->add_stride, a->bias);                                                                   \
         else                                                                                                        \
             hmoe_cu_launch(mmv_q_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), 0, st, w,          \
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
-                           a->add_stride);                                                                          \
+                           a->add_stride, a->bias);                                                                   \
     } while (0)
     const int tpr = a->nrows >= MMV_BIG_ROWS ? MMV_BIG_TPR : hmoe_mmv_tpr(units);
     if (a->ntok > 1)

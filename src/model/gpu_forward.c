@@ -49,9 +49,9 @@ const char *hmoe_gpu_prof_name(int cls) { return cls >= 0 && cls < P_COUNT ? pro
 
 static bool q8_gemm_type(enum hmoe_type t) { return hmoe_type_info[t].is_quantized && t != HMOE_TYPE_IQ1_M; }
 
-/* y (n rows, y_stride floats apart) = W · x (+ add, which may be y). Picks the kernel: float
- * weights always take the f32 matvec; a few tokens the q8_1 matvec; many tokens cuBLAS (weights
- * dequantized to f16) or the int8 tensor-core GEMM. */
+/* y (n rows, y_stride floats apart) = W · x (+ W->bias) (+ add, which may be y). Picks the
+ * kernel: float weights always take the f32 matvec; a few tokens the q8_1 matvec; many tokens
+ * cuBLAS (weights dequantized to f16; the bias a launch of its own) or the int8 tensor-core GEMM. */
 static enum hmoe_status dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, int64_t n, const struct hmoe_gpu_act *a,
                               float *y, int64_t y_stride, const float *add, struct hmoe_err *err) {
     const bool fl = !hmoe_type_info[W->type].is_quantized;
@@ -60,16 +60,18 @@ static enum hmoe_status dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, 
         struct hmoe_cuda_mmv_args m = {.type = W->type, .w = W->w, .row_bytes = W->row_bytes, .nrows = W->nrows,
                                        .ncols = W->ncols, .x = fl ? (const void *)a->f : a->q,
                                        .x_stride_bytes = fl ? (size_t)a->f_stride * 4 : a->q_stride, .ntok = n, .y = y,
-                                       .y_stride = y_stride, .add = add, .add_stride = y_stride};
+                                       .y_stride = y_stride, .add = add, .add_stride = y_stride, .bias = W->bias};
         return hmoe_cuda_mmv(&m, g->stream, err);
     }
     struct hmoe_cuda_gemm_args ga = {.w = {.type = W->type, .w = W->w, .row_bytes = W->row_bytes, .nrows = W->nrows,
-                                           .ncols = W->ncols, .n_expert = 1},
+                                           .ncols = W->ncols, .n_expert = 1, .bias = W->bias},
                                      .ntok = n, .y_f32 = y, .y_stride = y_stride, .add = add, .add_stride = y_stride};
     if (n >= CUBLAS_MIN_TOKENS && (size_t)(W->nrows * W->ncols) <= g->cublas_scratch_halves && (!add || add == y)) {
         ga.x = a->h;
         ga.x_stride = a->h_stride;
-        return hmoe_cuda_gemm_cublas(g->cu, &ga, g->cublas_scratch, err);
+        ga.w.bias = NULL;
+        TRY(hmoe_cuda_gemm_cublas(g->cu, &ga, g->cublas_scratch, err));
+        return W->bias ? hmoe_cuda_add_bias(y, y_stride, W->bias, n, W->nrows, g->stream, err) : HMOE_OK;
     }
     if (q8_gemm_type(W->type)) {
         ga.xq = a->q;
@@ -179,7 +181,9 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     TRY(hmoe_cuda_rmsnorm(&n1, s, err));
     prof(g, P_QKV);
     const struct hmoe_gpu_act ah = {g->hf, d, g->hq, hmoe_cuda_q8_1_row_bytes(d), n > SMALL_TOKENS ? g->h16 : NULL, d};
-    if (L->qkv_fused) {
+    /* (the biases come with the projections: one fused product needs them for all its rows) */
+    const bool bias_rows = !L->wq.bias || (L->wk.bias && (L->qkv_fused != 3 || L->wv.bias));
+    if (L->qkv_fused && bias_rows) {
         struct hmoe_gpu_mat w = L->wq;
         w.nrows = nq + nk + (L->qkv_fused == 3 ? nk : 0);
         TRY(dense(g, &w, n, &ah, g->qkv, nqkv, NULL, err));
@@ -189,7 +193,6 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
         TRY(dense(g, &L->wk, n, &ah, g->qkv + nq, nqkv, NULL, err));
         TRY(dense(g, &L->wv, n, &ah, g->qkv + nq + nk, nqkv, NULL, err));
     }
-    if (L->qkv_bias) TRY(hmoe_cuda_add_bias(g->qkv, nqkv, L->qkv_bias, n, nqkv, s, err));
     prof(g, P_ROPE);
     const struct hmoe_cuda_kv kv = hmoe_gpu_kv_view(g, L, c->cur_seq);
     struct hmoe_cuda_qkv_args qa = {.q = g->qkv, .k = g->qkv + nq, .v = g->qkv + nq + nk, .q_stride = nqkv,
@@ -240,7 +243,6 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     prof(g, P_WO);
     const struct hmoe_gpu_act ao = {g->o, no, g->oq, qo, n > SMALL_TOKENS ? g->o16 : NULL, no};
     TRY(dense(g, &L->wo, n, &ao, g->x, d, g->x, err));
-    if (L->o_bias) TRY(hmoe_cuda_add_bias(g->x, d, L->o_bias, n, d, s, err));
     return hmoe_gpu_ffn(c, il, n, decode, err);
 }
 

@@ -17,6 +17,7 @@ struct hmoe_gpu_mat {
     const void *w;
     size_t row_bytes;
     int64_t nrows, ncols;
+    const float *bias;                 /* optional device F32 [nrows]: added by every product (hmoe_gpu_dense) */
 };
 
 struct hmoe_gpu_layer {

@@ -35,6 +35,7 @@ static void gmat_set(struct hmoe_gpu_mat *g, const struct hmoe_mat *m, const voi
     g->row_bytes = m->row_bytes;
     g->nrows = m->n_out;
     g->ncols = m->n_in;
+    g->bias = NULL;
 }
 
 static size_t mat_bytes(const struct hmoe_mat *m) { return (size_t)m->n_out * m->row_bytes; }
@@ -211,6 +212,13 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
         }
         p += layer_vec_bytes(v);
     }
+    /* The projections add their biases themselves (one launch less each). The q|k|v vector
+     * holds its pieces back to back up to the first one missing. */
+    const size_t nq = (size_t)m->cfg.n_head * D, nk = (size_t)m->cfg.n_head_kv * D;
+    L->wq.bias = W->attn_q_bias ? L->qkv_bias : NULL;
+    L->wk.bias = L->wq.bias && W->attn_k_bias ? L->qkv_bias + nq : NULL;
+    L->wv.bias = L->wk.bias && W->attn_v_bias ? L->qkv_bias + nq + nk : NULL;
+    L->wo.bias = L->o_bias;
     if ((size_t)(p - (uint8_t *)L->attn_buf.ptr) > L->attn_buf.bytes)
         return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: attention buffer layout overflow", il);
 
