@@ -122,6 +122,9 @@ extern "C" enum hmoe_status hmoe_cuda_buf_alloc(struct hmoe_cuda_ctx *ctx, size_
     out->ptr = NULL;
     out->bytes = 0;
     if (bytes == 0) return HMOE_OK;
+    /* whole 16-byte words: kernels may read a 17-byte MXFP4 block through the aligned words
+     * around it (cuda_impl.cuh hmoe_cu_ld_block17) */
+    bytes = (bytes + 15) & ~(size_t)15;
     cudaSetDevice(ctx->dev);
     void *p = NULL;
     cudaError_t e = hmoe_cu_alloc_should_fail() ? cudaErrorMemoryAllocation : cudaMalloc(&p, bytes);

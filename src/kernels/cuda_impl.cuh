@@ -107,9 +107,34 @@ HMOE_HD uint32_t hmoe_cu_ld_u32a4(const uint8_t *p) {
     return v;
 #endif
 }
-/* 32 bits from any address (MXFP4 blocks are 17 bytes). */
-HMOE_HD uint32_t hmoe_cu_ld_u32a1(const uint8_t *p) {
-    return hmoe_cu_ld_u8(p) | (hmoe_cu_ld_u8(p + 1) << 8) | (hmoe_cu_ld_u8(p + 2) << 16) | (hmoe_cu_ld_u8(p + 3) << 24);
+/* A 17-byte MXFP4 block at any address: its scale byte and its 16 code bytes as four words.
+ * On the device five aligned 32-bit loads and funnel shifts instead of seventeen byte loads:
+ * the block's bytes lie in the five aligned words from its address rounded down (its last byte
+ * at offset r + 16 <= 19); the last word may reach 3 bytes past the block, inside the buffer
+ * because device buffers are whole 16-byte words (hmoe_cuda_buf_alloc) and an expert stack or
+ * matrix ends on a 16-byte boundary or is followed by more of its buffer. */
+HMOE_HD void hmoe_cu_ld_block17(const uint8_t *b, uint32_t *scale_byte, uint32_t q[4]) {
+#ifdef __CUDA_ARCH__
+    const uintptr_t a = (uintptr_t)b;
+    const unsigned int *p = (const unsigned int *)(a & ~(uintptr_t)3);
+    const unsigned r = (unsigned)(a & 3);
+    uint32_t w[5];
+#pragma unroll
+    for (int i = 0; i < 5; i++) w[i] = __ldg(p + i);
+    *scale_byte = (w[0] >> (8 * r)) & 0xff;
+    /* code word i starts at byte r + 1 + 4i of the window: word (r + 1) / 4 + i, shifted by (r + 1) % 4 bytes */
+    const bool next = r == 3;
+    const unsigned sh = 8 * ((r + 1) & 3);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t lo = next ? w[i + 1] : w[i];
+        const uint32_t hi = next ? (i < 3 ? w[i + 2] : 0u) : w[i + 1];
+        q[i] = __funnelshift_r(lo, hi, sh);
+    }
+#else
+    *scale_byte = b[0];
+    memcpy(q, b + 1, 16);
+#endif
 }
 /* 16 bytes from a 16-byte aligned address, as four little-endian words. */
 HMOE_HD void hmoe_cu_ld_u128(const uint8_t *p, uint32_t v[4]) {

@@ -391,14 +391,12 @@ struct hmoe_tq_mxfp4 {
     static constexpr bool q8 = true;
     static constexpr bool q8_sub16 = false;
     HMOE_HD static void q8chunk(const uint8_t *b, int, uint32_t *q, float *sc, float *of) {
-        const float scale = hmoe_cu_e8m0_half(hmoe_cu_ld_u8(b));
-        uint32_t t[4];
+        uint32_t e, w[4], t[4];
+        hmoe_cu_ld_block17(b, &e, w);
+        const float scale = hmoe_cu_e8m0_half(e);
         hmoe_cu_mxfp4_words(t);
         HMOE_UNROLL
-        for (int i = 0; i < 4; i++) {
-            const uint32_t w = hmoe_cu_ld_u32a1(b + 1 + 4 * i);
-            q[i] = hmoe_cu_lut16(w & 0x0f0f0f0f, t), q[4 + i] = hmoe_cu_lut16((w >> 4) & 0x0f0f0f0f, t);
-        }
+        for (int i = 0; i < 4; i++) q[i] = hmoe_cu_lut16(w[i] & 0x0f0f0f0f, t), q[4 + i] = hmoe_cu_lut16((w[i] >> 4) & 0x0f0f0f0f, t);
         sc[0] = sc[1] = scale, of[0] = of[1] = 0.0f;
     }
     static constexpr enum hmoe_type type = HMOE_TYPE_MXFP4;
@@ -414,13 +412,14 @@ HMOE_UNROLL
         }
     }
     HMOE_HD static float vdot(const uint8_t *b, int, const int8_t *aq, const float2 *ad) {
-        float scale = hmoe_cu_e8m0_half(hmoe_cu_ld_u8(b));
-        uint32_t t[4];
+        uint32_t e, w[4], t[4];
+        hmoe_cu_ld_block17(b, &e, w);
+        const float scale = hmoe_cu_e8m0_half(e);
         hmoe_cu_mxfp4_words(t);
         int sumi = 0;
 HMOE_UNROLL
         for (int i = 0; i < 4; i++) {
-            uint32_t q = hmoe_cu_ld_u32a1(b + 1 + 4 * i);
+            const uint32_t q = w[i];
             sumi = hmoe_cu_dp4a((int)hmoe_cu_lut16(q & 0x0f0f0f0f, t), hmoe_cu_act1(aq, 4 * i), sumi);
             sumi = hmoe_cu_dp4a((int)hmoe_cu_lut16((q >> 4) & 0x0f0f0f0f, t), hmoe_cu_act1(aq, 16 + 4 * i), sumi);
         }
