@@ -10,7 +10,8 @@
  * F32/F16/BF16 weights take f32 activations: |y - sum w*x| <= 1e-5 * sum |w*x|.
  * Also the fixture rows of ../shared/fixtures/kernels (llama.cpp's weights and activations,
  * compared with their exact_f64_dequant_dot_x under bound (b)), 1 and 11 tokens, the residual
- * add (in place and from another buffer), odd row counts, and refused shapes.
+ * add (in place and from another buffer), a per-row bias, the normed input (an f32 row
+ * normalised inside the matvec), odd row counts, and refused shapes.
  */
 #include "harness.h"
 #include "gpu_util.h"
@@ -201,6 +202,81 @@ static void test_fixtures(void) {
     hmoe_json_free(idx);
 }
 
+/* The normed input (norm_w): one f32 row normalised, scaled and quantized inside the matvec.
+ * Checked against the float64 product with the exactly normalised row, within the q8_1
+ * rounding bound of the row hmoe_cuda_rmsnorm quantizes (the same quantization, summed in
+ * another order). */
+static void test_normed(void) {
+    const enum hmoe_type types[] = {HMOE_TYPE_Q8_0, HMOE_TYPE_Q4_K, HMOE_TYPE_Q6_K, HMOE_TYPE_MXFP4, HMOE_TYPE_Q5_0};
+    const int64_t widths[] = {2880, 2048, 4096};
+    for (size_t ti = 0; ti < HMOE_ARRAY_LEN(types); ti++)
+        for (size_t wi = 0; wi < HMOE_ARRAY_LEN(widths); wi++) {
+            const enum hmoe_type t = types[ti];
+            const int64_t nrows = 45, ncols = widths[wi];
+            if (ncols % hmoe_type_info[t].blck) continue;
+            char name[160], why[200] = "";
+            snprintf(name, sizeof name, "%s mmv normed input: %lld x %lld, + bias", hmoe_type_name(t), (long long)nrows,
+                     (long long)ncols);
+            rng_seed(7000 + (uint64_t)t * 16 + wi);
+            const size_t rb = hmoe_row_bytes(t, ncols), qb = hmoe_cuda_q8_1_row_bytes(ncols);
+            uint8_t *raw = malloc(rb * (size_t)nrows), *xq = malloc(qb);
+            float *w = malloc((size_t)(nrows * ncols) * 4), *x = malloc((size_t)ncols * 4), *nw = malloc((size_t)ncols * 4);
+            float *bias = malloc((size_t)nrows * 4), *y = malloc((size_t)nrows * 4);
+            double *h = malloc((size_t)ncols * 8);
+            rand_blocks(t, raw, ncols * nrows);
+            for (int64_t r = 0; r < nrows; r++) hmoe_type_info[t].dequant_ref(raw + r * rb, w + r * ncols, ncols);
+            double ss = 0;
+            for (int64_t i = 0; i < ncols; i++) {
+                x[i] = rng_normal() * (i % 53 == 0 ? 30.0f : 2.0f);
+                nw[i] = 0.5f + (float)(i % 7) * 0.25f;
+                ss += (double)x[i] * x[i];
+            }
+            for (int64_t r = 0; r < nrows; r++) bias[r] = rng_normal();
+            const float eps = 1e-6f;
+            const double rs = 1.0 / sqrt(ss / (double)ncols + eps);
+            for (int64_t i = 0; i < ncols; i++) h[i] = (double)x[i] * rs * nw[i];
+            void *d_w = dup_dev(raw, rb * (size_t)nrows);
+            float *d_x = dup_dev(x, (size_t)ncols * 4), *d_nw = dup_dev(nw, (size_t)ncols * 4);
+            float *d_b = dup_dev(bias, (size_t)nrows * 4), *d_y = dalloc((size_t)nrows * 4);
+            void *d_xq = dalloc(qb);
+            struct hmoe_err err = {0};
+            struct hmoe_cuda_rmsnorm_args na = {.x = d_x, .x_stride = ncols, .w = d_nw, .eps = eps, .nrows = 1, .n = ncols,
+                                                .out_q8_1 = d_xq};
+            struct hmoe_cuda_mmv_args a = {.type = t, .w = d_w, .row_bytes = rb, .nrows = nrows, .ncols = ncols, .x = d_x,
+                                           .x_stride_bytes = (size_t)ncols * 4, .ntok = 1, .y = d_y, .y_stride = nrows,
+                                           .bias = d_b, .norm_w = d_nw, .norm_eps = eps};
+            if (!launched(hmoe_cuda_rmsnorm(&na, g_stream, &err), &err, name) || !from_dev(xq, d_xq, qb, name) ||
+                !launched(hmoe_cuda_mmv(&a, g_stream, &err), &err, name) || !from_dev(y, d_y, (size_t)nrows * 4, name))
+                goto next;
+            int ok = 1;
+            for (int64_t r = 0; r < nrows && ok; r++) {
+                double sx = bias[r], bound = 0, mag = 0;
+                for (int64_t i = 0; i < ncols; i++) {
+                    const double wv = w[r * ncols + i];
+                    sx += wv * h[i];
+                    mag += fabs(wv * h[i]);
+                    bound += fabs(wv) * ((const float *)(xq + ncols))[2 * (i / 32)] * 0.5;
+                }
+                const double tol = bound * 1.01 + 1e-5 * mag + 1e-6;
+                if (!(fabs((double)y[r] - sx) <= tol)) {
+                    snprintf(why, sizeof why, "row %lld: got %.9g, float64 %.9g, q8_1 bound %.3g", (long long)r, y[r], sx, tol);
+                    ok = 0;
+                }
+            }
+            t_check(ok, name, "%s", why);
+        next:
+            free(raw), free(xq), free(w), free(x), free(nw), free(bias), free(y), free(h);
+            gpu_free_all();
+        }
+    struct hmoe_err err = {0};
+    void *d = dalloc(1 << 16);
+    struct hmoe_cuda_mmv_args a = {.type = HMOE_TYPE_Q8_0, .w = d, .row_bytes = 34 * 8, .nrows = 4, .ncols = 256, .x = d,
+                                   .x_stride_bytes = 1024, .ntok = 2, .y = d, .y_stride = 4, .norm_w = d, .norm_eps = 1e-6f};
+    enum hmoe_status st = hmoe_cuda_mmv(&a, g_stream, &err);
+    t_check(st == HMOE_ERR_ARG, "mmv refuses a normed input of two tokens", "status %d: %s", st, err.msg);
+    gpu_free_all();
+}
+
 static void test_bad_args(void) {
     struct hmoe_err err = {0};
     void *d = dalloc(1 << 16);
@@ -222,6 +298,7 @@ int main(void) {
     if (!gpu_open_or_skip("gpu_test_mmv")) return t_summary();
     test_random();
     test_fixtures();
+    test_normed();
     test_bad_args();
     gpu_close();
     return t_summary();

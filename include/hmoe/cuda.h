@@ -194,7 +194,13 @@ struct hmoe_cuda_mmv_args {
     const float *add;      /* optional, added to the result: y = W·x + add (add may equal y) */
     int64_t add_stride;
     const float *bias;     /* optional device F32 [nrows]: added to every token's row (y = W·x + bias + add) */
+    /* optional device F32 [ncols] (quantized weights, ntok 1): x is one f32 row and the product
+     * takes its RMSNorm times norm_w (eps norm_eps) quantized to q8_1, as hmoe_cuda_rmsnorm's
+     * out_q8_1 would give it: one launch instead of two in a decode step */
+    const float *norm_w;
+    float norm_eps;
 };
+#define HMOE_CUDA_MMV_NORM_MAX_COLS 16384
 
 /* y[t][r] = sum_c W[r][c] * x[t][c] (+ bias[r]) (+ add[t][r]) for r < nrows, t < ntok. */
 enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, void *stream, struct hmoe_err *err);

@@ -1,4 +1,5 @@
 /* cuda_mmv.cu — matrix-vector products for decode: y = W·x (+ bias) (+ add) for 1..8 activation rows
+ * (or W·rmsnorm(x) for one f32 row, the norm made in every block)
  * per launch row-chunk, every supported weight type (the one type switch is in cuda_types.cuh).
  *
  * Version 2 (this one): TPR = 32/64/128 threads share a row (cuda_mmv_impl.cuh), each owns
@@ -18,14 +19,43 @@
 
 #define MMV_RPT 2
 
+/* The RMSNorm of one f32 row (n % 32 == 0) times norm_w, as the q8_1 row hmoe_cuda_rmsnorm
+ * would write, into shared memory: every block of a normed matvec makes the whole row itself
+ * (n floats from L2), so the decode step needs no norm launch before its q|k|v product. */
+__device__ void mmv_norm_q8_1(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, int n,
+                              uint8_t *row) {
+    __shared__ float red[HMOE_MMV_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += HMOE_MMV_THREADS) ss += x[i] * x[i];
+    ss = hmoe_warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HMOE_MMV_THREADS / 32; i++) ss += red[i];
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int b = warp; b < n / 32; b += HMOE_MMV_THREADS / 32) {
+        const int i = 32 * b + lane;
+        hmoe_cu_q8_1_warp((x[i] * r) * norm_w[i], (int8_t *)row + 32 * b, (float2 *)(row + n) + b);
+    }
+    __syncthreads();
+}
+
 template <class TR, int NT, int TPR>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes,
                                                                  int64_t nrows, int nblocks, const uint8_t *__restrict__ x,
                                                                  size_t x_stride, int64_t ntok, float *y, int64_t y_stride,
                                                                  const float *add, int64_t add_stride,
-                                                                 const float *__restrict__ bias) {
+                                                                 const float *__restrict__ bias,
+                                                                 const float *__restrict__ norm_w, float norm_eps) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
+    extern __shared__ __align__(16) uint8_t normed_row[];
+    if (norm_w) { /* x is one f32 row: normalise and quantize it here (hmoe_cuda_mmv_args.norm_w) */
+        mmv_norm_q8_1((const float *)x, norm_w, norm_eps, nblocks * TR::blck, normed_row);
+        x = normed_row;
+    }
     const int tl = threadIdx.x % TPR;
     const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MMV_RPT;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
@@ -142,10 +172,11 @@ static void mmv_launch(const struct hmoe_cuda_mmv_args *a, int units, cudaStream
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
                            a->add_stride, a->bias);                                                                   \
         else                                                                                                        \
-            hmoe_cu_launch(mmv_q_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), 0, st, w,          \
+            hmoe_cu_launch(mmv_q_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), smem, st, w,       \
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
-                           a->add_stride, a->bias);                                                                   \
+                           a->add_stride, a->bias, a->norm_w, a->norm_eps);                                           \
     } while (0)
+    const size_t smem = a->norm_w ? hmoe_cu_q8_1_row_bytes(a->ncols) : 0;
     const int tpr = a->nrows >= MMV_BIG_ROWS ? MMV_BIG_TPR : hmoe_mmv_tpr(units);
     if (a->ntok > 1)
         MMV_GO(8, 64);
@@ -180,6 +211,11 @@ extern "C" enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, vo
                       "mmv: weights and activations must be 16-byte aligned (x_stride_bytes %zu)", a->x_stride_bytes);
     HMOE_CUDA_REQUIRE(err, a->nrows >= 0 && a->ntok >= 0 && a->y && a->y_stride >= a->nrows, "mmv: bad nrows/ntok/y");
     HMOE_CUDA_REQUIRE(err, !a->add || a->add_stride >= a->nrows, "mmv: add_stride smaller than nrows");
+    HMOE_CUDA_REQUIRE(err,
+                      !a->norm_w || (hmoe_type_info[a->type].is_quantized && a->ntok == 1 && a->ncols % 32 == 0 &&
+                                     a->ncols <= HMOE_CUDA_MMV_NORM_MAX_COLS),
+                      "mmv: a normed input needs quantized weights, one token and ncols %% 32 == 0, <= %d",
+                      HMOE_CUDA_MMV_NORM_MAX_COLS);
     if (a->nrows == 0 || a->ntok == 0) return HMOE_OK;
     HMOE_CUDA_REQUIRE(err, a->ntok <= (int64_t)65535 * 8 && a->nrows < ((int64_t)1 << 36), "mmv: ntok %lld or nrows too large", (long long)a->ntok);
     cudaStream_t st = hmoe_cu_stream(stream);
@@ -190,7 +226,7 @@ extern "C" enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, vo
             if (a->x_stride_bytes < (size_t)a->ncols * sizeof(float)) { bad_x = true; return; }
             mmv_launch<TR, true>(a, (int)(a->ncols / 8), st);
         } else {
-            if (a->ncols % 32 || a->x_stride_bytes < hmoe_cu_q8_1_row_bytes(a->ncols)) { bad_x = true; return; }
+            if (a->ncols % 32 || (!a->norm_w && a->x_stride_bytes < hmoe_cu_q8_1_row_bytes(a->ncols))) { bad_x = true; return; }
             mmv_launch<TR, false>(a, (int)(a->ncols / TR::blck) * TR::ns, st);
         }
     });

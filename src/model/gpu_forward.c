@@ -83,6 +83,16 @@ static enum hmoe_status dense(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, 
     return hmoe_cuda_gemm(&ga, g->stream, err);
 }
 
+/* y = W · rmsnorm(x) (+ W->bias) for one f32 residual row x: the matvec normalises and
+ * quantizes x in every block (cuda.h hmoe_cuda_mmv_args.norm_w), no norm launch before it. */
+static enum hmoe_status dense_normed(struct hmoe_gpu *g, const struct hmoe_gpu_mat *W, const float *x,
+                                     const float *norm_w, float eps, float *y, struct hmoe_err *err) {
+    struct hmoe_cuda_mmv_args m = {.type = W->type, .w = W->w, .row_bytes = W->row_bytes, .nrows = W->nrows,
+                                   .ncols = W->ncols, .x = x, .x_stride_bytes = (size_t)W->ncols * 4, .ntok = 1,
+                                   .y = y, .y_stride = W->nrows, .bias = W->bias, .norm_w = norm_w, .norm_eps = eps};
+    return hmoe_cuda_mmv(&m, g->stream, err);
+}
+
 /* Experts of n tokens whose ids/wts are already routed, weights in `gate/up/down` (resident or a
  * staging copy), added into x. Matvec kernels for a few tokens with quantized experts, else
  * grouped by expert. */
@@ -173,26 +183,35 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     /* fused single-token step (gpu_impl.h): fewer launches, same products */
     const bool fused = decode && n == 1 && g->fused_decode;
 
-    /* Self-attention (§4.3). */
+    /* Self-attention (§4.3). The fused step with quantized q|k|v normalises inside their matvecs. */
+    const bool norm_in_qkv = fused && hmoe_type_info[L->wq.type].is_quantized && hmoe_type_info[L->wk.type].is_quantized &&
+                             hmoe_type_info[L->wv.type].is_quantized && d % 32 == 0 && d <= HMOE_CUDA_MMV_NORM_MAX_COLS;
     prof(g, P_NORM);
-    struct hmoe_cuda_rmsnorm_args n1 = {.x = g->x, .x_stride = d, .w = L->attn_norm, .eps = cfg->rms_eps, .nrows = n,
-                                        .n = d, .out_f32 = g->hf, .out_f16 = n > SMALL_TOKENS ? g->h16 : NULL,
-                                        .out_q8_1 = g->hq};
-    TRY(hmoe_cuda_rmsnorm(&n1, s, err));
+    if (!norm_in_qkv) {
+        struct hmoe_cuda_rmsnorm_args n1 = {.x = g->x, .x_stride = d, .w = L->attn_norm, .eps = cfg->rms_eps, .nrows = n,
+                                            .n = d, .out_f32 = g->hf, .out_f16 = n > SMALL_TOKENS ? g->h16 : NULL,
+                                            .out_q8_1 = g->hq};
+        TRY(hmoe_cuda_rmsnorm(&n1, s, err));
+    }
     prof(g, P_QKV);
     const struct hmoe_gpu_act ah = {g->hf, d, g->hq, hmoe_cuda_q8_1_row_bytes(d), n > SMALL_TOKENS ? g->h16 : NULL, d};
-    /* (the biases come with the projections: one fused product needs them for all its rows) */
+#define QKV_PRODUCT(W_, Y_)                                                                                      \
+    (norm_in_qkv ? dense_normed(g, (W_), g->x, L->attn_norm, cfg->rms_eps, (Y_), err)                           \
+                 : dense(g, (W_), n, &ah, (Y_), nqkv, NULL, err))
+    /* (the biases come with the projections: one fused product needs them for all its rows;
+     * dense_normed writes one row, so its y_stride need not be nqkv) */
     const bool bias_rows = !L->wq.bias || (L->wk.bias && (L->qkv_fused != 3 || L->wv.bias));
     if (L->qkv_fused && bias_rows) {
         struct hmoe_gpu_mat w = L->wq;
         w.nrows = nq + nk + (L->qkv_fused == 3 ? nk : 0);
-        TRY(dense(g, &w, n, &ah, g->qkv, nqkv, NULL, err));
-        if (L->qkv_fused == 2) TRY(dense(g, &L->wv, n, &ah, g->qkv + nq + nk, nqkv, NULL, err));
+        TRY(QKV_PRODUCT(&w, g->qkv));
+        if (L->qkv_fused == 2) TRY(QKV_PRODUCT(&L->wv, g->qkv + nq + nk));
     } else {
-        TRY(dense(g, &L->wq, n, &ah, g->qkv, nqkv, NULL, err));
-        TRY(dense(g, &L->wk, n, &ah, g->qkv + nq, nqkv, NULL, err));
-        TRY(dense(g, &L->wv, n, &ah, g->qkv + nq + nk, nqkv, NULL, err));
+        TRY(QKV_PRODUCT(&L->wq, g->qkv));
+        TRY(QKV_PRODUCT(&L->wk, g->qkv + nq));
+        TRY(QKV_PRODUCT(&L->wv, g->qkv + nq + nk));
     }
+#undef QKV_PRODUCT
     prof(g, P_ROPE);
     const struct hmoe_cuda_kv kv = hmoe_gpu_kv_view(g, L, c->cur_seq);
     struct hmoe_cuda_qkv_args qa = {.q = g->qkv, .k = g->qkv + nq, .v = g->qkv + nq + nk, .q_stride = nqkv,
