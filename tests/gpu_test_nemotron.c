@@ -17,6 +17,8 @@
  *    the nemotron_h_moe-tiny fixture with -cmoe vs llama.cpp.
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
+#include <fcntl.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -283,19 +285,37 @@ static void synth_tiny(const char *mix, int layers) {
     if (!strcmp(mix, "q4_k_m") && layers == 0) {
         /* routed experts in RAM: every layer (-cmoe) and the first two (-ncmoe 2); the 40-token
          * prefill streams their stacks to the GPU (--stream-min 32) or runs them on CPU threads
-         * (--stream-min above the prompt); decode runs them on CPU threads */
+         * (--stream-min above the prompt); decode runs them on CPU threads. Streaming page-locks
+         * the RAM layers' experts and copies the next layer's stacks into the second staging
+         * buffer on a copy stream (three RAM layers cycle through two buffers); HMOE_PIN=0 takes
+         * the fallback (one buffer, copies on the compute stream), HMOE_PIN=copy page-locks a
+         * copy. Micro-batches of 16 stream twice (buffers reused across micro-batches), then 8
+         * tokens on CPU threads. The -v report says which path ran. */
         static const struct {
             bool cmoe;
             int64_t b;
-            int stream_min;
+            int stream_min, ub;
+            const char *pin;    /* HMOE_PIN at init, NULL: unset */
+            const char *report; /* in hmoe_ctx_report, NULL: nothing checked */
             const char *what;
-        } hy[] = {{true, 0, 32, "-cmoe, prefill streamed"},
-                  {true, 0, 1 << 20, "-cmoe, prefill on CPU threads"},
-                  {false, -2, 32, "-ncmoe 2, prefill streamed"}};
+        } hy[] = {{true, 0, 32, 512, NULL, "2 staging buffers", "-cmoe, prefill streamed (pinned, double-buffered)"},
+                  {true, 0, 16, 16, NULL, "copies overlap compute", "-cmoe, micro-batches of 16 streamed (pinned)"},
+                  {true, 0, 32, 512, "0", "1 staging buffer", "-cmoe, prefill streamed, HMOE_PIN=0 (fallback)"},
+                  {true, 0, 16, 16, "0", "copies on the compute stream",
+                   "-cmoe, micro-batches of 16 streamed, HMOE_PIN=0 (fallback)"},
+                  {true, 0, 32, 512, "copy", "copies overlap compute", "-cmoe, prefill streamed, HMOE_PIN=copy"},
+                  {true, 0, 1 << 20, 512, NULL, NULL, "-cmoe, prefill on CPU threads"},
+                  {false, -2, 32, 512, NULL, "copies overlap compute", "-ncmoe 2, prefill streamed (pinned)"}};
+        /* the file's pages on disk first: a page-cache page still dirty cannot be page-locked
+         * until the disk has it (src/sched/hybrid_pin.c) */
+        const int sfd = open(path, O_RDONLY);
+        if (sfd >= 0) fsync(sfd), close(sfd);
         for (size_t i = 0; i < HMOE_ARRAY_LEN(hy); i++) {
             struct hmoe_err e1 = {0};
             stream_min = hy[i].stream_min;
-            c = open_ctx(m, 512, hy[i].cmoe, hy[i].b, &e1);
+            if (hy[i].pin) setenv("HMOE_PIN", hy[i].pin, 1);
+            c = open_ctx(m, hy[i].ub, hy[i].cmoe, hy[i].b, &e1);
+            unsetenv("HMOE_PIN");
             stream_min = 0;
             snprintf(name, sizeof name, "synth nemotron-tiny %s %s context", tag, hy[i].what);
             t_check(c != NULL, name, "%s", e1.msg);
@@ -306,6 +326,17 @@ static void synth_tiny(const char *mix, int layers) {
             cmp_q(name, s2, &e1, hp, cpf, N, V, f16, routed);
             snprintf(name, sizeof name, "synth nemotron-tiny %s %s: token-by-token decode vs CPU backend", tag, hy[i].what);
             cmp_q(name, s2, &e1, hd, cdc, N, V, f16, routed);
+            if (hy[i].report) {
+                const char *rep = hmoe_ctx_report(c);
+                const char *line = strstr(rep, "prefill streaming:");
+                const char *nl = line ? strchr(line, '\n') : NULL;
+                snprintf(name, sizeof name, "synth nemotron-tiny %s %s: -v report says \"%s\"", tag, hy[i].what,
+                         hy[i].report);
+                t_check(line && strstr(line, hy[i].report) && (!nl || strstr(line, hy[i].report) < nl) &&
+                            !strstr(line, " 0 layer steps streamed"),
+                        name, "report line: %.*s", line ? (int)(nl ? nl - line : (ptrdiff_t)strlen(line)) : 6,
+                        line ? line : "(none)");
+            }
             free(hp), free(hd);
             hmoe_ctx_free(c);
         }
