@@ -13,8 +13,11 @@
  *    layer (Mamba-2), first 4 (one MoE layer) and all 6): all-GPU vs the CPU backend (prefill of all
  *    positions and token-by-token decode). Limits: cmp_q (strict for the prefixes and F16, the
  *    routing-tolerant rule for the whole quantized model).
- *  - routed experts in RAM (-cmoe, -ncmoe 2: run on CPU threads, eager decode) vs the CPU backend, and
- *    the nemotron_h_moe-tiny fixture with -cmoe vs llama.cpp.
+ *  - routed experts in RAM (-cmoe, -ncmoe 2: run on CPU threads, eager decode) vs the CPU backend, their
+ *    prefill streamed from page-locked ranges through two staging buffers (the mapping's pages, or
+ *    HMOE_PIN=copy), through one on the compute stream (HMOE_PIN=0), in one micro-batch and in
+ *    micro-batches of 16, the -v report naming the path; and the nemotron_h_moe-tiny fixture with
+ *    -cmoe vs llama.cpp.
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
 #include <fcntl.h>
