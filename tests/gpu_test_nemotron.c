@@ -13,10 +13,15 @@
  *    layer (Mamba-2), first 4 (one MoE layer) and all 6): all-GPU vs the CPU backend (prefill of all
  *    positions and token-by-token decode). Limits: cmp_q (strict for the prefixes and F16, the
  *    routing-tolerant rule for the whole quantized model).
- *  - routed experts in RAM (-cmoe, -ncmoe 2: run on CPU threads, eager decode) vs the CPU backend, and
- *    the nemotron_h_moe-tiny fixture with -cmoe vs llama.cpp.
+ *  - routed experts in RAM (-cmoe, -ncmoe 2: run on CPU threads, eager decode) vs the CPU backend, their
+ *    prefill streamed from page-locked ranges through two staging buffers (the mapping's pages, or
+ *    HMOE_PIN=copy), through one on the compute stream (HMOE_PIN=0), in one micro-batch and in
+ *    micro-batches of 16, the -v report naming the path; and the nemotron_h_moe-tiny fixture with
+ *    -cmoe vs llama.cpp.
  * Without a CUDA device it prints one "skipped" line and counts nothing.
  */
+#include <fcntl.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -218,6 +223,26 @@ static void cmp_q(const char *name, enum hmoe_status st, const struct hmoe_err *
     t_check(!st && ok, full, "%s", st ? err->msg : "outside the limits");
 }
 
+/* a vs the all-GPU context's b over rows [0, n): a row is off when max |d| > 1e-3 x max(1, max |b|);
+ * at most n / 8 rows may be (a near tie of the sigmoid top-k under a different summation order
+ * moves a position and, through the Mamba state, a few after it). */
+static void same_as_gpu(const char *name, enum hmoe_status st, const struct hmoe_err *err, const float *a,
+                        const float *b, int n, int V) {
+    int off = 0, first = -1;
+    double worst = 0;
+    for (int p = 0; !st && p < n; p++) {
+        double amax = 1;
+        for (int i = 0; i < V; i++) amax = fmax(amax, fabs((double)b[(size_t)p * V + i]));
+        const double d = mc_compare_row(a + (size_t)p * V, b + (size_t)p * V, V).max_abs / amax;
+        if (!(d <= worst)) worst = d;
+        if (!(d <= 1e-3)) off++, first = first < 0 ? p : first;
+    }
+    char full[320];
+    snprintf(full, sizeof full, "%s (worst relative max |d| %.2g, %d of %d rows off)", name, st ? INFINITY : worst, off,
+             n);
+    t_check(!st && off <= n / 8, full, "%s%sfirst row off: %d", st ? err->msg : "", st ? "; " : "", first);
+}
+
 static enum hmoe_status run_all(struct hmoe_ctx *c, const int32_t *tok, int n, int V, float *pf, float *dc,
                                 struct hmoe_err *err) {
     hmoe_ctx_reset(c);
@@ -270,8 +295,10 @@ static void synth_tiny(const char *mix, int layers) {
     hmoe_ctx_free(cc);
     snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU context", tag);
     struct hmoe_ctx *c = open_gpu(m, 512, name);
+    bool gp_ok = false;
     if (c && !st) {
         st = run_all(c, tok, N, V, gp, gd, &err);
+        gp_ok = !st;
         snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU 40-token prefill vs CPU backend", tag);
         cmp_q(name, st, &err, gp, cpf, N, V, f16, routed);
         snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU token-by-token decode vs CPU backend", tag);
@@ -283,19 +310,45 @@ static void synth_tiny(const char *mix, int layers) {
     if (!strcmp(mix, "q4_k_m") && layers == 0) {
         /* routed experts in RAM: every layer (-cmoe) and the first two (-ncmoe 2); the 40-token
          * prefill streams their stacks to the GPU (--stream-min 32) or runs them on CPU threads
-         * (--stream-min above the prompt); decode runs them on CPU threads */
+         * (--stream-min above the prompt); decode runs them on CPU threads. Streaming page-locks
+         * the RAM layers' experts and copies the next layer's stacks into the second staging
+         * buffer on a copy stream (three RAM layers cycle through two buffers); HMOE_PIN=0 takes
+         * the fallback (one buffer, copies on the compute stream), HMOE_PIN=copy page-locks a
+         * copy (cudaHostAlloc: the double-buffered path whatever the kernel does with file pages).
+         * Micro-batches of 16 stream twice (buffers reused across micro-batches), then 8 tokens on
+         * CPU threads. The -v report says which path ran; with the mapping's pages (HMOE_PIN
+         * unset) a refused or abandoned page-lock is allowed when the report's note says so. */
         static const struct {
             bool cmoe;
             int64_t b;
-            int stream_min;
+            int stream_min, ub;
+            const char *pin;    /* HMOE_PIN at init, NULL: unset */
+            const char *report; /* in the report's streaming line, NULL: nothing checked */
             const char *what;
-        } hy[] = {{true, 0, 32, "-cmoe, prefill streamed"},
-                  {true, 0, 1 << 20, "-cmoe, prefill on CPU threads"},
-                  {false, -2, 32, "-ncmoe 2, prefill streamed"}};
+        } hy[] = {{true, 0, 32, 512, NULL, "2 staging buffers", "-cmoe, prefill streamed (pinned, double-buffered)"},
+                  {true, 0, 32, 512, "copy", "2 staging buffers of", "-cmoe, prefill streamed, HMOE_PIN=copy"},
+                  {true, 0, 16, 16, "copy", "copies overlap compute", "-cmoe, micro-batches of 16 streamed, HMOE_PIN=copy"},
+                  {true, 0, 32, 512, "0", "1 staging buffer of", "-cmoe, prefill streamed, HMOE_PIN=0 (fallback)"},
+                  {true, 0, 16, 16, "0", "copies on the compute stream",
+                   "-cmoe, micro-batches of 16 streamed, HMOE_PIN=0 (fallback)"},
+                  {true, 0, 1 << 20, 512, NULL, NULL, "-cmoe, prefill on CPU threads"},
+                  {false, -2, 32, 512, NULL, "copies overlap compute", "-ncmoe 2, prefill streamed (pinned)"}};
+        /* the all-GPU prefill in micro-batches of 16: the reference of the streamed 16-token ones */
+        float *gp16 = malloc(sizeof(float) * N * V), *gd16 = malloc(sizeof(float) * N * V);
+        snprintf(name, sizeof name, "synth nemotron-tiny %s all-GPU context, micro-batches of 16", tag);
+        c = open_gpu(m, 16, name);
+        const bool gp16_ok = c && run_all(c, tok, N, V, gp16, gd16, &err) == HMOE_OK;
+        hmoe_ctx_free(c);
+        /* the file's pages on disk first: a page-cache page still dirty cannot be page-locked
+         * until the disk has it (src/sched/hybrid_pin.c) */
+        const int sfd = open(path, O_RDONLY);
+        if (sfd >= 0) fsync(sfd), close(sfd);
         for (size_t i = 0; i < HMOE_ARRAY_LEN(hy); i++) {
             struct hmoe_err e1 = {0};
             stream_min = hy[i].stream_min;
-            c = open_ctx(m, 512, hy[i].cmoe, hy[i].b, &e1);
+            if (hy[i].pin) setenv("HMOE_PIN", hy[i].pin, 1);
+            c = open_ctx(m, hy[i].ub, hy[i].cmoe, hy[i].b, &e1);
+            unsetenv("HMOE_PIN");
             stream_min = 0;
             snprintf(name, sizeof name, "synth nemotron-tiny %s %s context", tag, hy[i].what);
             t_check(c != NULL, name, "%s", e1.msg);
@@ -306,9 +359,38 @@ static void synth_tiny(const char *mix, int layers) {
             cmp_q(name, s2, &e1, hp, cpf, N, V, f16, routed);
             snprintf(name, sizeof name, "synth nemotron-tiny %s %s: token-by-token decode vs CPU backend", tag, hy[i].what);
             cmp_q(name, s2, &e1, hd, cdc, N, V, f16, routed);
+            /* a streamed micro-batch runs the resident path's kernels on the same bytes: its logits
+             * are the all-GPU context's (same micro-batches), up to rounding of the reduction
+             * order; a copy not waited for, or a buffer overwritten while read, corrupts whole
+             * micro-batches. The 16-token case's last 8 tokens run on CPU threads: not compared. */
+            const bool streamed_all = hy[i].stream_min <= hy[i].ub && hy[i].stream_min <= N;
+            const float *gref = hy[i].ub == 512 ? (gp_ok ? gp : NULL) : (gp16_ok ? gp16 : NULL);
+            if (streamed_all && gref) {
+                const int upto = hy[i].ub >= N ? N : N / hy[i].ub * hy[i].ub;
+                snprintf(name, sizeof name, "synth nemotron-tiny %s %s: streamed prefill = all-GPU prefill", tag,
+                         hy[i].what);
+                same_as_gpu(name, s2, &e1, hp, gref, upto, V);
+            }
+            if (hy[i].report) {
+                const char *rep = hmoe_ctx_report(c);
+                const char *line = strstr(rep, "prefill streaming:");
+                const char *nl = line ? strchr(line, '\n') : NULL;
+                snprintf(name, sizeof name, "synth nemotron-tiny %s %s: -v report says \"%s\"", tag, hy[i].what,
+                         hy[i].report);
+                const char *hit = line ? strstr(line, hy[i].report) : NULL;
+                const char *note = nl ? strstr(nl, "  note: ") : NULL;
+                const bool said = hit && (!nl || hit < nl);
+                const bool refused = !hy[i].pin && line && strstr(line, "copies on the compute stream") &&
+                                     (!nl || strstr(line, "copies on the compute stream") < nl) && note &&
+                                     strstr(note, "page-locking");
+                if (refused) printf("  (page-locking the mapping's pages was refused here: %.200s)\n", note + 8);
+                t_check(line && (said || refused) && !strstr(line, " 0 layer steps streamed"), name, "report line: %.*s",
+                        line ? (int)(nl ? nl - line : (ptrdiff_t)strlen(line)) : 6, line ? line : "(none)");
+            }
             free(hp), free(hd);
             hmoe_ctx_free(c);
         }
+        free(gp16), free(gd16);
     }
     free(gp), free(gd), free(cpf), free(cdc);
     hmoe_model_free(m);

@@ -303,6 +303,41 @@ enum hmoe_status hmoe_sched_profile_load(const char *path, int n_layer, int n_ex
 enum hmoe_status hmoe_sched_profile_save(const char *path, int n_layer, int n_expert, const uint64_t *counts,
                                          struct hmoe_err *err);
 
+/* --- page-locked expert ranges for a backend that streams RAM layers itself (pin_layers.c) ---
+ * The hybrid scheduler's pin pass (hybrid_pin.c) over the layers a caller names: each layer's
+ * expert range of the mapping is read into the page cache, then registered with the driver on a
+ * worker thread, bounded in time (HMOE_PIN_BUDGET_S) and by a RAM reserve; HMOE_PIN=0 pins
+ * nothing, HMOE_PIN=copy page-locks a copy of each layer instead. A copy from a page-locked
+ * range is DMA and asynchronous; from any other range it goes through the driver's staging. */
+struct hmoe_sched_pin_params {
+    struct hmoe_cuda_ctx *cu;           /* the device the worker makes current; NULL: leave it */
+    const struct hmoe_moe_weights *moe; /* [n_layer] views into the mapping */
+    const bool *want;                   /* [n_layer] layers whose experts to page-lock */
+    int n_layer, n_threads;             /* n_threads: the HMOE_PIN=copy memcpy team */
+    const void *file_base;              /* the GGUF mapping */
+    uint64_t file_size;
+    bool file_in_ram;                   /* file_base is an anonymous copy (--no-mmap): never discard its pages */
+    /* the driver calls; NULL: hmoe_cuda_host_register / unregister (tests inject others) */
+    enum hmoe_status (*reg)(void *p, size_t bytes, bool read_only, struct hmoe_err *err);
+    void (*unreg)(void *p);
+};
+struct hmoe_sched_pinned;
+/* Runs the pass; refusals are no error (those layers stay unpinned, the notes say why). */
+enum hmoe_status hmoe_sched_pin_layers(const struct hmoe_sched_pin_params *p, struct hmoe_sched_pinned **out,
+                                       struct hmoe_err *err);
+/* Layer l's expert views inside its page-locked range (the mapping, or the HMOE_PIN=copy copy),
+ * or NULL when layer l is not page-locked. */
+const struct hmoe_moe_weights *hmoe_sched_pinned_layer(const struct hmoe_sched_pinned *s, int l);
+struct hmoe_sched_pin_info {
+    int layers, tried;      /* layers page-locked, of those attempted */
+    uint64_t bytes;         /* host bytes page-locked */
+    double read_s, pin_s;   /* reading the ranges into the page cache; registering (or copying) them */
+    const char *notes;      /* "" or one line: why layers stay unpinned ("...; " separated) */
+};
+void hmoe_sched_pinned_info(const struct hmoe_sched_pinned *s, struct hmoe_sched_pin_info *out);
+/* Undoes every registration, frees the copies; NULL is a no-op. */
+void hmoe_sched_unpin_layers(struct hmoe_sched_pinned *s);
+
 /* --- the hybrid runtime (hybrid.c, GPU builds) ---------------------------------------------- */
 
 /* Inputs of the hybrid scheduler: the MoE weights of every layer (views into the mapping), the

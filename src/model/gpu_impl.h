@@ -106,6 +106,7 @@ struct hmoe_gpu {
     /* the VRAM plan as nvidia-smi counts it (gpu_init.c): context, cuBLAS, the reserve for what is
      * loaded on first use, the expert cache, the streaming buffer, allocator rounding, the total */
     uint64_t bytes_context, bytes_cublas, bytes_reserve, bytes_cache, bytes_stream, bytes_pad, plan_bytes;
+    int stream_bufs;                   /* an entry with its own experts: staging buffers in bytes_stream */
     bool context_measured;
     int cache_slots;      /* per RAM layer (automatic placement) */
     int slots_kv_cost;    /* cache slots per layer that the KV cache at -c takes */

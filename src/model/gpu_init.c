@@ -458,6 +458,9 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
      * chunk down to 4 experts (more, smaller copy/compute steps of the same bytes). */
     int chunk = c->p.sched.stream_chunk_experts > 0 ? c->p.sched.stream_chunk_experts : HMOE_SCHED_STREAM_CHUNK_EXPERTS;
     struct hmoe_sched_place_req req = {0};
+    /* An entry that streams whole RAM layers wants two staging buffers (the next layer's stacks
+     * copy while this one computes), or one where the budget leaves no room for two. */
+    int stage_bufs = 2;
     while (!st) {
         /* (a model without experts places zero bytes per layer) */
         req = (struct hmoe_sched_place_req){.n_layer = cfg->n_layer, .n_expert = HMOE_MAX(cfg->n_expert, 1), .expert_bytes = eb,
@@ -470,16 +473,19 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         if (req.whole_layers) { /* its prefill streams one RAM layer's whole stacks at a time */
             uint64_t widest = 0;
             for (int il = 0; il < cfg->n_layer; il++) widest = HMOE_MAX(widest, eb[il]);
-            req.stream_bytes = g->n_ub > 8 && widest ? widest * (uint64_t)cfg->n_expert + 3 * 256 : 0;
+            req.stream_bytes = g->n_ub > 8 && widest ? (widest * (uint64_t)cfg->n_expert + 3 * 256) * stage_bufs : 0;
         }
         st = hmoe_sched_place(&req, &plan, err);
-        if (st || plan.stream || req.stream_bytes == 0 || chunk <= 4 || req.whole_layers) break;
+        if (st || plan.stream || req.stream_bytes == 0 || (chunk <= 4 && !req.whole_layers) ||
+            (req.whole_layers && stage_bufs == 1))
+            break;
         bool ram = false;
         for (int il = 0; il < cfg->n_layer; il++) ram |= plan.where[il] == HMOE_PLACE_RAM;
         if (!ram) break;
         hmoe_sched_plan_free(&plan);
         plan = (struct hmoe_sched_plan){0};
-        chunk /= 2;
+        if (req.whole_layers) stage_bufs = 1;
+        else chunk /= 2;
     }
     bool any_ram = false;
     for (int il = 0; !st && il < cfg->n_layer; il++) {
@@ -508,6 +514,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     }
     g->bytes_cache = plan.cache_bytes;
     g->bytes_stream = plan.stream ? req.stream_bytes : 0;
+    g->stream_bufs = plan.stream && req.whole_layers ? stage_bufs : 0;
     g->plan_bytes = plan.total_bytes;
     HMOE_INFO("VRAM plan for GPU %d (budget %.0f MiB, %.0f MiB free on the device): CUDA context %.0f MiB%s, cuBLAS "
               "%.0f MiB, reserve for code and graphs loaded on first use %.0f MiB, allocator rounding %.0f MiB",
@@ -644,7 +651,7 @@ const char *hmoe_gpu_report(struct hmoe_ctx *c) {
             (double)g->bytes_kv / MiB);
     rappend(g, "  activation buffers (%d-token ubatch) %8.1f MiB\n", g->n_ub, (double)g->act_buf.bytes / MiB);
     if (g->arch_state && c->m->cfg.arch_entry->gpu->report) {
-        char line[512];
+        char line[4096];
         c->m->cfg.arch_entry->gpu->report(g, line, sizeof line);
         rappend(g, "%s", line);
     }

@@ -49,7 +49,8 @@ static void add_note(struct hmoe_sched_hybrid *h, const char *fmt, ...) {
 
 static volatile uint8_t touch_sink;
 
-/* The page-aligned span of layer l's three expert tensors inside the file, or false. */
+/* The page-aligned span of layer l's expert tensors inside the file (an ungated block has no
+ * gate stack), or false. */
 static bool layer_span(const struct hmoe_sched_hybrid *h, int l, uintptr_t lo_file, uintptr_t hi_file, uintptr_t *lo,
                        uintptr_t *hi) {
     const uintptr_t page = 4096;
@@ -57,6 +58,7 @@ static bool layer_span(const struct hmoe_sched_hybrid *h, int l, uintptr_t lo_fi
     const struct hmoe_mat *m[3] = {&w->gate, &w->up, &w->down};
     uintptr_t a_lo = UINTPTR_MAX, a_hi = 0;
     for (int i = 0; i < 3; i++) {
+        if (!m[i]->data) continue;
         const uintptr_t a = (uintptr_t)m[i]->data, b = a + m[i]->mat_bytes * (size_t)m[i]->n_mat;
         a_lo = a < a_lo ? a : a_lo;
         a_hi = b > a_hi ? b : a_hi;
@@ -132,7 +134,8 @@ void hmoe_hyb_pin(struct hmoe_sched_hybrid *h, const void *file_base, uint64_t f
             if (!h->file_in_ram) madvise((void *)lo, len, MADV_DONTNEED);
             struct hmoe_moe_weights *w = &h->moe[l];
             struct hmoe_mat *m[3] = {&w->gate, &w->up, &w->down};
-            for (int i = 0; i < 3; i++) m[i]->data = buf + ((uintptr_t)m[i]->data - lo);
+            for (int i = 0; i < 3; i++)
+                if (m[i]->data) m[i]->data = buf + ((uintptr_t)m[i]->data - lo);
             L->copy_buf = buf;
             L->pinned = true;
             L->pin_len = len;

@@ -122,24 +122,112 @@ static enum hmoe_status relu2_mlp(struct hmoe_ctx *c, const struct hmoe_gpu_nem_
 
 static bool q8_gemm_type(enum hmoe_type t) { return hmoe_type_info[t].is_quantized && t != HMOE_TYPE_IQ1_M; }
 
-/* Streamed prefill of a layer whose experts live in RAM: its up and down stacks copied into the
- * staging buffer on the compute stream (after the previous layer's kernels are done with it).
- * Writes where the two stacks start. */
-static enum hmoe_status stage_experts(struct hmoe_ctx *c, int il, const uint8_t **up_w, const uint8_t **down_w,
-                                      struct hmoe_err *err) {
+/* --- streamed prefill of RAM layers (hmoe_gpu_nem.stage) -------------------------------- */
+
+/* Whether a micro-batch of n tokens streams the RAM layers' stacks (--stream-min) rather than
+ * leaving their experts to the CPU threads. */
+static bool streams(const struct hmoe_ctx *c, int64_t n) {
+    const struct hmoe_gpu_nem *N = c->gpu->arch_state;
+    const int stream_min = c->p.sched.stream_min_tokens > 0 ? c->p.sched.stream_min_tokens : 32;
+    return N->n_stage > 0 && n > SMALL_TOKENS && n >= stream_min;
+}
+
+/* The first layer from il on whose routed experts live in RAM, or -1. */
+static int next_ram_layer(const struct hmoe_ctx *c, int il) {
+    for (int l = il < 0 ? 0 : il; l < c->m->cfg.n_layer; l++)
+        if (c->m->w.layers[l].moe.up.data && !c->gpu->L[l].resident) return l;
+    return -1;
+}
+
+/* Layer l's expert views: inside its page-locked range when it has one (HMOE_PIN=copy: the
+ * copy), else the mapping's. */
+static const struct hmoe_moe_weights *ram_experts(const struct hmoe_ctx *c, int l) {
+    const struct hmoe_gpu_nem *N = c->gpu->arch_state;
+    const struct hmoe_moe_weights *p = hmoe_sched_pinned_layer(N->pinned, l);
+    return p ? p : &c->m->w.layers[l].moe;
+}
+
+static int stage_holding(const struct hmoe_gpu_nem *N, int l) {
+    for (int b = 0; b < N->n_stage; b++)
+        if (N->stage_layer[b] == l) return b;
+    return -1;
+}
+
+/* Where layer l's up and down stacks start in staging buffer b. */
+static void stage_ptrs(const struct hmoe_ctx *c, int l, int b, const uint8_t **up_w, const uint8_t **down_w) {
+    const struct hmoe_gpu_nem *N = c->gpu->arch_state;
+    const struct hmoe_mat *u = &c->m->w.layers[l].moe.up;
+    const size_t ub_al = (u->mat_bytes * (size_t)u->n_mat + 255) & ~(size_t)255;
+    *up_w = N->stage[b].ptr;
+    *down_w = (const uint8_t *)N->stage[b].ptr + ub_al;
+}
+
+/* Layer l's up and down stacks into buffer b: ahead on the copy stream once the kernels reading
+ * the buffer's previous layer are done (a DMA from the page-locked range), or on the compute
+ * stream, after any copy still landing in the buffer. */
+static enum hmoe_status stage_copy(struct hmoe_ctx *c, int l, int b, bool ahead, struct hmoe_err *err) {
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_nem *N = g->arch_state;
-    const struct hmoe_moe_weights *X = &c->m->w.layers[il].moe;
+    const struct hmoe_moe_weights *X = ram_experts(c, l);
     const size_t ub = X->up.mat_bytes * (size_t)X->up.n_mat, db = X->down.mat_bytes * (size_t)X->down.n_mat;
     const size_t ub_al = (ub + 255) & ~(size_t)255;
-    if (ub_al + db > N->stage.bytes)
-        return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: %zu expert bytes, staging buffer %zu", il, ub_al + db,
-                          N->stage.bytes);
-    uint8_t *base = N->stage.ptr;
-    TRY(hmoe_cuda_memcpy_async(base, X->up.data, ub, g->stream, err));
-    TRY(hmoe_cuda_memcpy_async(base + ub_al, X->down.data, db, g->stream, err));
-    *up_w = base;
-    *down_w = base + ub_al;
+    if (ub_al + db > N->stage[b].bytes)
+        return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "layer %d: %zu expert bytes, staging buffer %zu", l, ub_al + db,
+                          N->stage[b].bytes);
+    void *s = ahead ? N->copy_stream : g->stream;
+    if (ahead) TRY(hmoe_cuda_stream_wait_event(s, N->ev_free[b], err));
+    else if (N->ev_copied[b]) TRY(hmoe_cuda_stream_wait_event(s, N->ev_copied[b], err));
+    uint8_t *base = N->stage[b].ptr;
+    N->stage_layer[b] = -1; /* (a failed copy leaves the buffer holding nothing) */
+    TRY(hmoe_cuda_memcpy_async(base, X->up.data, ub, s, err));
+    TRY(hmoe_cuda_memcpy_async(base + ub_al, X->down.data, db, s, err));
+    if (ahead) TRY(hmoe_cuda_event_record(N->ev_copied[b], s, err));
+    N->stage_layer[b] = l;
+    N->bytes_staged += ub + db;
+    N->n_copies++;
+    N->n_staged_async += ahead;
+    return HMOE_OK;
+}
+
+/* At every layer of a streamed micro-batch: the next RAM layers from il on (as many as there are
+ * buffers) that are page-locked and not staged yet start copying into buffers holding none of
+ * them; a layer that is not page-locked is copied when it is used. */
+static enum hmoe_status stage_ahead(struct hmoe_ctx *c, int il, struct hmoe_err *err) {
+    struct hmoe_gpu_nem *N = c->gpu->arch_state;
+    if (!N->copy_stream) return HMOE_OK;
+    int want[2], nw = 0;
+    for (int l = next_ram_layer(c, il); l >= 0 && nw < N->n_stage; l = next_ram_layer(c, l + 1)) want[nw++] = l;
+    for (int i = 0; i < nw; i++) {
+        if (stage_holding(N, want[i]) >= 0 || !hmoe_sched_pinned_layer(N->pinned, want[i])) continue;
+        int b = -1; /* a buffer holding none of the wanted layers: one exists, since want[i] is in none */
+        for (int x = 0; x < N->n_stage && b < 0; x++) {
+            bool needed = false;
+            for (int j = 0; j < nw; j++) needed |= N->stage_layer[x] == want[j];
+            if (!needed) b = x;
+        }
+        if (b >= 0) TRY(stage_copy(c, want[i], b, true, err));
+    }
+    return HMOE_OK;
+}
+
+/* RAM layer il's stacks for this micro-batch's kernels: the buffer holding them (the compute
+ * stream waits for their copy) or, when none does, copied now into a buffer that does not hold
+ * the next RAM layer. Writes the buffer and where the stacks start. */
+static enum hmoe_status stage_use(struct hmoe_ctx *c, int il, int *buf, const uint8_t **up_w, const uint8_t **down_w,
+                                  struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    struct hmoe_gpu_nem *N = g->arch_state;
+    int b = stage_holding(N, il);
+    if (b < 0) {
+        const int next = next_ram_layer(c, il + 1);
+        b = N->n_stage > 1 && N->stage_layer[0] == next && next >= 0 ? 1 : 0;
+        TRY(stage_copy(c, il, b, false, err));
+    } else if (N->ev_copied[b]) {
+        TRY(hmoe_cuda_stream_wait_event(g->stream, N->ev_copied[b], err));
+    }
+    N->n_staged++;
+    *buf = b;
+    stage_ptrs(c, il, b, up_w, down_w);
     return HMOE_OK;
 }
 
@@ -204,7 +292,7 @@ static enum hmoe_status experts_on_cpu(struct hmoe_ctx *c, int il, int64_t n, bo
     struct hmoe_gpu *g = c->gpu;
     struct hmoe_gpu_nem *N = g->arch_state;
     struct hmoe_run_state *rs = &c->rs;
-    const struct hmoe_moe_weights *X = &c->m->w.layers[il].moe;
+    const struct hmoe_moe_weights *X = ram_experts(c, il);
     const int64_t d = c->m->cfg.n_embd, m = N->m;
     const double t0 = hmoe_time_s();
     TRY(hmoe_cuda_download(g->cu, rs->xn, g->hf, (size_t)(n * d) * sizeof(float), err));
@@ -235,10 +323,10 @@ static enum hmoe_status moe(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_e
     const struct hmoe_gpu_act ah = normed(g, d, n);
     /* experts in RAM: a large micro-batch streams the layer's stacks to the GPU (--stream-min),
      * others leave routing and experts to the CPU threads */
-    const int stream_min = c->p.sched.stream_min_tokens > 0 ? c->p.sched.stream_min_tokens : 32;
-    const bool streamed = !GL->resident && N->stage.ptr && n > SMALL_TOKENS && n >= stream_min;
+    const bool streamed = !GL->resident && streams(c, n);
     const uint8_t *up_w = GL->up.w, *down_w = GL->down.w;
-    if (streamed) TRY(stage_experts(c, il, &up_w, &down_w, err));
+    int buf = -1;
+    if (streamed) TRY(stage_use(c, il, &buf, &up_w, &down_w, err));
     if (!GL->resident && !streamed) {
         if (L->lat_down.w) {
             struct hmoe_gpu_act ao;
@@ -269,11 +357,13 @@ static enum hmoe_status moe(struct hmoe_ctx *c, int il, int64_t n, struct hmoe_e
         TRY(act_of(g, GL->up.type, N->lat, m, n, N->latq, N->lat16, &al, err));
         TRY(hmoe_cuda_copy(N->lat_out, N->zeros, (size_t)(n * m) * sizeof(float), s, err));
         TRY(experts(c, il, n, &al, N->lat_out, m, up_w, down_w, err));
+        if (buf >= 0 && N->ev_free[buf]) TRY(hmoe_cuda_event_record(N->ev_free[buf], s, err));
         struct hmoe_gpu_act ao;
         TRY(act_of(g, L->lat_up.type, N->lat_out, m, n, N->latq, N->lat16, &ao, err));
         TRY(hmoe_gpu_dense(g, &L->lat_up, n, &ao, g->x, d, g->x, err));
     } else {
         TRY(experts(c, il, n, &ah, g->x, d, up_w, down_w, err));
+        if (buf >= 0 && N->ev_free[buf]) TRY(hmoe_cuda_event_record(N->ev_free[buf], s, err));
     }
     return L->has_ff ? relu2_mlp(c, L, n, err) : HMOE_OK;
 }
@@ -289,6 +379,7 @@ enum hmoe_status hmoe_nemotron_gpu_layer(struct hmoe_ctx *c, int il, int64_t n, 
                                               .nrows = n, .n = d, .out_f32 = g->hf,
                                               .out_f16 = n > SMALL_TOKENS ? g->h16 : NULL, .out_q8_1 = g->hq};
     TRY(hmoe_cuda_rmsnorm(&n1, g->stream, err));
+    if (streams(c, n)) TRY(stage_ahead(c, il, err)); /* the next RAM layers' copies overlap this layer */
     if (W->recurrent) return mamba(c, il, n, err);
     if (!W->ffn_only) return attention(c, il, n, err);
     if (W->moe.up.data) return moe(c, il, n, err);

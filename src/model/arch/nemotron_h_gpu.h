@@ -49,7 +49,20 @@ struct hmoe_gpu_nem {
     float *ez;                         /* [n_ub * k][F] expert hidden rows, f32 */
     uint16_t *ez16;                    /* f16 rows of ez (f16 GEMM) */
     void *ezq;                         /* q8_1 rows of ez */
-    struct hmoe_cuda_buf stage;        /* one RAM layer's up and down stacks for a streamed prefill step */
+    /* Streamed prefill of RAM layers (micro-batches of at least --stream-min tokens): each staging
+     * buffer holds one layer's up and down stacks. With two, the stacks of the next RAM layer copy
+     * on copy_stream from its page-locked range while the compute stream runs this one; a layer
+     * that is not page-locked copies on the compute stream when it is needed. A buffer keeps its
+     * layer across micro-batches. */
+    struct hmoe_cuda_buf stage[2];
+    int n_stage;                       /* 0 (no streaming planned), 1 or 2 */
+    int stage_layer[2];                /* the layer the buffer holds or is receiving; -1: none */
+    void *copy_stream;
+    void *ev_copied[2];                /* on copy_stream: the buffer's last copy is done */
+    void *ev_free[2];                  /* on the compute stream: the last kernels reading the buffer are done */
+    struct hmoe_sched_pinned *pinned;  /* the RAM layers' page-locked expert ranges (sched.h) */
+    /* -v: streamed layer steps, copies made (of them ahead on copy_stream), bytes copied */
+    uint64_t n_staged, n_copies, n_staged_async, bytes_staged;
     uint64_t weight_bytes;
     /* Layers with experts in RAM (-v): wall seconds waiting for the GPU's queued work and the
      * download, on the CPU threads, and uploading the sum; per call. */

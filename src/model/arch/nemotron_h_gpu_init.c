@@ -160,6 +160,53 @@ static size_t act_layout(struct hmoe_ctx *c, struct hmoe_gpu_nem *N, uintptr_t b
     return (size_t)(p - base);
 }
 
+/* Streamed prefill of the RAM layers: the plan's staging room (gpu_init.c: g->stream_bufs buffers
+ * of the widest layer's stacks) when some layer is in RAM. The RAM layers' expert ranges are
+ * page-locked first (sched.h); with at least one locked, each buffer is allocated and the next
+ * layer's stacks copy ahead on a copy stream; with none (refused, HMOE_PIN=0), one buffer and
+ * every copy on the compute stream when its layer runs. */
+static enum hmoe_status stage_init(struct hmoe_ctx *c, struct hmoe_gpu_nem *N, struct hmoe_err *err) {
+    struct hmoe_gpu *g = c->gpu;
+    const struct hmoe_model *m = c->m;
+    const int n_layer = m->cfg.n_layer;
+    N->stage_layer[0] = N->stage_layer[1] = -1;
+    if (!g->bytes_stream || g->stream_bufs < 1 || g->stream_bufs > 2) return HMOE_OK;
+    bool *want = calloc((size_t)n_layer, sizeof *want);
+    if (!want) return HMOE_RAISE(err, HMOE_ERR_NOMEM, "out of memory");
+    int n_ram = 0;
+    for (int il = 0; il < n_layer; il++) {
+        want[il] = m->w.layers[il].moe.up.data && !g->L[il].resident;
+        n_ram += want[il];
+    }
+    const struct hmoe_sched_pin_params pp = {.cu = g->cu, .moe = g->moe, .want = want, .n_layer = n_layer,
+                                             .n_threads = c->p.n_threads, .file_base = m->gguf->base,
+                                             .file_size = m->gguf->file_size, .file_in_ram = m->gguf->in_ram};
+    enum hmoe_status st = hmoe_sched_pin_layers(&pp, &N->pinned, err);
+    free(want);
+    if (st) return st;
+    struct hmoe_sched_pin_info pi;
+    hmoe_sched_pinned_info(N->pinned, &pi);
+    const size_t per = (size_t)(g->bytes_stream / (uint64_t)g->stream_bufs);
+    N->n_stage = pi.layers > 0 ? g->stream_bufs : 1;
+    for (int b = 0; b < N->n_stage && !st; b++) st = hmoe_cuda_buf_alloc(g->cu, per, &N->stage[b], err);
+    if (!st && pi.layers > 0) {
+        st = hmoe_cuda_stream_create(&N->copy_stream, err);
+        for (int b = 0; b < N->n_stage && !st; b++) {
+            st = hmoe_cuda_event_create(&N->ev_copied[b], err);
+            if (!st) st = hmoe_cuda_event_create(&N->ev_free[b], err);
+        }
+    }
+    const double MiB = 1048576.0;
+    HMOE_INFO("nemotron GPU: prefill streaming of %d RAM layers: %d staging buffer%s of %.0f MiB, experts page-locked "
+              "for %d of %d layers (%.0f MiB: read %.1f s, locked %.1f s): %s%s%s",
+              n_ram, N->n_stage, N->n_stage > 1 ? "s" : "", (double)per / MiB, pi.layers, pi.tried,
+              (double)pi.bytes / MiB, pi.read_s, pi.pin_s,
+              pi.layers ? "the next layer's stacks copy while this one computes"
+                        : "copies through the driver's staging on the compute stream",
+              pi.notes[0] ? "; note: " : "", pi.notes);
+    return st;
+}
+
 static size_t state_bytes(const struct hmoe_rec_state *r) {
     return (size_t)r->n_rec * (r->conv_floats + r->ssm_floats) * sizeof(float);
 }
@@ -216,8 +263,7 @@ enum hmoe_status hmoe_gpu_nem_init(struct hmoe_ctx *c, struct hmoe_err *err) {
             N->L[il].ssm = ssm + (size_t)r->slot[il] * r->ssm_floats;
         }
     hmoe_rec_attach_device(r, g->cu, conv, ssm);
-    /* The plan's streaming room (gpu_init.c: the widest layer's stacks) when some layer is in RAM. */
-    if (g->bytes_stream && (st = hmoe_cuda_buf_alloc(g->cu, g->bytes_stream, &N->stage, err))) return st;
+    if ((st = stage_init(c, N, err))) return st;
     if ((st = hmoe_cuda_buf_alloc(g->cu, act_layout(c, N, 0), &N->act, err))) return st;
     act_layout(c, N, (uintptr_t)N->act.ptr);
     return hmoe_cuda_memset(g->cu, N->act.ptr, 0, N->act.bytes, err);
@@ -231,7 +277,16 @@ void hmoe_gpu_nem_free(struct hmoe_gpu *g, int n_layer) {
     free(N->L);
     hmoe_cuda_buf_free(g->cu, &N->state);
     hmoe_cuda_buf_free(g->cu, &N->act);
-    hmoe_cuda_buf_free(g->cu, &N->stage);
+    /* no copy may still read the page-locked ranges or write the buffers when they go */
+    if (N->copy_stream) hmoe_cuda_stream_sync(N->copy_stream, NULL);
+    hmoe_cuda_stream_sync(hmoe_cuda_ctx_stream(g->cu), NULL);
+    for (int b = 0; b < 2; b++) {
+        hmoe_cuda_event_destroy(N->ev_copied[b]);
+        hmoe_cuda_event_destroy(N->ev_free[b]);
+        hmoe_cuda_buf_free(g->cu, &N->stage[b]);
+    }
+    hmoe_cuda_stream_destroy(N->copy_stream);
+    hmoe_sched_unpin_layers(N->pinned);
     free(N);
     g->arch_state = NULL;
 }
@@ -242,6 +297,19 @@ void hmoe_gpu_nem_report(const struct hmoe_gpu *g, char *buf, size_t cap) {
     const double MiB = 1048576.0;
     int o = snprintf(buf, cap, "  Mamba-2 + shared / dense FFN + latent %7.1f MiB, recurrent state %.1f MiB, mixer buffers %.1f MiB\n",
                      (double)N->weight_bytes / MiB, (double)N->state.bytes / MiB, (double)N->act.bytes / MiB);
+    if (N->n_stage && o > 0 && (size_t)o < cap) {
+        struct hmoe_sched_pin_info pi;
+        hmoe_sched_pinned_info(N->pinned, &pi);
+        o += snprintf(buf + o, cap - (size_t)o,
+                      "  prefill streaming: %d staging buffer%s of %.1f MiB, %s; page-locked experts of %d of %d RAM "
+                      "layers, %.1f MiB pinned; %llu layer steps streamed, %llu layer copies (%llu ahead on the copy "
+                      "stream; a buffer keeps its layer across micro-batches), %.1f MiB copied\n",
+                      N->n_stage, N->n_stage > 1 ? "s" : "", (double)N->stage[0].bytes / MiB,
+                      N->copy_stream ? "copies overlap compute" : "copies on the compute stream", pi.layers, pi.tried,
+                      (double)pi.bytes / MiB, (unsigned long long)N->n_staged, (unsigned long long)N->n_copies,
+                      (unsigned long long)N->n_staged_async, (double)N->bytes_staged / MiB);
+        if (pi.notes[0] && o > 0 && (size_t)o < cap) o += snprintf(buf + o, cap - (size_t)o, "  note: %s\n", pi.notes);
+    }
     if (N->n_cpu_calls && o > 0 && (size_t)o < cap) {
         const double per = 1e3 / (double)N->n_cpu_calls;
         snprintf(buf + o, cap - (size_t)o,
