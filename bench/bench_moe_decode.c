@@ -213,6 +213,16 @@ int main(int argc, char **argv) {
            "probe's best %.2f GB/s; median paired ratio %.1f%%; per thread %.2f GB/s\n",
            best * 1e3 / steps, ms_all[reps / 2], bytes_per_call / 1e6, gbs, 100 * gbs / roof, roof,
            100 * ratio[reps / 2], gbs / nt);
+    /* the work items of the last call per thread, and the layout's items */
+    uint64_t ti[64] = {0}, tb[64] = {0}, tb_min = UINT64_MAX, tb_max = 0, tb_sum = 0;
+    hmoe_sched_moe_thread_work(s, nt, ti, tb);
+    printf("last call per thread (items / KB):");
+    for (int t = 0; t < nt; t++) {
+        printf(" %llu/%.0f", (unsigned long long)ti[t], tb[t] / 1e3);
+        tb_min = tb[t] < tb_min ? tb[t] : tb_min, tb_max = tb[t] > tb_max ? tb[t] : tb_max, tb_sum += tb[t];
+    }
+    printf("\n  bytes per thread: min %.0f KB, max %.0f KB, mean %.0f KB (max / mean %.2f)\n", tb_min / 1e3,
+           tb_max / 1e3, tb_sum / 1e3 / nt, tb_sum ? (double)tb_max * nt / (double)tb_sum : 0.0);
     hmoe_sched_moe_free(s);
     for (int l = 0; l < L; l++) free(bufs[l]);
     free(bufs), free(layers), free(bias), free(x), free(out), free(ref);
