@@ -163,8 +163,8 @@ struct hmoe_sched_moe_times {
     double ms[HMOE_MOE_PH_COUNT];
 };
 /* Work-item sizes of the CPU MoE jobs. A batch: gate/up items per thread and largest chunk
- * (rows), down items per thread and largest chunk; a decoded token: the last expert's down rows
- * in dn_tail_items items (task_gate_up_down). The layout changes which thread computes a row,
+ * (rows), down items per thread and largest chunk; a decoded token: the down items of the job's
+ * last thread-share of bytes dn_tail_items times finer (hmoe_sched_moe_plan_decode's tail). The layout changes which thread computes a row,
  * never the bits of a result; tests set finer chunks to run items across experts and threads. */
 struct hmoe_sched_moe_chunks {
     int gu_per_thread, gu_max_rows, dn_per_thread, dn_max_rows, dn_tail_items;
