@@ -125,6 +125,33 @@ enum hmoe_status hmoe_sched_moe_ffn_subset(struct hmoe_sched_moe *s, const struc
                                            const float *x, int n_tok, const int32_t *sel, const float *wsel,
                                            const uint8_t *mask, float *out, struct hmoe_err *err);
 
+/* The work items of a decoded token's experts (moe_plan.c), in the order the team claims them:
+ * every gate/up item (rows [r0, r1) of active expert a's gate and up matrices, their z rows
+ * quantized in the item), expert by expert, then the down items (rows of a's down matrix), each
+ * item about total / (n_threads * per_thread) bytes and the last expert's down items `tail` times
+ * finer; gate/up chunks are multiples of qb rows (the down activation's block, at least 16), down
+ * chunks of 16. bytes = the weight bytes an item reads. hidden_row_bytes: one row of gate + up
+ * (up alone for ungated experts). */
+struct hmoe_sched_moe_shape {
+    int64_t d, F, qb;
+    size_t hidden_row_bytes, down_row_bytes;
+    int n_active, n_threads, per_thread, tail;
+};
+struct hmoe_sched_moe_item {
+    int32_t a, r0, r1;
+    bool down;
+    uint64_t bytes;
+};
+/* An upper bound of the items of n_active experts of these shapes. */
+int hmoe_sched_moe_plan_max_items(int64_t d, int64_t F, int n_active);
+/* Fills items (at most max) and returns their count, -1 if max is too small; *gu_per_expert is
+ * the gate/up items of one expert. */
+int hmoe_sched_moe_plan_decode(const struct hmoe_sched_moe_shape *sh, struct hmoe_sched_moe_item *items, int max,
+                               int *gu_per_expert);
+/* Work of the last decoded-token call per thread of the team: items run and weight bytes read by
+ * thread tid < n (n at most the workspace's threads; the rest of the arrays is left alone). */
+void hmoe_sched_moe_thread_work(const struct hmoe_sched_moe *s, int n, uint64_t *items, uint64_t *bytes);
+
 /* Phase times of the batched (n_tok > 1) calls since the last take: route (routing or taking
  * it, per-token quantization), group (counting sort + row gather), gate_up, z (its own
  * quantization job, when not fused), down, sum (the weighted sum), total; experts and pairs
@@ -136,8 +163,8 @@ struct hmoe_sched_moe_times {
     double ms[HMOE_MOE_PH_COUNT];
 };
 /* Work-item sizes of the CPU MoE jobs. A batch: gate/up items per thread and largest chunk
- * (rows), down items per thread and largest chunk; a decoded token: the last expert's down rows
- * in dn_tail_items items (task_gate_up_down). The layout changes which thread computes a row,
+ * (rows), down items per thread and largest chunk; a decoded token: the down items of the job's
+ * last thread-share of bytes dn_tail_items times finer (hmoe_sched_moe_plan_decode's tail). The layout changes which thread computes a row,
  * never the bits of a result; tests set finer chunks to run items across experts and threads. */
 struct hmoe_sched_moe_chunks {
     int gu_per_thread, gu_max_rows, dn_per_thread, dn_max_rows, dn_tail_items;

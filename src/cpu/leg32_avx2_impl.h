@@ -40,11 +40,39 @@ static inline __m256i leg32_dot(__m256i q, __m256i a) {
 #endif
 }
 
-/* Q4_0 nibble order (quants.md §3): element j in the low nibble of qs[j], j + 16 in the high. */
+/* Σ (u - off)·a per int32 lane of one block for unsigned codes u (0..2·off-1), starting from
+ * `base`, whose lanes sum to -off·Σa (leg32_offset_base): the codes need no sign transfer, and
+ * the offset costs one term per block shared by every row of a tile. */
+static inline __m256i leg32_dot_u(__m256i base, __m256i u, __m256i a) {
+#if LEG32_VNNI
+    return LEG32_DPBUSD(base, u, a);
+#else
+    return _mm256_add_epi32(base, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Lanes summing to -off·Σa: off (u8) times -a (the activations are -127..127, so -a is exact;
+ * the pair sums 2·16·127 stay far from vpmaddubsw's saturation). */
+static inline __m256i leg32_offset_base(__m256i off8, __m256i a) {
+    const __m256i na = _mm256_sub_epi8(_mm256_setzero_si256(), a);
+#if LEG32_VNNI
+    return LEG32_DPBUSD(_mm256_setzero_si256(), off8, na);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(off8, na), _mm256_set1_epi16(1));
+#endif
+}
+
+/* Q4_0 nibble order (quants.md §3): element j in the low nibble of qs[j], j + 16 in the high;
+ * the high nibbles shifted within the 16 bytes, put in the upper lane, one mask for both. */
 static inline __m256i leg32_nibbles(const uint8_t *qs16) {
     const __m128i qs = _mm_loadu_si128((const __m128i *)qs16);
-    const __m128i lo4 = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), lo4), _mm_and_si128(qs, lo4));
+    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(qs), _mm_srli_epi16(qs, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* Q4_0 as unsigned codes 0..15 (offset 8). */
+static inline __m256i leg32_unpack_u_q4_0(const void *blk) {
+    return leg32_nibbles(((const struct hmoe_block_q4_0 *)blk)->qs);
 }
 
 static inline __m256i leg32_unpack_q8_0(const void *blk) {
@@ -67,6 +95,19 @@ static inline __m256i leg32_unpack_q5_0(const void *blk) {
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
     return _mm256_sub_epi8(_mm256_or_si256(leg32_nibbles(b->qs), high), _mm256_set1_epi8(16));
+}
+
+/* Q5_0 as unsigned codes 0..31 (offset 16): the nibbles OR 0x10 where qh has the bit. */
+static inline __m256i leg32_unpack_u_q5_0(const void *blk) {
+    const struct hmoe_block_q5_0 *b = blk;
+    uint32_t qh;
+    memcpy(&qh, b->qh, sizeof qh);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)qh), _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
+                                                      0x0101010101010101ll, 0x0000000000000000ll));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(leg32_nibbles(b->qs), high);
 }
 
 /* MXFP4: the codes looked up in the doubled E2M1 table (§6.1), values -12..12. */
@@ -148,6 +189,37 @@ static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
         for (int r = 0; r < 4; r++) out[r] = (float)lanes[r];                                                          \
     }
 
+/* Decode of the types with unsigned codes u = w + OFF (Q4_0, Q5_0): as LEG32_GEMV4_BODY, each
+ * row's block sum one vpdpbusd (AVX2: vpmaddubsw + vpmaddwd + add) of the codes with the
+ * activations as they are, accumulated onto the block's -OFF·Σa lanes, which are computed
+ * once for the 4 rows: 3 fewer operations per row and block than rebuilding signed values
+ * (subtract, vpabsb, vpsignb). UNPACKU: a leg32_unpack_u_* function. */
+#define LEG32_GEMV4U_BODY(NAME, BB, UNPACKU, OFF, SCALES4)                                                            \
+    static void NAME(const char *w, size_t rb, int64_t nb, const char *x, size_t pf, float *out) {                     \
+        __m256d acc = _mm256_setzero_pd();                                                                             \
+        const int64_t pf_every = 64 / (BB);                                                                            \
+        const __m256i off8 = _mm256_set1_epi8(OFF);                                                                    \
+        for (int64_t i = 0; i < nb; i++) {                                                                             \
+            const struct hmoe_block_q8_0 *a = (const struct hmoe_block_q8_0 *)x + i;                                   \
+            const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);                                             \
+            const __m256i base = leg32_offset_base(off8, av);                                                          \
+            const char *b0 = w + (size_t)i * (BB);                                                                     \
+            __m256i s[4];                                                                                              \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                                                      \
+                const char *b = b0 + (size_t)r * rb;                                                                   \
+                if (i % pf_every == 0) __builtin_prefetch(b + pf, 0, 3);                                               \
+                s[r] = leg32_dot_u(base, UNPACKU(b), av);                                                              \
+            }                                                                                                          \
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));         \
+            const __m128i v = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));               \
+            const __m256d sc = _mm256_mul_pd(SCALES4(b0, rb), _mm256_set1_pd((double)_cvtsh_ss(a->d)));               \
+            acc = _mm256_fmadd_pd(_mm256_cvtepi32_pd(v), sc, acc);                                                     \
+        }                                                                                                              \
+        double lanes[4];                                                                                               \
+        _mm256_storeu_pd(lanes, acc);                                                                                  \
+        for (int r = 0; r < 4; r++) out[r] = (float)lanes[r];                                                          \
+    }
+
 /* All of one type: tiles, the decode kernel, and hmoe_cpu_gemv_GEMV_SFX / hmoe_cpu_gemm_GEMM_SFX
  * (the streaming decode loop and the tiled gemm of tile_impl.h). */
 #define LEG32_DEFINE2(GEMV_SFX, GEMM_SFX, NAME, BB, UNPACK, SCALE, SCALES4)                                          \
@@ -163,5 +235,17 @@ static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
     HMOE_DEFINE_GEMM(GEMM_SFX, NAME, 32)
 #define LEG32_DEFINE(SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)                                                        \
     LEG32_DEFINE2(SUFFIX, SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)
+/* The same with the unsigned-code decode kernel (LEG32_GEMV4U_BODY) for gemv. */
+#define LEG32_DEFINE_U(SUFFIX, NAME, BB, UNPACK, UNPACKU, OFF, SCALE, SCALES4)                                        \
+    LEG32_TILE_BODY(NAME##_body, BB, UNPACK, SCALE)                                                                    \
+    LEG32_GEMV4U_BODY(NAME##_gemv4, BB, UNPACKU, OFF, SCALES4)                                                        \
+    static inline __attribute__((always_inline)) void NAME##_tile(const char *w, size_t rb, int64_t nb,               \
+                                                                  const char *x, size_t xs, float *out, const int R,  \
+                                                                  const int T) {                                      \
+        NAME##_body(w, rb, nb, x, xs, out, R, T, hmoe_prefetch_distance(rb, R));                                       \
+    }                                                                                                                  \
+    HMOE_TILE_INSTANCES(NAME, NAME##_tile)                                                                             \
+    HMOE_DEFINE_GEMV_STREAM(SUFFIX, NAME, NAME##_gemv4, 32)                                                            \
+    HMOE_DEFINE_GEMM(SUFFIX, NAME, 32)
 
 #endif

@@ -50,6 +50,9 @@ struct hmoe_sched_moe {
     int32_t *active;   /* [E] experts with at least one token, ascending */
     int32_t *slot_tok; /* [max_tok * k] token of each grouped slot */
     _Atomic int32_t *gu_done; /* [E] decode: gate/up items finished per active expert */
+    struct hmoe_sched_moe_item *items; /* [max_items] decode: the work items of the call (moe_plan.c) */
+    int max_items;
+    uint64_t *thr_items, *thr_bytes;   /* [n_threads] decode: items run and bytes read per thread */
     struct hmoe_sched_moe_chunks chunks; /* work-item sizes (defaults at init; tests change them) */
     struct hmoe_sched_moe_times times;
     struct hmoe_sched_moe_reads reads;
@@ -221,10 +224,14 @@ enum hmoe_status hmoe_sched_moe_init(const struct hmoe_moe_weights *layers, int 
     s->active = calloc(E, sizeof *s->active);
     s->slot_tok = calloc(ns, sizeof *s->slot_tok);
     s->gu_done = calloc(E, sizeof *s->gu_done);
+    s->max_items = hmoe_sched_moe_plan_max_items(s->max_embd, s->max_ff, s->max_k);
+    s->items = calloc((size_t)HMOE_MAX(1, s->max_items), sizeof *s->items);
+    s->thr_items = calloc((size_t)n_threads, sizeof *s->thr_items);
+    s->thr_bytes = calloc((size_t)n_threads, sizeof *s->thr_bytes);
     hmoe_sched_moe_chunks_default(&s->chunks);
     if (!s->slot_tok || !s->count || !s->offset || !s->sel || !s->wsel || !s->tok_slot || !s->logits || !s->probs ||
         !s->xq_gate || !s->xq_up || !s->xg_gate || !s->xg_up || !s->g || !s->u || !s->zq || !s->y || !s->active ||
-        !s->gu_done) {
+        !s->gu_done || !s->items || !s->thr_items || !s->thr_bytes) {
         hmoe_sched_moe_free(s);
         return HMOE_RAISE(err, HMOE_ERR_NOMEM, "MoE workspace: out of memory for %d tokens x %d experts", max_tok,
                           s->max_k);
@@ -253,10 +260,17 @@ void hmoe_sched_moe_free(struct hmoe_sched_moe *s) {
     free(s->active);
     free(s->slot_tok);
     free((void *)s->gu_done);
+    free(s->items);
+    free(s->thr_items);
+    free(s->thr_bytes);
     free(s);
 }
 
 const int32_t *hmoe_sched_moe_last_selection(const struct hmoe_sched_moe *s) { return s->sel; }
+
+void hmoe_sched_moe_thread_work(const struct hmoe_sched_moe *s, int n, uint64_t *items, uint64_t *bytes) {
+    for (int t = 0; t < n && t < s->n_threads; t++) items[t] = s->thr_items[t], bytes[t] = s->thr_bytes[t];
+}
 
 /* Rows [r0, r1) of one matrix for ntok activation rows; one token is a plain gemv. */
 static void mm_rows(enum hmoe_type t, int64_t ncols, const void *w, size_t row_bytes, int64_t r0, int64_t r1,
@@ -294,16 +308,17 @@ struct moe_call {
     int n_pairs;                  /* (token, rank) pairs grouped: n_tok * k unless a mask drops some */
     int64_t items_per_expert;     /* gate/up items of one expert */
     bool batch;                   /* n_tok > 1: gather job, down by expert, then a sum job */
-    struct hmoe_cpu_split dn;     /* decode: down rows of all active experts end to end, as items */
+    const struct hmoe_sched_moe_item *items; /* decode: the items of task_gate_up_down (moe_plan.c) */
+    int64_t router_rows;          /* router rows per item */
     struct hmoe_cpu_lanes *lanes; /* decode router: items in per-thread lanes (NULL: item order) */
     int64_t chunk_sum;            /* tokens (rows of out) per item of the sum job (batch) */
 };
 
-/* Router logits for 16 experts, all tokens (F32 x F32, no activation quantization, as llama.cpp). */
+/* Router logits for router_rows experts, all tokens (F32 x F32, no activation quantization, as llama.cpp). */
 static void task_router(void *arg, int64_t it, int tid) {
     const struct moe_call *m = arg;
     if (m->lanes) it = hmoe_cpu_lanes_next(m->lanes, tid);
-    const int64_t r0 = it * 16, r1 = HMOE_MIN(r0 + 16, (int64_t)m->E);
+    const int64_t r0 = it * m->router_rows, r1 = HMOE_MIN(r0 + m->router_rows, (int64_t)m->E);
     const int64_t dr = m->w->router.n_in;
     mm_rows(m->w->router.type, dr, m->w->router.data, m->w->router.row_bytes, r0, r1, m->xr, (size_t)dr * sizeof(float),
             m->n_tok, m->s->logits + r0, (size_t)m->E);
@@ -352,13 +367,9 @@ void hmoe_sched_swiglu_oai(float *g, const float *u, int64_t n) {
 /* Rows [r0, r1) of one expert's gate and up matrices for all of its tokens (the weights
  * stream from memory once), then z = silu(gate) * up on those rows, quantized for the down
  * matrix when the rows are whole activation blocks. */
-static void task_gate_up(void *arg, int64_t it, int tid) {
-    (void)tid;
-    const struct moe_call *m = arg;
+static void gate_up_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1) {
     struct hmoe_sched_moe *s = m->s;
     const struct hmoe_moe_weights *w = m->w;
-    const int e = s->active[it / m->items_per_expert];
-    const int64_t r0 = (it % m->items_per_expert) * m->chunk_f, r1 = HMOE_MIN(r0 + m->chunk_f, m->F);
     const int32_t off = s->offset[e], cnt = s->count[e];
     const uint8_t *wu = (const uint8_t *)w->up.data + (size_t)e * w->up.mat_bytes;
     if (w->act == HMOE_MOE_RELU2) {
@@ -390,6 +401,13 @@ static void task_gate_up(void *arg, int64_t it, int tid) {
             for (int64_t j = r0; j < r1; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
         if (m->quant_in_item) z_quantize(m, i, r0, r1);
     }
+}
+
+static void task_gate_up(void *arg, int64_t it, int tid) {
+    (void)tid;
+    const struct moe_call *m = arg;
+    const int64_t r0 = (it % m->items_per_expert) * m->chunk_f;
+    gate_up_rows(m, m->s->active[it / m->items_per_expert], r0, HMOE_MIN(r0 + m->chunk_f, m->F));
 }
 
 static void task_z_quantize(void *arg, int64_t slot, int tid) {
@@ -478,25 +496,24 @@ static void task_down_expert(void *arg, int64_t it, int tid) {
     down_rows(m, m->s->active[it / per], r0, r1);
 }
 
-/* Decode, gate/up and down in one job: items [0, n_gu) are task_gate_up's, then the items of
- * m->dn over the active experts' down rows end to end (whole experts, the last one in short
- * items: the threads end the job within a short item of each other).
+/* Decode, gate/up and down in one job over the items of hmoe_sched_moe_plan_decode (gate/up
+ * items of every active expert, then the down items, the last expert's finer).
  * A down item of expert a first waits until a's gate/up items are done. That wait cannot
  * deadlock: items are claimed in increasing order, so every gate/up item is claimed (and
  * running or done) before any down item is; and it is short, because expert a's gate/up was
- * claimed n_active - a items earlier. Same arithmetic as the two jobs it replaces. */
+ * claimed well before (the down items of the experts before a lie between). */
 static void task_gate_up_down(void *arg, int64_t it, int tid) {
     const struct moe_call *m = arg;
-    const int64_t n_gu = (int64_t)m->n_active * m->items_per_expert;
-    if (it < n_gu) {
-        task_gate_up(arg, it, tid);
-        atomic_fetch_add_explicit(&m->s->gu_done[it / m->items_per_expert], 1, memory_order_release);
+    const struct hmoe_sched_moe_item *item = &m->items[it];
+    m->s->thr_items[tid]++;
+    m->s->thr_bytes[tid] += item->bytes;
+    if (!item->down) {
+        gate_up_rows(m, m->s->active[item->a], item->r0, item->r1);
+        atomic_fetch_add_explicit(&m->s->gu_done[item->a], 1, memory_order_release);
         return;
     }
-    int64_t r0, r1;
-    hmoe_cpu_split_item(&m->dn, it - n_gu, &r0, &r1);
-    const int64_t a = r0 / m->d;
-    for (unsigned i = 0; atomic_load_explicit(&m->s->gu_done[a], memory_order_acquire) < m->items_per_expert; i++) {
+    for (unsigned i = 0; atomic_load_explicit(&m->s->gu_done[item->a], memory_order_acquire) < m->items_per_expert;
+         i++) {
         if (i < 20000) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
@@ -505,7 +522,7 @@ static void task_gate_up_down(void *arg, int64_t it, int tid) {
             sched_yield(); /* the thread running a's gate/up may share our core */
         }
     }
-    down_rows(m, m->s->active[a], r0 - a * m->d, r1 - a * m->d);
+    down_rows(m, m->s->active[item->a], item->r0, item->r1);
 }
 
 /* Serial step between routing and the experts (cheap next to them): group the (token, rank)
@@ -619,12 +636,16 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
         if (!m.batch) hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_take_route, &m);
     } else {
         /* a decoded token's router rows in per-thread lanes: one contiguous run per thread */
+        /* a decoded token: about one item per thread (8 rows of 128 experts on 16 threads), at
+         * least 4 rows; a batch: 16 rows an item */
+        m.router_rows = n_tok == 1 ? HMOE_MAX(4, (E + nt - 1) / nt + 3) / 4 * 4 : 16;
+        const int64_t n_rt = (E + m.router_rows - 1) / m.router_rows;
         struct hmoe_cpu_lanes lanes;
         if (n_tok == 1 && nt > 1) {
-            hmoe_cpu_lanes_init(&lanes, (E + 15) / 16, nt);
+            hmoe_cpu_lanes_init(&lanes, n_rt, nt);
             m.lanes = &lanes;
         }
-        hmoe_cpu_parallel(nt, (E + 15) / 16, task_router, &m);
+        hmoe_cpu_parallel(nt, n_rt, task_router, &m);
         m.lanes = NULL;
         hmoe_cpu_parallel(n_tok >= 4 ? nt : 1, n_tok, task_route, &m);
     }
@@ -641,39 +662,44 @@ static enum hmoe_status moe_run(struct hmoe_sched_moe *s, const struct hmoe_moe_
     s->reads.pair_bytes += (uint64_t)m.n_pairs * eb;
     if (m.batch && m.n_pairs > 0) hmoe_cpu_parallel(nt, (m.n_pairs + 63) / 64, task_gather, &m);
     if (timed) t[1 + HMOE_MOE_PH_GROUP] = now_ms();
-    /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
-     *    Items: (expert, row chunk); a chunk is rounded to whole activation blocks of the
-     *    down matrix when that keeps enough items, else z is quantized in a job of its own.
-     *    A decoded token takes ~4 items per thread up to whole experts (8 experts, 2 threads:
-     *    one 0.9 MB gate run and one up run per item instead of three 0.3 MB runs of each,
-     *    each run starting cold; tg64 +2-3 % on top of the down split). A batch: chunks->gu_per_thread
-     *    items per thread, at most chunks->gu_max_rows rows each. */
+    /* 4+5 for a decoded token in one job (task_gate_up_down) over the items of
+     *    hmoe_sched_moe_plan_decode, then the weighted sum on this thread. */
     const int64_t qb = hmoe_type_info[hmoe_type_info[w->down.type].vec_dot_type].blck;
-    m.chunk_f = n_tok == 1 ? chunk_rows(F, m.n_active, nt, 4, F)
-                           : chunk_rows(F, m.n_active, nt, ch->gu_per_thread, ch->gu_max_rows);
+    if (n_tok == 1 && F % qb == 0 && m.n_active > 0) {
+        const struct hmoe_sched_moe_shape sh = {
+            .d = d, .F = F, .qb = qb, .down_row_bytes = w->down.row_bytes, .n_active = m.n_active, .n_threads = nt,
+            .per_thread = 4, .tail = ch->dn_tail_items,
+            .hidden_row_bytes = w->up.row_bytes + (w->act == HMOE_MOE_RELU2 ? 0 : w->gate.row_bytes)};
+        int gu = 0;
+        const int n_items = hmoe_sched_moe_plan_decode(&sh, s->items, s->max_items, &gu);
+        if (n_items < 0) return HMOE_RAISE(err, HMOE_ERR_INTERNAL, "MoE FFN: decode work items exceed the workspace");
+        m.items = s->items;
+        m.items_per_expert = gu;
+        m.quant_in_item = true;
+        memset(s->thr_items, 0, (size_t)nt * sizeof *s->thr_items);
+        memset(s->thr_bytes, 0, (size_t)nt * sizeof *s->thr_bytes);
+        for (int a = 0; a < m.n_active; a++) atomic_store_explicit(&s->gu_done[a], 0, memory_order_relaxed);
+        hmoe_cpu_parallel(nt, n_items, task_gate_up_down, &m);
+        down_sum(&m, 0, 1, 0, d);
+        return HMOE_OK;
+    }
+    /* 4. Gate/up rows of every active expert, SwiGLU and (on block bounds) quantization of z.
+     *    Items: (expert, row chunk), chunks->gu_per_thread items per thread, at most
+     *    chunks->gu_max_rows rows each; a chunk is rounded to whole activation blocks of the
+     *    down matrix when that keeps enough items, else z is quantized in a job of its own. */
+    m.chunk_f = chunk_rows(F, m.n_active, nt, n_tok == 1 ? 4 : ch->gu_per_thread, n_tok == 1 ? F : ch->gu_max_rows);
     const int64_t chunk_q = (m.chunk_f + qb - 1) / qb * qb;
     m.quant_in_item = F % qb == 0 && chunk_q <= 2 * m.chunk_f;
     if (m.quant_in_item) m.chunk_f = HMOE_MIN(chunk_q, F);
     m.items_per_expert = (F + m.chunk_f - 1) / m.chunk_f;
-    if (n_tok == 1 && m.quant_in_item && m.n_active > 0) {
-        /* 4+5 for a decoded token in one job (task_gate_up_down): whole experts' down rows,
-         * the last expert's in chunks->dn_tail_items items; then the weighted sum. */
-        const int64_t n_tail = ch->dn_tail_items;
-        const int64_t small = HMOE_MAX(16, (d / n_tail + 15) / 16 * 16);
-        hmoe_cpu_split_init(&m.dn, (int64_t)m.n_active * d, d, small, d);
-        for (int a = 0; a < m.n_active; a++) atomic_store_explicit(&s->gu_done[a], 0, memory_order_relaxed);
-        hmoe_cpu_parallel(nt, (int64_t)m.n_active * m.items_per_expert + m.dn.n_items, task_gate_up_down, &m);
-        down_sum(&m, 0, 1, 0, d);
-        return HMOE_OK;
-    }
     hmoe_cpu_parallel(nt, (int64_t)m.n_active * m.items_per_expert, task_gate_up, &m);
     if (timed) t[1 + HMOE_MOE_PH_GATE_UP] = now_ms();
     if (!m.quant_in_item) hmoe_cpu_parallel(m.n_pairs >= 4 ? nt : 1, m.n_pairs, task_z_quantize, &m);
     if (timed) t[1 + HMOE_MOE_PH_Z] = now_ms();
-    /* 5. Down rows of every active expert and the weighted sum: a decoded token by (expert,
-     *    row chunk) items, ~4 per thread, whole experts when that many items remain (8
-     *    experts, 2 threads); a batch the same way with chunks of up to chunks->dn_max_rows
-     *    rows, ~chunks->dn_per_thread items per thread, then the sum by token chunks of out. */
+    /* 5. Down rows of every active expert and the weighted sum: (expert, row chunk) items (a
+     *    decoded token whose F is not whole activation blocks: ~4 per thread; a batch: chunks of
+     *    up to chunks->dn_max_rows rows, ~chunks->dn_per_thread items per thread), then the sum
+     *    (a batch: by token chunks of out). */
     if (n_tok == 1) {
         m.chunk_d = chunk_rows(d, m.n_active, nt, 4, d);
         hmoe_cpu_parallel(nt, (int64_t)m.n_active * ((d + m.chunk_d - 1) / m.chunk_d), task_down_expert, &m);
