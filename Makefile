@@ -65,7 +65,7 @@ LDLIBS  += $(SAN_FLAGS)
 endif
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
-AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512vbmi -mavx512bitalg
+AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512vbmi -mavx512bitalg -mgfni
 # AMX for *_amx_avx512.c only when the compiler knows it (gcc >= 11, clang >= 12); without it
 # that file builds a fallback that never selects AMX.
 AMX_FLAGS := $(shell $(CC) -mamx-tile -mamx-int8 -E -x c /dev/null >/dev/null 2>&1 && echo -mamx-tile -mamx-int8)

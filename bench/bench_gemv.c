@@ -10,8 +10,9 @@
  * Every kernel is first checked against the type table's vec_dot_ref on sample outputs.
  *
  * Build: make bench CUDA=0
- * Run:   ./build/bench/bench_gemv [-t max_threads] [-m MiB] [-r reps] [-y Q4_K,Q6_K,...] [-H] [-o json]
- *        (-H: weights and probe buffers in transparent huge pages, madvise)
+ * Run:   ./build/bench/bench_gemv [-t max_threads] [-m MiB] [-r reps] [-y Q4_K,Q6_K,...] [-c 2048|768] [-H] [-o json]
+ *        (-H: weights and probe buffers in transparent huge pages, madvise; -c 768: the down
+ *        projection's shape, 2048 rows × 768 columns, instead of gate/up's 768 × 2048)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ static int check_type(enum hmoe_type t, int64_t ncols, const uint8_t *w, size_t 
 int main(int argc, char **argv) {
     int max_threads = hmoe_cpu_physical_cores(), reps = 5;
     size_t mib = 2048;
+    int64_t ncols = 2048;
     const char *types = "Q4_K,Q6_K,Q5_K,Q8_0,Q2_K,Q3_K,IQ2_XXS,IQ2_XS,IQ2_S,IQ3_XXS,IQ3_S,IQ4_XS,IQ4_NL,F16,BF16,F32";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-H"))
@@ -58,17 +60,20 @@ int main(int argc, char **argv) {
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-y") && i + 1 < argc)
             types = argv[++i];
+        else if (!strcmp(argv[i], "-c") && i + 1 < argc)
+            ncols = atol(argv[++i]);
         else if (!strcmp(argv[i], "-o") && i + 1 < argc)
             json = !strcmp(argv[++i], "json");
         else {
             fprintf(stderr,
-                    "usage: %s [-t max threads] [-m weight MiB (2048)] [-r reps (5)] [-y TYPE,TYPE] [-H] [-o json]\n",
+                    "usage: %s [-t max threads] [-m weight MiB (2048)] [-r reps (5)] [-y TYPE,TYPE] [-c 2048|768] [-H] "
+                    "[-o json]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (max_threads < 1 || max_threads > 64 || reps < 1 || mib < 16) {
-        fprintf(stderr, "bench_gemv: need 1 <= -t <= 64, -r >= 1, -m >= 16\n");
+    if (max_threads < 1 || max_threads > 64 || reps < 1 || mib < 16 || (ncols != 2048 && ncols != 768)) {
+        fprintf(stderr, "bench_gemv: need 1 <= -t <= 64, -r >= 1, -m >= 16, -c 2048 or 768\n");
         return 2;
     }
     hmoe_cpu_init();
@@ -81,7 +86,7 @@ int main(int argc, char **argv) {
                "alternately with the kernel so both see the same machine load\n",
                path);
 
-    const int64_t ncols = 2048, nrows_expert = 768;
+    const int64_t nrows_expert = ncols == 2048 ? 768 : 2048;
     int first = 1;
     char list[256];
     snprintf(list, sizeof list, "%s", types);

@@ -37,6 +37,26 @@ static void check_book(const char *name, const struct hmoe_cpu_iq_codebook *cb, 
         if (cb->perm_mag[i] != cb->values[(i >> (6 - bits)) & ((1 << bits) - 1)]) pbad = i;
     snprintf(what, sizeof what, "%s: vpermb magnitude table", name);
     t_check(pbad < 0, what, "byte %d", pbad);
+    if (bits != 2) return;
+    /* vgf2p8affineqb(x, gf_mag, BIAS) for every byte x whose code (bits 4-5) a grid uses */
+    int gbad = -1;
+    unsigned gout = 0;
+    for (unsigned x = 0; x < 256 && gbad < 0; x++) {
+        const unsigned code = (x >> 4) & 3;
+        int used = 0;
+        for (int i = 0; i < count && !used; i++)
+            for (int k = 0; k < elems; k++)
+                if (((cb->lo[i] | (unsigned)cb->hi[i] << 8) >> (2 * k) & 3) == code) used = 1;
+        if (!used) continue;
+        gout = 0;
+        for (int i = 0; i < 8; i++) {
+            const unsigned row = (unsigned)(cb->gf_mag >> (8 * (7 - i))) & 0xff;
+            gout |= ((unsigned)__builtin_parity(row & x) ^ ((HMOE_IQ2_GF_BIAS >> i) & 1)) << i;
+        }
+        if (gout != 64u + cb->values[code]) gbad = (int)x;
+    }
+    snprintf(what, sizeof what, "%s: GF(2) affine magnitude map gives 64 + magnitude", name);
+    t_check(gbad < 0, what, "byte 0x%02x: %u", gbad, gout);
 }
 
 int main(void) {

@@ -51,9 +51,9 @@ static uint64_t read_xcr0(void) {
 }
 
 /* The best path this CPU and OS support. AVX-512 needs F+BW+VL+DQ, VNNI (the kernels
- * use vpdpwssd/vpdpbusd), VBMI and BITALG (the I-quant kernels use vpermb/vpermi2b/
- * vpmultishiftqb/vpshufbitqmb; the *_avx512.c files are built with those flags, Ice Lake /
- * Zen 4 and later have them) plus ZMM state saved by the OS (XCR0 bits 5-7); without
+ * use vpdpwssd/vpdpbusd), VBMI, BITALG and GFNI (the I-quant kernels use vpermb/vpermi2b/
+ * vpmultishiftqb/vpshufbitqmb/vgf2p8affineqb; the *_avx512.c files are built with those
+ * flags, Ice Lake / Zen 4 and later have them) plus ZMM state saved by the OS (XCR0 bits 5-7); without
  * them we fall back to AVX2. AMX is an extra on top of this path (set_amx_locked). */
 static enum hmoe_cpu_path detect_path(void) {
     unsigned a, b, c, d;
@@ -66,8 +66,8 @@ static enum hmoe_cpu_path detect_path(void) {
     bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
     if (!(avx2 && fma && f16c && bmi2)) return HMOE_CPU_SCALAR;
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
-    bool vnni = c & (1u << 11), vbmi = c & (1u << 1), bitalg = c & (1u << 12);
-    if (f && dq && bw && vl && vnni && vbmi && bitalg && (xcr0 & 0xe0) == 0xe0) return HMOE_CPU_AVX512;
+    bool vnni = c & (1u << 11), vbmi = c & (1u << 1), bitalg = c & (1u << 12), gfni = c & (1u << 8);
+    if (f && dq && bw && vl && vnni && vbmi && bitalg && gfni && (xcr0 & 0xe0) == 0xe0) return HMOE_CPU_AVX512;
     return HMOE_CPU_AVX2;
 }
 

@@ -1,8 +1,9 @@
 /* iq2_avx2.c — IQ2_XXS, IQ2_XS and IQ2_S × Q8_K dot products with AVX2 (quants.md §5.1-5.3,
  * §8.4). Per 32-element chunk the four grid entries (8 magnitude bytes each) come from
  * scalar loads, the signs from the precomputed ±1 tables of iq_codes_impl.h (ksigns
- * fields) or from the explicit IQ2_S bytes, and iq_avx2_impl.h does the exact integer
- * sums; each block is decoded once for up to 4 tokens.
+ * fields) or from the explicit IQ2_S bytes, the scales from one vector per block (IQ2_XXS
+ * included: a per-chunk general-register broadcast cost more), and iq_avx2_impl.h does the
+ * exact integer sums; each block is decoded once for up to 4 tokens.
  */
 #include <immintrin.h>
 
@@ -21,6 +22,18 @@ static inline __m256i xs_scales(const uint8_t *sc) {
     const __m128i lo = _mm_or_si128(_mm_and_si128(_mm_slli_epi16(w, 1), m), one);
     const __m128i hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(w, 3), m), one);
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
+/* IQ2_XXS scales (top nibble s of chunk c's qword): 2s + 1 in word (c & 1)·4 + (c >> 2) of
+ * both lanes of *z01 (chunks 0, 1, 4, 5) or *z23 (chunks 2, 3, 6, 7), for pick_word. */
+static inline void xxs_scales(const uint8_t *qs, __m256i *z01, __m256i *z23) {
+    const __m256i v0 = _mm256_loadu_si256((const __m256i *)qs), v1 = _mm256_loadu_si256((const __m256i *)(qs + 32));
+    /* qword c (0-3): word 0 = s_c, word 1 = s_(c+4) */
+    const __m256i x = _mm256_or_si256(_mm256_srli_epi64(v0, 60), _mm256_slli_epi64(_mm256_srli_epi64(v1, 60), 16));
+    const __m256i w = _mm256_or_si256(_mm256_slli_epi16(x, 1), _mm256_set1_epi16(1));
+    const __m256i y = _mm256_permute4x64_epi64(w, 0x4e); /* lanes swapped */
+    *z01 = _mm256_blend_epi32(w, y, 0xf0);
+    *z23 = _mm256_blend_epi32(y, w, 0xf0);
 }
 
 static inline __m256i pick_word(__m256i v, int c) {
@@ -42,8 +55,11 @@ static inline __attribute__((always_inline)) void iq2_row(const char *w, int64_t
         const char *b = w + (size_t)i * bsz;
         __m256i sum[4];
         for (int t = 0; t < T; t++) sum[t] = _mm256_setzero_si256();
-        __m256i scv = _mm256_setzero_si256();
-        if (kind != 0) scv = xs_scales((const uint8_t *)b + (kind == 1 ? 66 : 74));
+        __m256i scv = _mm256_setzero_si256(), z01 = scv, z23 = scv;
+        if (kind != 0)
+            scv = xs_scales((const uint8_t *)b + (kind == 1 ? 66 : 74));
+        else
+            xxs_scales((const uint8_t *)b + 2, &z01, &z23);
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             __m256i mag, sgn, sc;
@@ -55,7 +71,7 @@ static inline __attribute__((always_inline)) void iq2_row(const char *w, int64_t
                                         (long long)grid[q[0]]);
                 sgn = _mm256_set_epi64x((long long)ks[(sw >> 21) & 127], (long long)ks[(sw >> 14) & 127],
                                         (long long)ks[(sw >> 7) & 127], (long long)ks[sw & 127]);
-                sc = _mm256_set1_epi16((short)(2 * (sw >> 28) + 1));
+                sc = pick_word(c & 2 ? z23 : z01, (c & 1) * 4 + (c >> 2));
             } else if (kind == 1) {
                 uint16_t v[4];
                 __builtin_memcpy(v, b + 2 + 8 * c, 8);

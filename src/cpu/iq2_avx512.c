@@ -1,6 +1,7 @@
-/* iq2_avx512.c — IQ2_XXS/IQ2_XS/IQ2_S × Q8_K with AVX-512 VBMI/BITALG/VNNI (quants.md §5.1-5.3,
- * §8.4), no gathers. Two rows' 64 grid indices go through vpermi2b into the 2-bit code tables
- * (iq_codes_impl.h); per slice (iq_act_impl.h) vpmultishiftqb + vpermb make 64 + magnitude,
+/* iq2_avx512.c — IQ2_XXS/IQ2_XS/IQ2_S × Q8_K with AVX-512 VBMI/BITALG/VNNI/GFNI (quants.md
+ * §5.1-5.3, §8.4), no gathers. Two rows' 64 grid indices go through vpermi2b into the 2-bit
+ * code tables (iq_codes_impl.h); per slice (iq_act_impl.h) vpmultishiftqb puts each element's
+ * code in bits 4-5 and vgf2p8affineqb (or vpermb, iq2_mag) maps it to 64 + magnitude,
  * vpshufbitqmb turns the sign bytes into element masks (negative: 64 - magnitude), vpdpbusd
  * sums, the activations' corr removes the 64 and vpmulld applies the 2s+1 scales. */
 #include <immintrin.h>
@@ -43,7 +44,8 @@ static const uint8_t sgn_s[64] __attribute__((aligned(64))) = {
 /* A codebook's lo/hi tables (looked up 128 entries at a time) and the constant vectors. */
 struct iq2_luts {
     const uint8_t *lo, *hi;
-    __m512i mag; /* 64 + magnitude of the code in bits 4-5 */
+    __m512i gf;  /* vgf2p8affineqb matrix: code in bits 4-5 -> 64 + magnitude (with HMOE_IQ2_GF_BIAS) */
+    __m512i mag; /* the same map as a vpermb table */
     __m512i ks0, ks1;
 };
 
@@ -51,6 +53,7 @@ static inline struct iq2_luts iq2_luts_init(const struct hmoe_cpu_iq_codes *C, c
     struct iq2_luts L;
     L.lo = cb->lo;
     L.hi = cb->hi;
+    L.gf = _mm512_set1_epi64((long long)cb->gf_mag);
     L.mag = _mm512_add_epi8(_mm512_load_si512(cb->perm_mag), _mm512_set1_epi8(64));
     L.ks0 = _mm512_load_si512(C->ksigns);
     L.ks1 = _mm512_load_si512(C->ksigns + 64);
@@ -92,16 +95,23 @@ static inline void iq2_codes(const struct iq2_luts *L, __m512i idx, __mmask64 k8
     *cb = _mm512_unpackhi_epi8(lo, hi);
 }
 
+/* 64 + magnitude of the code in bits 4-5 of each byte. IQ2_XXS / IQ2_XS use the GF(2)
+ * affine map, which runs beside the shuffles; IQ2_S, whose three-table lookup and blends
+ * keep the other port busier, measured faster with vpermb. */
+static inline __m512i iq2_mag(const struct iq2_luts *L, __m512i x, const int kind) {
+    return kind == 2 ? _mm512_permutexvar_epi8(x, L->mag) : _mm512_gf2p8affine_epi64_epi8(x, L->gf, HMOE_IQ2_GF_BIAS);
+}
+
 /* Slice g of rows A and B: 64 ± magnitude, sign bit k of group g of chunk c in bit
  * 8g + k (row A) / 32 + 8g + k (row B) of qword c of sg. */
 static inline void iq2_expand(const struct iq2_luts *L, __m512i ca, __m512i cb, __m512i sg, __m512i va[4],
-                              __m512i vb[4]) {
+                              __m512i vb[4], const int kind) {
     const __m512i k128 = _mm512_set1_epi8((char)128);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         const __m512i cm = hmoe_iq512_ms_ctrl(16 * g - 4, 2);
-        va[g] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(cm, ca), L->mag);
-        vb[g] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(cm, cb), L->mag);
+        va[g] = iq2_mag(L, _mm512_multishift_epi64_epi8(cm, ca), kind);
+        vb[g] = iq2_mag(L, _mm512_multishift_epi64_epi8(cm, cb), kind);
         va[g] =
             _mm512_mask_sub_epi8(va[g], _mm512_bitshuffle_epi64_mask(sg, hmoe_iq512_ms_ctrl(8 * g, 1)), k128, va[g]);
         vb[g] = _mm512_mask_sub_epi8(vb[g], _mm512_bitshuffle_epi64_mask(sg, hmoe_iq512_ms_ctrl(8 * g + 32, 1)), k128,
@@ -162,7 +172,7 @@ static inline __attribute__((always_inline)) void iq2_tile(const char *wa, const
             hmoe_iq512_nibble_scales(sa->scales, sb->scales, &sclo, &schi);
         }
         __m512i va[4], vb[4];
-        iq2_expand(&L, ca, cb, sg, va, vb);
+        iq2_expand(&L, ca, cb, sg, va, vb, kind);
         const __m512d dd = hmoe_iq512_pair_d(ba, bb);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) hmoe_iq512_dots(va, vb, sclo, schi, kind != 0, dd, x + t * nb + i, &acc[t]);

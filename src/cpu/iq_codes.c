@@ -18,6 +18,23 @@ static unsigned grid_byte(const void *grid, int elems, int i, int k) {
     return (unsigned)(e >> (8 * k)) & 0xff;
 }
 
+/* vgf2p8affineqb computes output bit i as the parity of (byte 7 - i of the matrix) & x, xor
+ * bit i of the immediate. With values below 64, 64 + v is 64 ^ v, so 64 + values[c] for
+ * c = c0 + 2·c1 is BIAS ^ c0·(v0 ^ v1) ^ c1·(v0 ^ v2): exact for the three codes 0-2 and,
+ * when a fourth value is used, only if v3 = v0 ^ v1 ^ v2. */
+static int gf_matrix(struct hmoe_cpu_iq_codebook *cb, int nval) {
+    const unsigned v0 = cb->values[0], m0 = v0 ^ cb->values[1], m1 = v0 ^ cb->values[2];
+    if ((64 ^ v0) != HMOE_IQ2_GF_BIAS || cb->values[nval - 1] >= 64) return 0;
+    if (nval == 4 && cb->values[3] != (v0 ^ m0 ^ m1)) return 0;
+    uint64_t a = 0;
+    for (int i = 0; i < 8; i++) {
+        const unsigned row = ((m0 >> i) & 1) << 4 | ((m1 >> i) & 1) << 5; /* reads code bits 4 and 5 */
+        a |= (uint64_t)row << (8 * (7 - i));
+    }
+    cb->gf_mag = a;
+    return 1;
+}
+
 static int build(struct hmoe_cpu_iq_codebook *cb, const void *grid, int count, int elems) {
     const int bits = elems == 8 ? 2 : 3, nval_max = 1 << bits;
     int seen[256] = {0}, nval = 0;
@@ -36,6 +53,7 @@ static int build(struct hmoe_cpu_iq_codebook *cb, const void *grid, int count, i
     for (int i = 0; i < 64; i++) cb->perm_mag[i] = cb->values[(i >> (6 - bits)) & (nval_max - 1)];
     cb->count = count;
     cb->bits = bits;
+    if (bits == 2 && !gf_matrix(cb, nval)) return 0;
     for (int i = 0; i < count; i++) {
         unsigned w = 0;
         for (int k = 0; k < elems; k++) w |= (unsigned)code_of[grid_byte(grid, elems, i, k)] << (bits * k);

@@ -13,10 +13,18 @@ struct hmoe_cpu_iq_codebook {
     _Alignas(64) uint8_t lo[1024];
     _Alignas(64) uint8_t hi[1024];
     _Alignas(64) uint8_t perm_mag[64]; /* vpermb table: byte i = values[code in bits 4-5 (IQ2) / 3-5 (IQ3) of i] */
+    /* IQ2 only: the vgf2p8affineqb matrix that, with the constant HMOE_IQ2_GF_BIAS, maps a
+     * byte with an element's code in bits 4-5 to 64 + values[code] (the magnitudes are an
+     * affine function of the code bits over GF(2); iq_codes.c checks it) */
+    uint64_t gf_mag;
     uint8_t values[8];
     int count; /* grid entries */
     int bits;  /* bits per element code: 2 (IQ2 grids, 8 elements) or 3 (IQ3 grids, 4 elements) */
 };
+
+/* 64 + values[0] of every IQ2 codebook (the smallest IQ2 grid magnitude is 8): an immediate
+ * of vgf2p8affineqb, so a constant; iq_codes.c sets ok = 0 if a grid disagrees. */
+#define HMOE_IQ2_GF_BIAS 72
 
 struct hmoe_cpu_iq_codes {
     struct hmoe_cpu_iq_codebook iq2xxs, iq2xs, iq2s, iq3xxs, iq3s;

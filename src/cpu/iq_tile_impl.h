@@ -54,7 +54,11 @@ typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, cons
         0, NAME##_t1, NAME##_t2, NAME##_t3, NAME##_t4, NAME##_t5, NAME##_t6, NAME##_t7, NAME##_t8};
 
 /* hmoe_cpu_gemv_SUFFIX / hmoe_cpu_gemm_SUFFIX (cpu_impl.h) over the tiles of NAME for weight
- * type WTYPE; OFFSET and SPLIT are the relayout's (iq_act_impl.h), RELAYOUT its function. */
+ * type WTYPE; OFFSET and SPLIT are the relayout's (iq_act_impl.h), RELAYOUT its function.
+ * gemv streams as the row variant below does: the first look-ahead distance in one burst,
+ * each row pair's look-ahead clamped to the range and every 4 KiB page touched
+ * HMOE_IQ_PAGE_AHEAD bytes before the row prefetches reach it. */
+#define HMOE_IQ_PAGE_AHEAD 16384
 #define HMOE_IQ_DEFINE_GEMV_GEMM(SUFFIX, NAME, WTYPE, OFFSET, SPLIT, RELAYOUT)                                         \
     void hmoe_cpu_gemv_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 float *y) {                                                                            \
@@ -65,12 +69,19 @@ typedef void (*hmoe_iq_tile_fn)(const char *wa, const char *wb, int64_t nb, cons
             hmoe_iq_gemv_ref(WTYPE, ncols, w0, row_bytes, nrows, (const char *)xq, 0, 1, y, 0);                        \
             return;                                                                                                    \
         }                                                                                                              \
-        RELAYOUT(xq, 0, 1, nb, OFFSET, SPLIT, acts);                                                                   \
         const size_t pf =                                                                                              \
             HMOE_IQ_PREFETCH_BYTES > 2 * row_bytes ? HMOE_IQ_PREFETCH_BYTES / row_bytes * row_bytes : 2 * row_bytes;   \
+        const size_t all = (size_t)nrows * row_bytes;                                                                  \
+        hmoe_iq_prefetch(w0, pf < all ? pf : all);                                                                     \
+        RELAYOUT(xq, 0, 1, nb, OFFSET, SPLIT, acts);                                                                   \
+        size_t touch = (size_t)((((uintptr_t)w0 + 4095) & ~(uintptr_t)4095) - (uintptr_t)w0);                          \
         int64_t r = 0;                                                                                                 \
         for (; r + 2 <= nrows; r += 2) {                                                                               \
-            hmoe_iq_prefetch(w0 + (size_t)r * row_bytes + pf, 2 * row_bytes);                                          \
+            const size_t end = (size_t)(r + 2) * row_bytes;                                                            \
+            size_t upto = end + pf + HMOE_IQ_PAGE_AHEAD;                                                               \
+            if (upto > all) upto = all;                                                                                \
+            for (; touch < upto; touch += 4096) __builtin_prefetch(w0 + touch, 0, 3);                                  \
+            if (end + pf <= all) hmoe_iq_prefetch(w0 + end + pf - 2 * row_bytes, 2 * row_bytes);                       \
             NAME##_t1(w0 + (size_t)r * row_bytes, w0 + (size_t)(r + 1) * row_bytes, nb, acts, y + r, y + r + 1);       \
         }                                                                                                              \
         if (r < nrows) {                                                                                               \
@@ -127,7 +138,6 @@ typedef void (*hmoe_iq_row_fn)(const char *w, int64_t nb, const char *x, size_t 
  * it its first 8 KiB arrive at demand-miss latency), the row look-ahead clamped to the range
  * (never pulling in the next expert's matrix), and each 4 KiB page touched
  * HMOE_IQ_PAGE_AHEAD bytes before the row prefetches reach it so its table walk is done. */
-#define HMOE_IQ_PAGE_AHEAD 16384
 #define HMOE_IQ_DEFINE_GEMV_GEMM_ROWS(SUFFIX, NAME, BLCK) HMOE_IQ_DEFINE_GEMV_GEMM_ROWS2(SUFFIX, SUFFIX, NAME, BLCK)
 #define HMOE_IQ_DEFINE_GEMV_GEMM_ROWS2(GEMV_SFX, GEMM_SFX, NAME, BLCK)                                                 \
     void hmoe_cpu_gemv_##GEMV_SFX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
