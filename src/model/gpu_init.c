@@ -608,9 +608,8 @@ static void fused_decode_setup(struct hmoe_ctx *c) {
               cfg->n_expert_used <= 32 /* the router top-k */ && cfg->n_expert <= 512;
     for (int il = 0; il < cfg->n_layer && ok; il++) {
         const struct hmoe_gpu_layer *L = &g->L[il];
-        /* (the fused attention ropes q and k inside: no room for a bias before; no window or sinks) */
-        ok = L->resident && hmoe_type_info[L->gate.type].is_quantized && hmoe_type_info[L->down.type].is_quantized &&
-             !L->qkv_bias && !L->kv.sinks && L->kv.window <= 0;
+        /* (q|k|v biases come with their products, before the fused attention ropes q and k) */
+        ok = L->resident && hmoe_type_info[L->gate.type].is_quantized && hmoe_type_info[L->down.type].is_quantized;
     }
     g->fused_decode = ok;
 }

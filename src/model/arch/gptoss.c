@@ -131,12 +131,12 @@ enum hmoe_status hmoe_gptoss_bind_layer(struct hmoe_model *md, int il, struct hm
 }
 
 /* On the GPU the backend's plain layer step computes it: the biases, sinks and window are
- * uploaded from the layer weights, the router and expert kernels take the gating and activation
- * from the MoE block. The fused single-token launchers rope q and k inside the attention launch
- * (no bias before it, no window or sinks), so decode launches one kernel per operation. */
+ * uploaded from the layer weights (the q|k|v and o biases added by their products), the router
+ * and expert kernels take the gating and activation from the MoE block. The fused single-token
+ * launchers take the window and the sinks, so decode uses them. */
 static const struct hmoe_arch_gpu gptoss_gpu = {
     .layer = hmoe_gpu_layer_attn_moe,
-    .fused_decode = false,
+    .fused_decode = true,
 };
 
 const struct hmoe_arch hmoe_arch_gptoss = {
