@@ -8,15 +8,20 @@
  * combinations of V rows of size ~1). Decode covers lengths 1..5000 with the default 64-way
  * split, 1 and 7 splits; prefill (the CUDA-core kernel, hmoe_cuda_attn_prefill_old; the tensor-core
  * one is gpu_test_attn_prefill.c) covers 1..200 tokens, with and without earlier context, and
- * the f16 output.
+ * the f16 output. Sliding windows (below, at and above the fused launchers' 128-position range,
+ * lengths on both sides of the window) and sink logits (far below the scores, above them, mixed
+ * per head) run through the plain, fused and qkv decode launchers.
  */
 #include "harness.h"
 #include "gpu_util.h"
 
-static void ref_attn(const struct gpu_kv_cache *c, const float *q, int h, int G, int pos, float scale, double *out) {
-    const int D = c->D, hk = h / G;
-    double *s = malloc(sizeof(double) * (size_t)(pos + 1)), m = -INFINITY, sum = 0;
-    for (int t = 0; t <= pos; t++) {
+/* window > 0: position pos sees t > pos - window; sinks (host, one per q head, or NULL): a logit
+ * in the softmax denominator with no value row. */
+static void ref_attn_ws(const struct gpu_kv_cache *c, const float *q, int h, int G, int pos, float scale, int window,
+                        const float *sinks, double *out) {
+    const int D = c->D, hk = h / G, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    double *s = malloc(sizeof(double) * (size_t)(pos + 1)), m = sinks ? sinks[h] : -INFINITY, sum = 0;
+    for (int t = lo; t <= pos; t++) {
         const float *k = c->kd + ((size_t)hk * c->n_ctx + t) * D;
         double d = 0;
         for (int i = 0; i < D; i++) d += (double)q[i] * k[i];
@@ -24,14 +29,36 @@ static void ref_attn(const struct gpu_kv_cache *c, const float *q, int h, int G,
         m = fmax(m, s[t]);
     }
     for (int i = 0; i < D; i++) out[i] = 0;
-    for (int t = 0; t <= pos; t++) {
+    for (int t = lo; t <= pos; t++) {
         const double p = exp(s[t] - m);
         sum += p;
         const float *v = c->vd + ((size_t)hk * c->n_ctx + t) * D;
         for (int i = 0; i < D; i++) out[i] += p * v[i];
     }
+    if (sinks) sum += exp(sinks[h] - m);
     for (int i = 0; i < D; i++) out[i] /= sum;
     free(s);
+}
+
+static void ref_attn(const struct gpu_kv_cache *c, const float *q, int h, int G, int pos, float scale, double *out) {
+    ref_attn_ws(c, q, h, G, pos, scale, 0, NULL, out);
+}
+
+/* Sink logits of one case: none, small (far below the scores: almost no effect), large (above
+ * them: most of the mass goes to the sink) or mixed (per head around the scores). */
+enum sink_kind { SINK_NONE, SINK_SMALL, SINK_LARGE, SINK_MIXED };
+static const char *sink_name(enum sink_kind k) {
+    return k == SINK_SMALL ? ", small sinks" : k == SINK_LARGE ? ", large sinks" : k == SINK_MIXED ? ", mixed sinks" : "";
+}
+/* Host sinks for H heads (NULL for SINK_NONE) and their device copy in *dev. */
+static float *make_sinks(enum sink_kind k, int H, float **dev) {
+    *dev = NULL;
+    if (k == SINK_NONE) return NULL;
+    float *s = malloc((size_t)H * 4);
+    for (int h = 0; h < H; h++)
+        s[h] = k == SINK_SMALL ? -12.0f + rng_normal() : k == SINK_LARGE ? 5.0f + rng_normal() : 3.0f * rng_normal();
+    *dev = dup_dev(s, (size_t)H * 4);
+    return s;
 }
 
 static int compare(const float *got, const double *ref, int D, char *why, size_t wl, const char *where) {
@@ -46,11 +73,13 @@ static int compare(const float *got, const double *ref, int D, char *why, size_t
 /* fused: hmoe_cuda_attn_decode_fused with max_split = n_split (0 = its default), the lengths in
  * sequence through the same counters (each call must leave them at zero for the next). */
 static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul,
-                             int fused) {
+                             int fused, int window, enum sink_kind sk) {
     struct gpu_kv_cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
     gpu_kv_cache_init(&c, Hkv, D, maxl + 3, t, INT64_MAX);
+    float *d_sinks, *sinks = make_sinks(sk, H, &d_sinks);
+    c.kv.window = window, c.kv.sinks = d_sinks;
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
     float *q = malloc((size_t)H * D * 4), *out = malloc((size_t)H * D * 4);
@@ -66,8 +95,10 @@ static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int 
     hmoe_cuda_memset(g_ctx, d_cnt, 0, (size_t)H * 4, &merr);
     for (int li = 0; li < nlens; li++) {
         char name[200], why[200] = "";
-        snprintf(name, sizeof name, "attn decode%s H=%d Hkv=%d D=%d %s cache, length %d, %d splits", fused ? " fused" : "", H,
-                 Hkv, D, hmoe_type_name(t), lens[li], n_split > 0 ? n_split : fused ? 32 : 64);
+        char wname[32] = "";
+        if (window > 0) snprintf(wname, sizeof wname, ", window %d", window);
+        snprintf(name, sizeof name, "attn decode%s H=%d Hkv=%d D=%d %s cache, length %d, %d splits%s%s", fused ? " fused" : "", H,
+                 Hkv, D, hmoe_type_name(t), lens[li], n_split > 0 ? n_split : fused ? 32 : 64, wname, sink_name(sk));
         for (int i = 0; i < H * D; i++) q[i] = rng_normal() * qmul;
         const int32_t pos = lens[li] - 1;
         to_dev(d_q, q, (size_t)H * D * 4);
@@ -81,7 +112,7 @@ static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int 
             continue;
         int ok = 1;
         for (int h = 0; h < H && ok; h++) {
-            ref_attn(&c, q + (size_t)h * D, h, G, pos, scale, ref);
+            ref_attn_ws(&c, q + (size_t)h * D, h, G, pos, scale, window, sinks, ref);
             char where[64];
             snprintf(where, sizeof where, "head %d", h);
             ok = compare(out + (size_t)h * D, ref, D, why, sizeof why, where);
@@ -94,15 +125,15 @@ static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int 
         }
         t_check(ok, name, "%s", why);
     }
-    free(q), free(out), free(ref), free(outq), free(wantq);
+    free(q), free(out), free(ref), free(outq), free(wantq), free(sinks);
     gpu_kv_cache_free(&c);
 }
 
 static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
-    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 0);
+    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 0, 0, SINK_NONE);
 }
 static void test_decode_fused(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
-    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 1);
+    test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 1, 0, SINK_NONE);
 }
 
 /* q, k: RMS-normalised (weights nw) and NEOX-rotated head in float64 (qwen3moe.md §4.3, §5). */
@@ -125,11 +156,14 @@ static void ref_norm_rope(const float *src, int D, const float *nw, int pos, dou
  * output against the float64 attention over the cache as stored (earlier rows + the new one)
  * with the float64 normalised, rotated q. The lengths run in sequence over the same cache and
  * counters. */
-static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split) {
+static void test_decode_qkv_ws(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split, int window,
+                               enum sink_kind sk) {
     struct gpu_kv_cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
     gpu_kv_cache_init(&c, Hkv, D, maxl + 3, t, INT64_MAX);
+    float *d_sinks, *sinks = make_sinks(sk, H, &d_sinks);
+    c.kv.window = window, c.kv.sinks = d_sinks;
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
     const size_t rb = gpu_kv_row_bytes(t, D), qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
@@ -147,8 +181,10 @@ static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *
     hmoe_cuda_memset(g_ctx, d_cnt, 0, (size_t)H * 4, &err);
     for (int li = 0; li < nlens; li++) {
         char name[200], why[200] = "";
-        snprintf(name, sizeof name, "attn decode qkv (norm+rope+store fused) H=%d Hkv=%d D=%d %s cache, length %d, %d splits", H,
-                 Hkv, D, hmoe_type_name(t), lens[li], max_split > 0 ? max_split : 32);
+        char wname[32] = "";
+        if (window > 0) snprintf(wname, sizeof wname, ", window %d", window);
+        snprintf(name, sizeof name, "attn decode qkv (norm+rope+store fused) H=%d Hkv=%d D=%d %s cache, length %d, %d splits%s%s", H,
+                 Hkv, D, hmoe_type_name(t), lens[li], max_split > 0 ? max_split : 32, wname, sink_name(sk));
         const int32_t pos = lens[li] - 1;
         for (int i = 0; i < H * D; i++) q[i] = rng_normal();
         for (int i = 0; i < Hkv * D; i++) k[i] = rng_normal() * 2.0f, v[i] = rng_normal();
@@ -188,7 +224,7 @@ static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *
         for (int h = 0; h < H && ok; h++) {
             ref_norm_rope(q + (size_t)h * D, D, qn, pos, ref);
             for (int i = 0; i < D; i++) qf[i] = (float)ref[i];
-            ref_attn(&c, qf, h, G, pos, scale, ref);
+            ref_attn_ws(&c, qf, h, G, pos, scale, window, sinks, ref);
             char where[64];
             snprintf(where, sizeof where, "head %d", h);
             ok = compare(out + (size_t)h * D, ref, D, why, sizeof why, where);
@@ -199,8 +235,12 @@ static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *
         t_check(ok, name, "%s", why);
     }
     free(q), free(k), free(v), free(qn), free(kn), free(out), free(qf), free(ref);
-    free(krow), free(vrow), free(vwant), free(outq), free(wantq);
+    free(krow), free(vrow), free(vwant), free(outq), free(wantq), free(sinks);
     gpu_kv_cache_free(&c);
+}
+
+static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split) {
+    test_decode_qkv_ws(H, Hkv, D, t, lens, nlens, max_split, 0, SINK_NONE);
 }
 
 static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out) {
@@ -285,6 +325,23 @@ int main(void) {
     test_decode_fused(8, 2, 64, HMOE_TYPE_F16, lf, 8, 0, 1.0f);
     test_decode_fused(4, 4, 32, HMOE_TYPE_F16, lf3, 3, 0, 1.0f);
     test_decode_fused(16, 2, 256, HMOE_TYPE_Q8_0, lf3, 3, 0, 1.0f);
+    /* sliding window and sinks: windows below, at and above the fused range size (128 positions),
+     * lengths below and above the window; several ranges (window 300, 1000 with 3 splits) */
+    const int lw[] = {1, 100, 128, 129, 200, 1000, 5000, 77};
+    const int lw3[] = {1, 299, 300, 301, 1000, 64};
+    const int lw1000[] = {500, 1000, 2000, 1001};
+    test_decode_impl(16, 2, 64, HMOE_TYPE_F16, lw, 8, 0, 1.0f, 1, 128, SINK_MIXED);
+    test_decode_impl(16, 2, 64, HMOE_TYPE_F16, lw, 8, 0, 1.0f, 1, 100, SINK_LARGE);
+    test_decode_impl(16, 2, 64, HMOE_TYPE_Q8_0, lw3, 6, 0, 3.0f, 1, 300, SINK_SMALL);
+    test_decode_impl(32, 4, 128, HMOE_TYPE_F16, lw1000, 4, 3, 1.0f, 1, 1000, SINK_MIXED);
+    test_decode_impl(32, 4, 128, HMOE_TYPE_Q8_0, lw, 8, 0, 1.0f, 1, 0, SINK_LARGE);
+    test_decode_impl(8, 2, 64, HMOE_TYPE_F16, lw3, 6, 0, 1.0f, 1, 50, SINK_NONE);
+    test_decode_impl(16, 2, 64, HMOE_TYPE_F16, lw, 8, 7, 1.0f, 0, 128, SINK_MIXED);
+    test_decode_impl(32, 4, 128, HMOE_TYPE_Q8_0, lw1000, 4, 0, 1.0f, 0, 300, SINK_LARGE);
+    const int lqw[] = {1, 2, 100, 129, 300, 2001, 97};
+    test_decode_qkv_ws(16, 2, 64, HMOE_TYPE_F16, lqw, 7, 0, 128, SINK_MIXED);
+    test_decode_qkv_ws(16, 2, 64, HMOE_TYPE_Q8_0, lqw, 7, 0, 300, SINK_LARGE);
+    test_decode_qkv_ws(32, 4, 128, HMOE_TYPE_F16, lqw, 7, 3, 1000, SINK_SMALL);
     const int lq[] = {1, 2, 65, 128, 129, 300, 2001, 97};
     test_decode_qkv(32, 4, 128, HMOE_TYPE_F16, lq, 8, 0);
     test_decode_qkv(32, 4, 128, HMOE_TYPE_Q8_0, lq, 8, 0);

@@ -419,7 +419,7 @@ enum hmoe_status hmoe_cuda_add(const float *d_a, const float *d_b, int64_t n, fl
 
 /* Decode: one query token at position *pos (device int32) attends over cache positions
  * 0..*pos of `kv` (GQA: q head h uses kv head h / (n_head / n_head_kv)); kv.window and
- * kv.sinks apply here and in every prefill kernel (the fused decode kernels refuse them). The cache is split in
+ * kv.sinks apply here, in the fused decode launchers and in every prefill kernel. The cache is split in
  * n_split ranges done in parallel and combined (flash-decoding); `scratch` holds
  * hmoe_cuda_attn_decode_scratch_bytes() bytes. Output: f32 [n_head * head_dim] (d_out) and/or
  * the same row as q8_1 (d_out_q8_1, hmoe_cuda_q8_1_row_bytes(n_head * head_dim) bytes: the o
@@ -476,10 +476,12 @@ enum hmoe_status hmoe_cuda_attn_prefill_mma(const float *d_q, int64_t q_stride, 
  * ------------------------------------------------------------------------------------------ */
 
 /* hmoe_cuda_attn_decode in one launch (cuda_attn.cu): one block per query head and range; the
- * cache 0..*pos is cut into ranges of at least 128 positions, at most max_split of them (the grid
+ * positions the query sees (0..*pos, or the last kv.window of them) are cut into ranges of at
+ * least 128 positions, at most max_split of them (the grid
  * is n_head x max_split; blocks past the last range exit at once), so up to 128 positions each
  * head's block computes and writes its result; with several ranges the last block of each head
- * merges them. d_scratch: hmoe_cuda_attn_decode_scratch_bytes(n_head, head_dim, max_split) bytes;
+ * merges them; a sink logit joins that final normalisation. d_scratch:
+ * hmoe_cuda_attn_decode_scratch_bytes(n_head, head_dim, max_split) bytes;
  * d_counters: n_head counters. max_split in 1..1024 (0 = 32). */
 enum hmoe_status hmoe_cuda_attn_decode_fused(const float *d_q, const struct hmoe_cuda_kv *kv, const int32_t *d_pos,
                                              int n_head, float scale, int max_split, void *d_scratch,

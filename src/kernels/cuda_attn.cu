@@ -346,6 +346,15 @@ __device__ __forceinline__ void attn_rope_table(const struct hmoe_cuda_rope &rp,
     }
 }
 
+/* O / Ls of one online-softmax state (max M) with an optional sink logit (-inf: none) in the
+ * denominator: O c / (Ls c + exp(sink - M')) with M' = max(M, sink), c = exp(M - M'). */
+__device__ __forceinline__ float attn_normalise(float M, float Ls, float O, float sink) {
+    if (sink == -INFINITY) return Ls > 0.0f ? O / Ls : 0.0f;
+    const float Mx = fmaxf(M, sink), c = M == -INFINITY ? 0.0f : expf(M - Mx);
+    const float den = Ls * c + expf(sink - Mx);
+    return den > 0.0f ? O * c / den : 0.0f;
+}
+
 /* Fused decode (hmoe_cuda_attn_decode_fused): block (q head h, range s) of a grid n_head x
  * max_split; the ranges are cut from the length at run time (>= 128 positions each), blocks past
  * the last range exit. One query row per block: a short dependency chain per warp (blocks that
@@ -374,11 +383,12 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int h = blockIdx.x, hk = h / G, split = blockIdx.y, max_split = gridDim.y;
     const int L = (int)min((int64_t)pos_p[0] + 1, kv.n_ctx);
-    int chunk = (L + max_split - 1) / max_split;
+    const int lo = kv.window > 0 ? max(0, L - kv.window) : 0; /* first position the window sees */
+    int chunk = (L - lo + max_split - 1) / max_split;
     chunk = max(128, (chunk + 31) / 32 * 32);
-    const int S = (L + chunk - 1) / chunk;
+    const int S = (L - lo + chunk - 1) / chunk;
     if (split >= S) return; /* the whole block: no barrier has been reached yet */
-    const int begin = split * chunk, end = min(L, begin + chunk);
+    const int begin = lo + split * chunk, end = min(L, begin + chunk);
     const int pos = pos_p[0];
     const bool has_new = QKR && split == S - 1 && pos < kv.n_ctx; /* this range ends at the new position */
     const int cache_end = has_new ? end - 1 : end;
@@ -461,7 +471,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
             }
         }
         if (S == 1) {
-            const float o = Ls > 0.0f ? O / Ls : 0.0f;
+            const float o = attn_normalise(M, Ls, O, kv.sinks ? kv.sinks[h] : -INFINITY);
             const int col = h * D + d;
             if (out) out[col] = o;
             if (out_q) hmoe_cu_q8_1_warp(o, (int8_t *)out_q + (col & ~31), (float2 *)(out_q + nq) + col / 32);
@@ -479,6 +489,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
         if (d0 + warp * 32 >= D) continue;
         float M = -INFINITY;
         for (int sp_ = 0; sp_ < S; sp_++) M = fmaxf(M, __ldcg(src + (size_t)sp_ * (D + 2)));
+        const float sink = kv.sinks ? kv.sinks[h] : -INFINITY;
+        M = fmaxf(M, sink); /* the sink joins the max and the denominator (attn_decode_combine_kernel) */
         float Ls = 0.0f, O = 0.0f;
         if (M != -INFINITY) {
 #pragma unroll 8
@@ -488,6 +500,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
                 Ls += c * __ldcg(ps + 1);
                 O += c * __ldcg(ps + 2 + d);
             }
+            if (kv.sinks) Ls += expf(sink - M);
         }
         const float o = Ls > 0.0f ? O / Ls : 0.0f;
         const int col = h * D + d;
@@ -578,8 +591,6 @@ static enum hmoe_status decode_fused(const float *d_q, const struct hmoe_cuda_kv
     int G = 0;
     const char *why = attn_check(kv, n_head, &G);
     HMOE_CUDA_REQUIRE(err, !why, "attn_decode_fused: %s", why);
-    HMOE_CUDA_REQUIRE(err, kv->window <= 0 && !kv->sinks,
-                      "attn_decode_fused: a sliding window or sink logits need hmoe_cuda_attn_decode");
     if (max_split <= 0) max_split = 32;
     HMOE_CUDA_REQUIRE(err, max_split <= 1024 && d_q && d_pos && d_scratch && d_counters && (d_out || d_out_q8_1),
                       "attn_decode_fused: max_split %d > 1024 or NULL buffer", max_split);
