@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < HD; i++) tmp[i] = (float)rnd_normal();
             hmoe_type_info[type].quantize_ref(tmp, hv + r * rb, HD);
         }
-        struct hmoe_cuda_kv kv = {.type = type, .k = dmalloc(rb * nrow), .v = dmalloc(rb * nrow), .n_ctx = n_ctx,
+        struct hmoe_cuda_kv kv = {.type_k = type, .type_v = type, .k = dmalloc(rb * nrow), .v = dmalloc(rb * nrow), .n_ctx = n_ctx,
                                   .n_head_kv = NKV, .head_dim = HD};
         check(hmoe_cuda_upload(ctx, kv.k, hk, rb * nrow, &err), &err, "upload");
         check(hmoe_cuda_upload(ctx, kv.v, hv, rb * nrow, &err), &err, "upload");

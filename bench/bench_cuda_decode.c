@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
         y->up = sets_gu[i % NSET][1];
         y->down = sets_dn[i % NSET][more_bits(i)];
         const size_t kvb = hmoe_cuda_kv_bytes(HMOE_TYPE_F16, n_ctx, NKV, HD);
-        y->kv = (struct hmoe_cuda_kv){.type = HMOE_TYPE_F16, .k = dmalloc_fill(kvb, 1), .v = dmalloc_fill(kvb, 1), .n_ctx = n_ctx,
+        y->kv = (struct hmoe_cuda_kv){.type_k = HMOE_TYPE_F16, .type_v = HMOE_TYPE_F16, .k = dmalloc_fill(kvb, 1), .v = dmalloc_fill(kvb, 1), .n_ctx = n_ctx,
                                       .n_head_kv = NKV, .head_dim = HD};
         bytes_tok += (double)hmoe_row_bytes(y->tq, DM) * (NH + NKV) * HD + (double)hmoe_row_bytes(y->tv, DM) * NKV * HD +
                      (double)hmoe_row_bytes(y->tq, NH * HD) * DM + (double)NE * DM * 4 + 2.0 * DM * 4 +

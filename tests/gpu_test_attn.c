@@ -61,6 +61,16 @@ static float *make_sinks(enum sink_kind k, int H, float **dev) {
     return s;
 }
 
+/* "F16" for one type, "K Q8_0 V Q4_0" for two. */
+static const char *kv_name(enum hmoe_type tk, enum hmoe_type tv) {
+    static char buf[4][48];
+    static int n;
+    char *b = buf[n++ % 4];
+    if (tk == tv) snprintf(b, 48, "%s", hmoe_type_name(tk));
+    else snprintf(b, 48, "K %s V %s", hmoe_type_name(tk), hmoe_type_name(tv));
+    return b;
+}
+
 static int compare(const float *got, const double *ref, int D, char *why, size_t wl, const char *where) {
     for (int i = 0; i < D; i++)
         if (!(fabs(got[i] - ref[i]) <= 3e-5 + 1e-5 * fabs(ref[i]))) {
@@ -72,12 +82,12 @@ static int compare(const float *got, const double *ref, int D, char *why, size_t
 
 /* fused: hmoe_cuda_attn_decode_fused with max_split = n_split (0 = its default), the lengths in
  * sequence through the same counters (each call must leave them at zero for the next). */
-static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul,
-                             int fused, int window, enum sink_kind sk) {
+static void test_decode_kv(int H, int Hkv, int D, enum hmoe_type t, enum hmoe_type tv, const int *lens, int nlens, int n_split,
+                           float qmul, int fused, int window, enum sink_kind sk) {
     struct gpu_kv_cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
-    gpu_kv_cache_init(&c, Hkv, D, maxl + 3, t, INT64_MAX);
+    gpu_kv_cache_init2(&c, Hkv, D, maxl + 3, t, tv, INT64_MAX);
     float *d_sinks, *sinks = make_sinks(sk, H, &d_sinks);
     c.kv.window = window, c.kv.sinks = d_sinks;
     const int G = H / Hkv;
@@ -98,7 +108,7 @@ static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int 
         char wname[32] = "";
         if (window > 0) snprintf(wname, sizeof wname, ", window %d", window);
         snprintf(name, sizeof name, "attn decode%s H=%d Hkv=%d D=%d %s cache, length %d, %d splits%s%s", fused ? " fused" : "", H,
-                 Hkv, D, hmoe_type_name(t), lens[li], n_split > 0 ? n_split : fused ? 32 : 64, wname, sink_name(sk));
+                 Hkv, D, kv_name(t, tv), lens[li], n_split > 0 ? n_split : fused ? 32 : 64, wname, sink_name(sk));
         for (int i = 0; i < H * D; i++) q[i] = rng_normal() * qmul;
         const int32_t pos = lens[li] - 1;
         to_dev(d_q, q, (size_t)H * D * 4);
@@ -129,6 +139,10 @@ static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int 
     gpu_kv_cache_free(&c);
 }
 
+static void test_decode_impl(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul,
+                             int fused, int window, enum sink_kind sk) {
+    test_decode_kv(H, Hkv, D, t, t, lens, nlens, n_split, qmul, fused, window, sk);
+}
 static void test_decode(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int n_split, float qmul) {
     test_decode_impl(H, Hkv, D, t, lens, nlens, n_split, qmul, 0, 0, SINK_NONE);
 }
@@ -150,27 +164,40 @@ static void ref_norm_rope(const float *src, int D, const float *nw, int pos, dou
     }
 }
 
+/* How far a stored element i of a row of type t (bytes row) may be from the exact value x: a bit
+ * more than half a rounding step of the type (the GPU's f32 norm + rope and the float64 reference
+ * may round to neighbouring codes). Block types: the step from the block's fp16 scale (IQ4_NL:
+ * its widest code gap, 24 scale units). */
+static double kv_step(enum hmoe_type t, const uint8_t *row, int i, double x) {
+    if (t == HMOE_TYPE_F32) return fabs(x) * 1e-6;
+    if (t == HMOE_TYPE_F16) return ldexp(fabs(x), -11);
+    if (t == HMOE_TYPE_BF16) return ldexp(fabs(x), -8);
+    const uint8_t *blk = row + (size_t)hmoe_type_info[t].type_size * (size_t)(i / 32);
+    const double d = fabs(hmoe_fp16_to_f32((uint16_t)(blk[0] | (blk[1] << 8))));
+    return 0.6 * d * (t == HMOE_TYPE_IQ4_NL ? 24.0 : 1.0);
+}
+
 /* hmoe_cuda_attn_decode_qkv: raw q/k/v of the new token in, QK-norm + RoPE + KV store + attention
  * in one launch. Checks: the stored K row against the float64 norm + rope (one fp16 rounding /
  * half a q8_0 step), the stored V row byte-exact against the type table's quantizer, and the
  * output against the float64 attention over the cache as stored (earlier rows + the new one)
  * with the float64 normalised, rotated q. The lengths run in sequence over the same cache and
  * counters. */
-static void test_decode_qkv_ws(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split, int window,
-                               enum sink_kind sk) {
+static void test_decode_qkv_kv(int H, int Hkv, int D, enum hmoe_type t, enum hmoe_type tv, const int *lens, int nlens,
+                               int max_split, int window, enum sink_kind sk) {
     struct gpu_kv_cache c;
     int maxl = 0;
     for (int i = 0; i < nlens; i++) maxl = lens[i] > maxl ? lens[i] : maxl;
-    gpu_kv_cache_init(&c, Hkv, D, maxl + 3, t, INT64_MAX);
+    gpu_kv_cache_init2(&c, Hkv, D, maxl + 3, t, tv, INT64_MAX);
     float *d_sinks, *sinks = make_sinks(sk, H, &d_sinks);
     c.kv.window = window, c.kv.sinks = d_sinks;
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
-    const size_t rb = gpu_kv_row_bytes(t, D), qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
+    const size_t rb = gpu_kv_row_bytes(t, D), rbv = gpu_kv_row_bytes(tv, D), qb = hmoe_cuda_q8_1_row_bytes((int64_t)H * D);
     float *q = malloc((size_t)H * D * 4), *k = malloc((size_t)Hkv * D * 4), *v = malloc((size_t)Hkv * D * 4);
     float *qn = malloc((size_t)D * 4), *kn = malloc((size_t)D * 4), *out = malloc((size_t)H * D * 4), *qf = malloc((size_t)D * 4);
     double *ref = malloc((size_t)D * 8);
-    uint8_t *krow = malloc(rb), *vrow = malloc(rb), *vwant = malloc(rb), *outq = malloc(qb), *wantq = malloc(qb);
+    uint8_t *krow = malloc(rb), *vrow = malloc(rbv), *vwant = malloc(rbv), *outq = malloc(qb), *wantq = malloc(qb);
     for (int i = 0; i < D; i++) qn[i] = 1.0f + 0.2f * rng_normal(), kn[i] = 1.0f + 0.2f * rng_normal();
     float *d_q = dalloc((size_t)H * D * 4), *d_k = dalloc((size_t)Hkv * D * 4), *d_v = dalloc((size_t)Hkv * D * 4);
     float *d_out = dalloc((size_t)H * D * 4), *d_qn = dup_dev(qn, (size_t)D * 4), *d_kn = dup_dev(kn, (size_t)D * 4);
@@ -184,7 +211,7 @@ static void test_decode_qkv_ws(int H, int Hkv, int D, enum hmoe_type t, const in
         char wname[32] = "";
         if (window > 0) snprintf(wname, sizeof wname, ", window %d", window);
         snprintf(name, sizeof name, "attn decode qkv (norm+rope+store fused) H=%d Hkv=%d D=%d %s cache, length %d, %d splits%s%s", H,
-                 Hkv, D, hmoe_type_name(t), lens[li], max_split > 0 ? max_split : 32, wname, sink_name(sk));
+                 Hkv, D, kv_name(t, tv), lens[li], max_split > 0 ? max_split : 32, wname, sink_name(sk));
         const int32_t pos = lens[li] - 1;
         for (int i = 0; i < H * D; i++) q[i] = rng_normal();
         for (int i = 0; i < Hkv * D; i++) k[i] = rng_normal() * 2.0f, v[i] = rng_normal();
@@ -202,23 +229,25 @@ static void test_decode_qkv_ws(int H, int Hkv, int D, enum hmoe_type t, const in
             continue;
         int ok = 1;
         for (int h = 0; h < Hkv && ok; h++) {
-            const size_t off = ((size_t)h * c.n_ctx + pos) * rb;
-            if (!from_dev(krow, (const uint8_t *)c.kv.k + off, rb, name) || !from_dev(vrow, (const uint8_t *)c.kv.v + off, rb, name)) {
+            const size_t off = ((size_t)h * c.n_ctx + pos) * rb, offv = ((size_t)h * c.n_ctx + pos) * rbv;
+            if (!from_dev(krow, (const uint8_t *)c.kv.k + off, rb, name) || !from_dev(vrow, (const uint8_t *)c.kv.v + offv, rbv, name)) {
                 ok = -1;
                 break;
             }
             ref_norm_rope(k + (size_t)h * D, D, kn, pos, ref);
             float *kd = c.kd + ((size_t)h * c.n_ctx + pos) * D, *vd = c.vd + ((size_t)h * c.n_ctx + pos) * D;
             hmoe_type_info[t].dequant_ref(krow, kd, D);
-            hmoe_type_info[t].dequant_ref(vrow, vd, D);
+            hmoe_type_info[tv].dequant_ref(vrow, vd, D);
             for (int i = 0; i < D && ok; i++) {
-                double tol = ldexp(fabs(ref[i]), -11) + 2e-5;
-                if (t == HMOE_TYPE_Q8_0) tol = 0.6 * hmoe_fp16_to_f32((uint16_t)(krow[34 * (i / 32)] | (krow[34 * (i / 32) + 1] << 8))) + 2e-5;
+                const double tol = kv_step(t, krow, i, ref[i]) + 2e-5;
                 if (!(fabs(kd[i] - ref[i]) <= tol))
-                    snprintf(why, sizeof why, "k head %d dim %d stored %.9g, want %.9g", h, i, kd[i], ref[i]), ok = 0;
+                    snprintf(why, sizeof why, "k head %d dim %d stored %.9g, want %.9g (tol %.3g)", h, i, kd[i], ref[i], tol), ok = 0;
             }
-            hmoe_type_info[t].quantize_ref(v + (size_t)h * D, vwant, D);
-            if (ok && memcmp(vrow, vwant, rb) != 0) snprintf(why, sizeof why, "v head %d: stored row differs from the quantizer", h), ok = 0;
+            hmoe_cpu_attn_kv_store(tv, v + (size_t)h * D, vwant, D);
+            for (size_t i = 0; ok && i < rbv; i++)
+                if (vrow[i] != vwant[i])
+                    snprintf(why, sizeof why, "v head %d: stored byte %zu is 0x%02x, the CPU cache store writes 0x%02x", h, i,
+                             vrow[i], vwant[i]), ok = 0;
         }
         if (ok < 0) continue;
         for (int h = 0; h < H && ok; h++) {
@@ -239,16 +268,20 @@ static void test_decode_qkv_ws(int H, int Hkv, int D, enum hmoe_type t, const in
     gpu_kv_cache_free(&c);
 }
 
+static void test_decode_qkv_ws(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split, int window,
+                               enum sink_kind sk) {
+    test_decode_qkv_kv(H, Hkv, D, t, t, lens, nlens, max_split, window, sk);
+}
 static void test_decode_qkv(int H, int Hkv, int D, enum hmoe_type t, const int *lens, int nlens, int max_split) {
-    test_decode_qkv_ws(H, Hkv, D, t, lens, nlens, max_split, 0, SINK_NONE);
+    test_decode_qkv_kv(H, Hkv, D, t, t, lens, nlens, max_split, 0, SINK_NONE);
 }
 
-static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out) {
+static void test_prefill_kv(int H, int Hkv, int D, enum hmoe_type t, enum hmoe_type tv, int p0, int T, int f16_out) {
     char name[200], why[200] = "";
-    snprintf(name, sizeof name, "attn prefill (CUDA cores) H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s", H, Hkv, D, hmoe_type_name(t), T,
+    snprintf(name, sizeof name, "attn prefill (CUDA cores) H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s", H, Hkv, D, kv_name(t, tv), T,
              p0, f16_out ? ", f32 + f16 out" : "");
     struct gpu_kv_cache c;
-    gpu_kv_cache_init(&c, Hkv, D, p0 + T + 5, t, INT64_MAX);
+    gpu_kv_cache_init2(&c, Hkv, D, p0 + T + 5, t, tv, INT64_MAX);
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
     const int64_t qs = (int64_t)H * D + 8, os = (int64_t)H * D + 16; /* padded strides */
@@ -283,18 +316,36 @@ static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T,
     gpu_kv_cache_free(&c);
 }
 
+static void test_prefill(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out) {
+    test_prefill_kv(H, Hkv, D, t, t, p0, T, f16_out);
+}
+
 static void test_bad_args(void) {
     struct hmoe_err err = {0};
     void *d = dalloc(4096);
-    struct hmoe_cuda_kv kv = {.type = HMOE_TYPE_F16, .k = d, .v = d, .n_ctx = 4, .n_head_kv = 4, .head_dim = 96};
+    struct hmoe_cuda_kv kv = {.type_k = HMOE_TYPE_F16, .type_v = HMOE_TYPE_F16, .k = d, .v = d, .n_ctx = 4, .n_head_kv = 4,
+                              .head_dim = 96};
     enum hmoe_status st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, NULL, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "attn refuses head_dim 96", "status %d: %s", st, err.msg);
     kv.head_dim = 128;
-    kv.type = HMOE_TYPE_Q4_K;
+    kv.type_k = HMOE_TYPE_Q4_K;
     st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, NULL, g_stream, &err);
-    t_check(st == HMOE_ERR_ARG, "attn refuses a Q4_K cache", "status %d: %s", st, err.msg);
+    t_check(st == HMOE_ERR_ARG, "attn refuses a Q4_K K cache", "status %d: %s", st, err.msg);
+    kv.type_k = HMOE_TYPE_F16, kv.type_v = HMOE_TYPE_Q2_K;
+    st = hmoe_cuda_attn_decode(d, &kv, d, 32, 1.0f, 0, d, d, NULL, g_stream, &err);
+    t_check(st == HMOE_ERR_ARG, "attn refuses a Q2_K V cache", "status %d: %s", st, err.msg);
     gpu_free_all();
 }
+
+/* K / V type pairs: each cache type for both, then mixed pairs. */
+static const enum hmoe_type kv_pairs[][2] = {
+    {HMOE_TYPE_F32, HMOE_TYPE_F32},   {HMOE_TYPE_F16, HMOE_TYPE_F16},       {HMOE_TYPE_BF16, HMOE_TYPE_BF16},
+    {HMOE_TYPE_Q8_0, HMOE_TYPE_Q8_0}, {HMOE_TYPE_Q4_0, HMOE_TYPE_Q4_0},     {HMOE_TYPE_Q4_1, HMOE_TYPE_Q4_1},
+    {HMOE_TYPE_Q5_0, HMOE_TYPE_Q5_0}, {HMOE_TYPE_Q5_1, HMOE_TYPE_Q5_1},     {HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ4_NL},
+    {HMOE_TYPE_Q8_0, HMOE_TYPE_Q4_0}, {HMOE_TYPE_F16, HMOE_TYPE_Q5_1},      {HMOE_TYPE_Q4_0, HMOE_TYPE_F16},
+    {HMOE_TYPE_F16, HMOE_TYPE_Q8_0},  {HMOE_TYPE_BF16, HMOE_TYPE_IQ4_NL},   {HMOE_TYPE_F32, HMOE_TYPE_Q4_1},
+};
+#define N_KV_PAIRS ((int)(sizeof kv_pairs / sizeof kv_pairs[0]))
 
 int main(void) {
     if (!gpu_open_or_skip("gpu_test_attn")) return t_summary();
@@ -358,6 +409,26 @@ int main(void) {
     test_prefill(64, 4, 128, HMOE_TYPE_F16, 3, 17, 0);
     test_prefill(16, 2, 256, HMOE_TYPE_F16, 0, 20, 1);
     test_prefill(4, 4, 32, HMOE_TYPE_F16, 0, 10, 0);
+
+    /* every cache type for K and V, and mixed pairs: plain, fused (with a window and sinks) and
+     * qkv decode (the store checked byte for byte against the CPU cache store), CUDA-core prefill */
+    for (int i = 0; i < N_KV_PAIRS; i++) {
+        const enum hmoe_type tk = kv_pairs[i][0], tv = kv_pairs[i][1];
+        const int lt[] = {1, 77, 300, 2049};
+        test_decode_kv(32, 4, 128, tk, tv, lt, 4, 0, 1.0f, 0, 0, SINK_NONE);
+        test_decode_kv(8, 2, 64, tk, tv, lt, 4, 7, 3.0f, 0, 0, SINK_NONE);
+        test_decode_kv(32, 4, 128, tk, tv, lt, 4, 0, 1.0f, 1, 0, SINK_NONE);
+        test_decode_kv(16, 2, 64, tk, tv, lt, 4, 0, 1.0f, 1, 128, SINK_MIXED);
+        test_decode_kv(16, 2, 256, tk, tv, lt, 4, 3, 1.0f, 1, 300, SINK_LARGE);
+        test_decode_kv(4, 4, 32, tk, tv, lt, 4, 0, 1.0f, 1, 0, SINK_NONE);
+        const int lqt[] = {1, 2, 129, 300, 97};
+        test_decode_qkv_kv(32, 4, 128, tk, tv, lqt, 5, 0, 0, SINK_NONE);
+        test_decode_qkv_kv(16, 2, 64, tk, tv, lqt, 5, 0, 128, SINK_MIXED);
+        test_decode_qkv_kv(4, 4, 32, tk, tv, lqt, 5, 3, 0, SINK_NONE);
+        test_prefill_kv(32, 4, 128, tk, tv, 20, 45, 0);
+        test_prefill_kv(8, 2, 64, tk, tv, 0, 33, 1);
+        test_prefill_kv(16, 2, 256, tk, tv, 3, 17, 0);
+    }
     test_bad_args();
     gpu_close();
     return t_summary();

@@ -10,7 +10,9 @@
  * of max_t |v_ti|, and probabilities below f16's normal range up to 2^-25 each. Plus 1e-5
  * (1 + |ref|) for f32 accumulation. A wrong mask, row, head or tile shows up as errors of
  * order |v| on the first rows (few visible keys), far outside this.
- * Cache rows after the batch's last position hold NaN: the kernel must not let them in.
+ * Cache rows after the batch's last position hold NaN: the kernel must not let them in. The
+ * dispatcher also runs with every other cache type and mixed K / V types, which go to the
+ * CUDA-core kernel (f32 throughout: well inside the same tolerance).
  */
 #include "harness.h"
 #include "gpu_util.h"
@@ -46,13 +48,15 @@ static void ref_attn_tol(const struct gpu_kv_cache *c, const float *q, int h, in
 
 /* kind: 0 = hmoe_cuda_attn_prefill_mma(warps, hb), 1 = the AUTO dispatcher. check_every: compare
  * every check_every-th token (long batches; the first and last token always). */
-static void run_case(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out, int warps, int hb, int kind,
-                     int check_every) {
-    char name[240], why[240] = "";
+static void run_case_kv(int H, int Hkv, int D, enum hmoe_type t, enum hmoe_type tv, int p0, int T, int f16_out, int warps, int hb,
+                        int kind, int check_every) {
+    char name[240], why[240] = "", tname[48];
+    if (t == tv) snprintf(tname, sizeof tname, "%s", hmoe_type_name(t));
+    else snprintf(tname, sizeof tname, "K %s V %s", hmoe_type_name(t), hmoe_type_name(tv));
     snprintf(name, sizeof name, "attn prefill %s H=%d Hkv=%d D=%d %s cache, %d tokens after %d%s (warps %d, heads/block %d)",
-             kind ? "auto" : "mma", H, Hkv, D, hmoe_type_name(t), T, p0, f16_out ? ", f32 + f16 out" : "", warps, hb);
+             kind ? "auto" : "mma", H, Hkv, D, tname, T, p0, f16_out ? ", f32 + f16 out" : "", warps, hb);
     struct gpu_kv_cache c;
-    gpu_kv_cache_init(&c, Hkv, D, p0 + T + 70, t, p0 + T);
+    gpu_kv_cache_init2(&c, Hkv, D, p0 + T + 70, t, tv, p0 + T);
     const int G = H / Hkv;
     const float scale = 1.0f / sqrtf((float)D);
     const int64_t qs = (int64_t)H * D + 8, os = (int64_t)H * D + 16; /* padded strides */
@@ -103,6 +107,11 @@ static void run_case(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int
     gpu_kv_cache_free(&c);
 }
 
+static void run_case(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out, int warps, int hb, int kind,
+                     int check_every) {
+    run_case_kv(H, Hkv, D, t, t, p0, T, f16_out, warps, hb, kind, check_every);
+}
+
 static void test_mma(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int f16_out, int warps, int hb) {
     run_case(H, Hkv, D, t, p0, T, f16_out, warps, hb, 0, 1);
 }
@@ -110,7 +119,8 @@ static void test_mma(int H, int Hkv, int D, enum hmoe_type t, int p0, int T, int
 static void test_bad_args(void) {
     struct hmoe_err err = {0};
     void *d = dalloc(1 << 16);
-    struct hmoe_cuda_kv kv = {.type = HMOE_TYPE_F16, .k = d, .v = d, .n_ctx = 4, .n_head_kv = 4, .head_dim = 96};
+    struct hmoe_cuda_kv kv = {.type_k = HMOE_TYPE_F16, .type_v = HMOE_TYPE_F16, .k = d, .v = d, .n_ctx = 4, .n_head_kv = 4,
+                              .head_dim = 96};
     enum hmoe_status st = hmoe_cuda_attn_prefill_mma(d, 32 * 96, 1, d, &kv, 32, 1.0f, 4, 1, d, NULL, 32 * 96, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "attn prefill mma refuses head_dim 96", "status %d: %s", st, err.msg);
     kv.head_dim = 128;
@@ -118,9 +128,12 @@ static void test_bad_args(void) {
     t_check(st == HMOE_ERR_ARG, "attn prefill mma refuses 3 heads per block for 8 per kv head", "status %d: %s", st, err.msg);
     st = hmoe_cuda_attn_prefill_mma(d, 32 * 128 + 1, 1, d, &kv, 32, 1.0f, 4, 1, d, NULL, 32 * 128, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "attn prefill mma refuses an odd q stride", "status %d: %s", st, err.msg);
-    kv.type = HMOE_TYPE_F32;
+    kv.type_k = kv.type_v = HMOE_TYPE_F32;
     st = hmoe_cuda_attn_prefill_mma(d, 32 * 128, 1, d, &kv, 32, 1.0f, 4, 1, d, NULL, 32 * 128, g_stream, &err);
     t_check(st == HMOE_ERR_ARG, "attn prefill mma refuses an F32 cache", "status %d: %s", st, err.msg);
+    kv.type_k = HMOE_TYPE_Q8_0, kv.type_v = HMOE_TYPE_F16;
+    st = hmoe_cuda_attn_prefill_mma(d, 32 * 128, 1, d, &kv, 32, 1.0f, 4, 1, d, NULL, 32 * 128, g_stream, &err);
+    t_check(st == HMOE_ERR_ARG, "attn prefill mma refuses a Q8_0 K / F16 V cache", "status %d: %s", st, err.msg);
     gpu_free_all();
 }
 
@@ -160,6 +173,18 @@ int main(void) {
     /* the dispatcher (AUTO: this kernel on sm_80+, else the CUDA-core one) */
     run_case(32, 4, 128, F16, 30, 90, 1, 4, 1, 1, 1);
     run_case(16, 2, 256, F16, 0, 40, 0, 4, 1, 1, 1);
+    /* the dispatcher with the cache types the tensor-core kernel leaves to the CUDA-core one (every
+     * other type, mixed K / V types); cache rows past the batch hold NaN there too */
+    const enum hmoe_type other[][2] = {{HMOE_TYPE_F32, HMOE_TYPE_F32},   {HMOE_TYPE_BF16, HMOE_TYPE_BF16},
+                                       {HMOE_TYPE_Q4_0, HMOE_TYPE_Q4_0}, {HMOE_TYPE_Q4_1, HMOE_TYPE_Q4_1},
+                                       {HMOE_TYPE_Q5_0, HMOE_TYPE_Q5_0}, {HMOE_TYPE_Q5_1, HMOE_TYPE_Q5_1},
+                                       {HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ4_NL}, {HMOE_TYPE_Q8_0, HMOE_TYPE_Q4_0},
+                                       {HMOE_TYPE_F16, HMOE_TYPE_Q5_1}, {HMOE_TYPE_F16, HMOE_TYPE_Q8_0}};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        run_case_kv(32, 4, 128, other[i][0], other[i][1], 30, 90, 1, 4, 1, 1, 1);
+        run_case_kv(16, 2, 256, other[i][0], other[i][1], 0, 40, 0, 4, 1, 1, 1);
+        run_case_kv(8, 2, 64, other[i][0], other[i][1], 5, 40, 0, 4, 1, 1, 1);
+    }
     test_bad_args();
     gpu_close();
     return t_summary();

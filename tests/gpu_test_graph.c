@@ -106,7 +106,7 @@ int main(void) {
     const size_t kvb = hmoe_cuda_kv_bytes(HMOE_TYPE_F16, NCTX, HKV, HD);
     uint16_t *kvh = malloc(kvb);
     for (size_t i = 0; i < kvb / 2; i++) kvh[i] = hmoe_f32_to_fp16(rng_normal());
-    L.kv = (struct hmoe_cuda_kv){.type = HMOE_TYPE_F16, .k = dup_dev(kvh, kvb), .v = dup_dev(kvh, kvb), .n_ctx = NCTX,
+    L.kv = (struct hmoe_cuda_kv){.type_k = HMOE_TYPE_F16, .type_v = HMOE_TYPE_F16, .k = dup_dev(kvh, kvb), .v = dup_dev(kvh, kvb), .n_ctx = NCTX,
                                  .n_head_kv = HKV, .head_dim = HD};
     float eager[DM], replay[DM];
     struct hmoe_err err = {0};

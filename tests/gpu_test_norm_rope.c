@@ -97,10 +97,10 @@ static void ref_head(const float *src, int D, const float *nw, float eps, const 
     }
 }
 
-static void test_qk_rope(int H, int Hkv, int D, int n_rot, enum hmoe_type kvt, int yarn, int use_norm) {
+static void test_qk_rope_kv(int H, int Hkv, int D, int n_rot, enum hmoe_type kvt, enum hmoe_type vt, int yarn, int use_norm) {
     char name[256], why[256] = "";
-    snprintf(name, sizeof name, "qk_norm_rope_store H=%d Hkv=%d D=%d n_rot=%d %s cache%s%s", H, Hkv, D, n_rot,
-             hmoe_type_name(kvt), yarn ? ", YaRN x4" : "", use_norm ? "" : ", no norm");
+    snprintf(name, sizeof name, "qk_norm_rope_store H=%d Hkv=%d D=%d n_rot=%d K %s V %s cache%s%s", H, Hkv, D, n_rot,
+             hmoe_type_name(kvt), hmoe_type_name(vt), yarn ? ", YaRN x4" : "", use_norm ? "" : ", no norm");
     const int ntok = 6, pos[6] = {0, 1, 7, 100, 4095, 40000};
     const int64_t n_ctx = 40001;
     const int qs = H * D, ks = Hkv * D;
@@ -114,8 +114,10 @@ static void test_qk_rope(int H, int Hkv, int D, int n_rot, enum hmoe_type kvt, i
         rp.freq_scale = 0.25f;
         hmoe_cuda_rope_yarn_corr(&rp, 32768, 32.0f, 1.0f);
     }
-    const size_t kvb = hmoe_cuda_kv_bytes(kvt, n_ctx, Hkv, D), rowb = kvt == HMOE_TYPE_Q8_0 ? (size_t)D / 32 * 34 : (size_t)D * 2;
-    struct hmoe_cuda_kv kv = {.type = kvt, .k = dalloc(kvb), .v = dalloc(kvb), .n_ctx = n_ctx, .n_head_kv = Hkv, .head_dim = D};
+    const size_t kvb = hmoe_cuda_kv_bytes(kvt, n_ctx, Hkv, D), rowb = gpu_kv_row_bytes(kvt, D);
+    const size_t vvb = hmoe_cuda_kv_bytes(vt, n_ctx, Hkv, D), rowv = gpu_kv_row_bytes(vt, D);
+    struct hmoe_cuda_kv kv = {.type_k = kvt, .type_v = vt, .k = dalloc(kvb), .v = dalloc(vvb), .n_ctx = n_ctx, .n_head_kv = Hkv,
+                              .head_dim = D};
     float *d_q = dup_dev(q, (size_t)ntok * qs * 4);
     struct hmoe_cuda_qkv_args a = {.q = d_q, .k = dup_dev(k, (size_t)ntok * ks * 4), .v = dup_dev(v, (size_t)ntok * ks * 4),
                                    .q_stride = qs, .kv_stride = ks, .ntok = ntok, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
@@ -123,7 +125,8 @@ static void test_qk_rope(int H, int Hkv, int D, int n_rot, enum hmoe_type kvt, i
                                    .k_norm = use_norm ? dup_dev(kn, (size_t)D * 4) : NULL, .eps = 1e-6f,
                                    .pos = dup_dev(pos, sizeof pos), .rope = rp, .kv = kv};
     struct hmoe_err err = {0};
-    uint8_t *krow = malloc(rowb), *vrow = malloc(rowb), *vwant = malloc(rowb);
+    uint8_t *krow = malloc(rowb), *vrow = malloc(rowv), *vwant = malloc(rowv);
+    float *kdec = malloc((size_t)D * 4);
     double *ref = malloc((size_t)D * 8);
     if (!launched(hmoe_cuda_qk_norm_rope_store(&a, g_stream, &err), &err, name) || !from_dev(qo, d_q, (size_t)ntok * qs * 4, name))
         goto out;
@@ -141,45 +144,51 @@ static void test_qk_rope(int H, int Hkv, int D, int n_rot, enum hmoe_type kvt, i
                 }
         }
         for (int h = 0; h < Hkv && ok; h++) {
-            const size_t off = ((size_t)h * n_ctx + pos[t]) * rowb;
-            if (!from_dev(krow, (const uint8_t *)kv.k + off, rowb, name) || !from_dev(vrow, (const uint8_t *)kv.v + off, rowb, name)) {
+            const size_t off = ((size_t)h * n_ctx + pos[t]) * rowb, offv = ((size_t)h * n_ctx + pos[t]) * rowv;
+            if (!from_dev(krow, (const uint8_t *)kv.k + off, rowb, name) || !from_dev(vrow, (const uint8_t *)kv.v + offv, rowv, name)) {
                 ok = -1;
                 break;
             }
             ref_head(k + (size_t)t * ks + h * D, D, use_norm ? kn : NULL, 1e-6f, &rp, pos[t], ref);
             double scale = 0;
             for (int i = 0; i < D; i++) scale = fmax(scale, fabs(ref[i]));
+            hmoe_type_info[kvt].dequant_ref(krow, kdec, D);
             for (int i = 0; i < D && ok; i++) {
-                double got, tol;
-                if (kvt == HMOE_TYPE_F16) {
-                    got = hmoe_fp16_to_f32((uint16_t)(krow[2 * i] | (krow[2 * i + 1] << 8)));
-                    tol = ldexp(fabs(ref[i]), -11) + 2e-5 * scale + 1e-6;
-                } else {
-                    const uint8_t *blk = krow + 34 * (i / 32);
-                    const double dd = hmoe_fp16_to_f32((uint16_t)(blk[0] | (blk[1] << 8)));
-                    got = dd * (int8_t)blk[2 + i % 32];
-                    tol = 0.6 * dd + 2e-5 * scale + 1e-6;
+                /* a bit more than half a rounding step of the type (block types: of the block's fp16 scale;
+                 * IQ4_NL: its widest code gap, 24 scale units) */
+                const double got = kdec[i];
+                double step;
+                if (kvt == HMOE_TYPE_F32) step = fabs(ref[i]) * 1e-6;
+                else if (kvt == HMOE_TYPE_F16) step = ldexp(fabs(ref[i]), -11);
+                else if (kvt == HMOE_TYPE_BF16) step = ldexp(fabs(ref[i]), -8);
+                else {
+                    const uint8_t *blk = krow + hmoe_type_info[kvt].type_size * (size_t)(i / 32);
+                    step = 0.6 * fabs(hmoe_fp16_to_f32((uint16_t)(blk[0] | (blk[1] << 8)))) * (kvt == HMOE_TYPE_IQ4_NL ? 24 : 1);
                 }
+                const double tol = step + 2e-5 * scale + 1e-6;
                 if (!(fabs(got - ref[i]) <= tol)) {
                     snprintf(why, sizeof why, "tok %d (pos %d) k head %d dim %d: %.9g, want %.9g", t, pos[t], h, i, got, ref[i]);
                     ok = 0;
                 }
             }
             const float *vs = v + (size_t)t * ks + h * D;
-            if (kvt == HMOE_TYPE_F16)
-                hmoe_type_info[HMOE_TYPE_F16].quantize_ref(vs, vwant, D);
-            else
-                hmoe_type_info[HMOE_TYPE_Q8_0].quantize_ref(vs, vwant, D);
-            if (ok && memcmp(vrow, vwant, rowb) != 0) {
-                snprintf(why, sizeof why, "tok %d v head %d: stored row differs from the type table's %s quantizer", t, h, hmoe_type_name(kvt));
-                ok = 0;
-            }
+            hmoe_cpu_attn_kv_store(vt, vs, vwant, D);
+            for (size_t i = 0; ok && i < rowv; i++)
+                if (vrow[i] != vwant[i]) {
+                    snprintf(why, sizeof why, "tok %d v head %d: stored byte %zu is 0x%02x, the CPU %s cache store writes 0x%02x", t, h,
+                             i, vrow[i], hmoe_type_name(vt), vwant[i]);
+                    ok = 0;
+                }
         }
     }
     if (ok >= 0) t_check(ok, name, "%s", why);
 out:
-    free(q), free(k), free(v), free(qn), free(kn), free(qo), free(krow), free(vrow), free(vwant), free(ref);
+    free(q), free(k), free(v), free(qn), free(kn), free(qo), free(krow), free(vrow), free(vwant), free(ref), free(kdec);
     gpu_free_all();
+}
+
+static void test_qk_rope(int H, int Hkv, int D, int n_rot, enum hmoe_type kvt, int yarn, int use_norm) {
+    test_qk_rope_kv(H, Hkv, D, n_rot, kvt, kvt, yarn, use_norm);
 }
 
 static void test_swiglu_add(void) {
@@ -235,6 +244,16 @@ int main(void) {
     test_qk_rope(32, 4, 128, 128, HMOE_TYPE_F16, 1, 1);
     test_qk_rope(16, 2, 256, 64, HMOE_TYPE_F16, 0, 1);
     test_qk_rope(4, 4, 32, 32, HMOE_TYPE_Q8_0, 0, 0);
+    /* every cache type (K and V the same), then mixed pairs */
+    const enum hmoe_type all[] = {HMOE_TYPE_F32,  HMOE_TYPE_F16,  HMOE_TYPE_BF16, HMOE_TYPE_Q8_0,  HMOE_TYPE_Q4_0,
+                                  HMOE_TYPE_Q4_1, HMOE_TYPE_Q5_0, HMOE_TYPE_Q5_1, HMOE_TYPE_IQ4_NL};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        test_qk_rope_kv(32, 4, 128, 128, all[i], all[i], 0, 1);
+        test_qk_rope_kv(4, 4, 32, 32, all[i], all[i], 0, 0);
+    }
+    test_qk_rope_kv(32, 4, 128, 128, HMOE_TYPE_Q8_0, HMOE_TYPE_Q4_0, 0, 1);
+    test_qk_rope_kv(16, 2, 256, 64, HMOE_TYPE_F16, HMOE_TYPE_Q5_1, 0, 1);
+    test_qk_rope_kv(8, 2, 64, 64, HMOE_TYPE_IQ4_NL, HMOE_TYPE_BF16, 1, 1);
     test_swiglu_add();
     test_bad_args();
     gpu_close();

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmoe/cpu.h"
 #include "hmoe/cuda.h"
 #include "hmoe/fp16.h"
 #include "hmoe/types.h"
@@ -244,42 +245,49 @@ static inline int check_plan_down(const struct gpu_experts *down, const int32_t 
     return 1;
 }
 
-/* A KV cache in VRAM (f16 or q8_0 rows, [h][pos]) with random rows for positions < nan_from and
- * all-ones bytes after (NaN as f16 and as a q8_0 scale), and its decoded values. */
+/* A KV cache in VRAM (K rows in type tk, V rows in tv, [h][pos]) with random rows for positions
+ * < nan_from and all-ones bytes after (NaN in every float type and as an fp16 block scale), and
+ * its decoded values. Rows are encoded by the CPU cache store (hmoe_cpu_attn_kv_store), so a GPU
+ * kernel reading them sees what the CPU attention sees. */
 struct gpu_kv_cache {
     int Hkv, D;
     int64_t n_ctx;
-    enum hmoe_type type;
+    enum hmoe_type type, type_v; /* type: K (and V when both are the same) */
     float *kd, *vd; /* decoded values [h][pos][D] */
     struct hmoe_cuda_kv kv;
 };
-static inline size_t gpu_kv_row_bytes(enum hmoe_type t, int D) {
-    return t == HMOE_TYPE_Q8_0 ? (size_t)D / 32 * 34 : (size_t)D * 2;
+static inline size_t gpu_kv_row_bytes(enum hmoe_type t, int D) { return hmoe_row_bytes(t, D); }
+/* Encode n floats as the CPU cache stores them and decode them back into dec (the reader's view). */
+static inline void gpu_kv_encode(enum hmoe_type t, const float *src, uint8_t *dst, float *dec, int n) {
+    hmoe_cpu_attn_kv_store(t, src, dst, n);
+    hmoe_type_info[t].dequant_ref(dst, dec, n);
 }
-static inline void gpu_kv_cache_init(struct gpu_kv_cache *c, int Hkv, int D, int64_t n_ctx, enum hmoe_type t,
-                                     int64_t nan_from) {
-    c->Hkv = Hkv, c->D = D, c->n_ctx = n_ctx, c->type = t;
-    const size_t rb = gpu_kv_row_bytes(t, D), nrow = (size_t)Hkv * (size_t)n_ctx;
-    uint8_t *kr = malloc(rb * nrow), *vr = malloc(rb * nrow);
+static inline void gpu_kv_cache_init2(struct gpu_kv_cache *c, int Hkv, int D, int64_t n_ctx, enum hmoe_type tk,
+                                      enum hmoe_type tv, int64_t nan_from) {
+    hmoe_cpu_init();
+    c->Hkv = Hkv, c->D = D, c->n_ctx = n_ctx, c->type = tk, c->type_v = tv;
+    const size_t rbk = gpu_kv_row_bytes(tk, D), rbv = gpu_kv_row_bytes(tv, D), nrow = (size_t)Hkv * (size_t)n_ctx;
+    uint8_t *kr = malloc(rbk * nrow), *vr = malloc(rbv * nrow);
     float *tmp = malloc((size_t)D * 4);
     c->kd = malloc(nrow * (size_t)D * 4);
     c->vd = malloc(nrow * (size_t)D * 4);
-    const struct hmoe_type_info *ti = &hmoe_type_info[t];
     for (size_t r = 0; r < nrow; r++) {
         if ((int64_t)(r % (size_t)n_ctx) >= nan_from) {
-            memset(kr + r * rb, 0xff, rb), memset(vr + r * rb, 0xff, rb);
+            memset(kr + r * rbk, 0xff, rbk), memset(vr + r * rbv, 0xff, rbv);
             continue;
         }
         for (int i = 0; i < D; i++) tmp[i] = rng_normal();
-        ti->quantize_ref(tmp, kr + r * rb, D);
-        ti->dequant_ref(kr + r * rb, c->kd + r * D, D);
+        gpu_kv_encode(tk, tmp, kr + r * rbk, c->kd + r * D, D);
         for (int i = 0; i < D; i++) tmp[i] = rng_normal();
-        ti->quantize_ref(tmp, vr + r * rb, D);
-        ti->dequant_ref(vr + r * rb, c->vd + r * D, D);
+        gpu_kv_encode(tv, tmp, vr + r * rbv, c->vd + r * D, D);
     }
-    c->kv = (struct hmoe_cuda_kv){.type = t, .k = dup_dev(kr, rb * nrow), .v = dup_dev(vr, rb * nrow), .n_ctx = n_ctx,
-                                  .n_head_kv = Hkv, .head_dim = D};
+    c->kv = (struct hmoe_cuda_kv){.type_k = tk, .type_v = tv, .k = dup_dev(kr, rbk * nrow), .v = dup_dev(vr, rbv * nrow),
+                                  .n_ctx = n_ctx, .n_head_kv = Hkv, .head_dim = D};
     free(kr), free(vr), free(tmp);
+}
+static inline void gpu_kv_cache_init(struct gpu_kv_cache *c, int Hkv, int D, int64_t n_ctx, enum hmoe_type t,
+                                     int64_t nan_from) {
+    gpu_kv_cache_init2(c, Hkv, D, n_ctx, t, t, nan_from);
 }
 static inline void gpu_kv_cache_free(struct gpu_kv_cache *c) {
     free(c->kd), free(c->vd);

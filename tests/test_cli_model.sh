@@ -24,7 +24,7 @@ field() { sed -e "s/.*\"name\":\"$1\"//" "$3" | grep -o "\"$2\":\[[^]]*\]" | hea
 maxdiff() { paste <(od -An -v -f -w4 "$1") <(od -An -v -f -w4 "$2") |
             awk '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d} END {if (NR==0) print "inf"; else printf "%.3g\n", m}'; }
 SIDE="$G/tiny-qwen3moe-A-mini-F32.json"
-KV="-ctk f32 -ctv f32 -t 1 --gpu off"  # F32 KV: the CPU path (the GPU cache is f16 or q8_0)
+KV="-ctk f32 -ctv f32 -t 1 --gpu off"  # F32 KV on the CPU path
 
 # logits -o: p02 (7 positions, all stored) vs the golden file, F32 limit 1e-4.
 ids=$(field p02_rand7 ids "$SIDE")

@@ -377,9 +377,11 @@ struct hmoe_cuda_rope {
 void hmoe_cuda_rope_yarn_corr(struct hmoe_cuda_rope *r, int n_ctx_orig, float beta_fast, float beta_slow);
 
 /* KV cache of one layer in device memory, head-major: K[h][pos][head_dim] and V likewise,
- * each row (one head at one position) in `type` = F16 or Q8_0 (head_dim % 32 == 0 for Q8_0). */
+ * each K row (one head at one position) in type_k, each V row in type_v; either type is one of
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (head_dim % 32 == 0). Rows are stored as
+ * the CPU cache stores them (hmoe_cpu_attn_kv_store: same bytes). */
 struct hmoe_cuda_kv {
-    enum hmoe_type type;
+    enum hmoe_type type_k, type_v;
     void *k, *v;
     int64_t n_ctx;       /* positions allocated */
     int n_head_kv, head_dim;
@@ -388,8 +390,11 @@ struct hmoe_cuda_kv {
     const float *sinks;  /* optional device F32 [n_head]: one logit per query head in the softmax
                             denominator only (unscaled, no value row) */
 };
-/* Bytes of one of the two tensors (K or V) of a layer. */
+/* Bytes of one of the two tensors (K or V, in `type`) of a layer; 0 for a type the GPU cache does
+ * not take. */
 size_t hmoe_cuda_kv_bytes(enum hmoe_type type, int64_t n_ctx, int n_head_kv, int head_dim);
+/* Whether the GPU KV cache takes `t` for K or V (the list above; any build, no device needed). */
+bool hmoe_cuda_kv_type_ok(enum hmoe_type t);
 
 /* Per token t < ntok at position pos[t] (device int32): RMS-normalise every q head (H of them,
  * q_norm weights) and k head (Hkv, k_norm weights) over head_dim with eps (qwen3moe.md §4.3),
@@ -449,8 +454,9 @@ enum hmoe_status hmoe_cuda_attn_prefill(const float *d_q, int64_t q_stride, int6
  *  - MMA (cuda_attn_prefill.cu): tensor cores, flash-attention-2 style; q and the softmax
  *    probabilities rounded to f16 (f32 accumulation and softmax), so results differ from the
  *    exact attention by f16 rounding (~1e-3 relative), like llama.cpp's flash attention. Takes
- *    f16 / q8_0 caches, head_dim 64 / 128 / 256, even q / output strides; sm_80 or newer.
- *  - OLD (cuda_attn.cu): CUDA cores, f32 throughout; every shape attn_decode takes.
+ *    f16 / q8_0 caches (K and V of the same type), head_dim 64 / 128 / 256, even q / output
+ *    strides; sm_80 or newer.
+ *  - OLD (cuda_attn.cu): CUDA cores, f32 throughout; every shape and KV type attn_decode takes.
  * AUTO picks MMA (4 warps, one head per block) where it takes the call, else OLD; AUTO_F32
  * picks OLD. */
 enum hmoe_cuda_attn_prefill_kind {

@@ -1,4 +1,5 @@
-/* cuda_attn.cu — attention over the VRAM KV cache (f16 or q8_0 rows, head-major, cuda.h):
+/* cuda_attn.cu — attention over the VRAM KV cache (rows in any cache type of cuda_kv_codec.cuh,
+ * K and V types independent, head-major, cuda.h):
  * decode (flash-decoding: the cache split in ranges done in parallel, then combined) and
  * prefill (causal), both with GQA (q head h uses kv head h / (n_head / n_head_kv),
  * qwen3moe.md §4.3 steps 7-9) and an online softmax in f32.
@@ -25,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "kernels/cuda_rope_impl.cuh"
 
 #define ATTN_WARPS 4
@@ -35,8 +38,10 @@ struct attn_rows {
     static constexpr int value = (2048 / D) > 16 ? 16 : (2048 / D);
 };
 
-/* Online-softmax state of R rows, o distributed over lanes (dims lane*D/32 .. +D/32-1). */
-template <int D, int R, bool Q8>
+/* Online-softmax state of R rows, o distributed over lanes (dims lane*D/32 .. +D/32-1). KT / VT:
+ * the K and V codecs (cuda_kv_codec.cuh), HMOE_KV_ANY = chosen per tile from the run-time types
+ * (fewer loads in flight there: one kernel holds the loops of every type). */
+template <int D, int R, int KT, int VT>
 struct attn_warp_state {
     float m[R], l[R], o[R][D / 32];
 
@@ -50,48 +55,70 @@ struct attn_warp_state {
         }
     }
 
-    /* One tile: cache positions t0 .. t0+nvalid-1 (nvalid <= 32). qs: R rows of D floats
-     * (already multiplied by the softmax scale); rowpos[r]: last position row r may see (-1 =
-     * none); sp: this warp's R x 32 floats of scratch. kbase/vbase: row 0 of this kv head.
-     * window > 0: row r sees only t > rowpos[r] - window (the sliding window). */
-    __device__ __forceinline__ void tile(const uint8_t *kbase, const uint8_t *vbase, int t0, int nvalid,
-                                         const float *qs, const int (&rowpos)[R], float *sp, int window = 0) {
-        const int lane = threadIdx.x & 31;
-        const int t = t0 + lane;
-        constexpr size_t row_bytes = Q8 ? (size_t)(D / 32) * 34 : (size_t)D * 2;
-        float s[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) s[r] = 0.0f;
-        if (lane < nvalid) {
-            const uint8_t *krow = kbase + (size_t)t * row_bytes;
-            constexpr int KU = D <= 128 ? D / 8 : 16; /* K loads in flight per lane */
+    /* s[r] = q row r . K row krow (the lane's position), 8 dims per step (16-byte loads for F16) */
+    template <typename KC>
+    __device__ __forceinline__ void scores(const uint8_t *krow, const float *qs, float (&s)[R]) {
+        constexpr int KU = KT == HMOE_KV_ANY ? 2 : D <= 128 ? D / 8 : 16; /* K loads in flight per lane */
 #pragma unroll(KU)
-            for (int c = 0; c < D; c += 8) {
-                float kf[8];
-                if (Q8) {
-                    const uint8_t *blk = krow + (c / 32) * 34;
-                    const float d = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(blk));
-                    uint32_t w0 = hmoe_cu_ld_u32a2(blk + 2 + (c % 32)), w1 = hmoe_cu_ld_u32a2(blk + 6 + (c % 32));
+        for (int c = 0; c < D; c += 8) {
+            float kf[8];
+            KC::template load<8>(krow, c, kf);
 #pragma unroll
-                    for (int i = 0; i < 8; i++) kf[i] = d * (float)(int8_t)(((i < 4 ? w0 : w1) >> (8 * (i & 3))) & 0xff);
+            for (int r = 0; r < R; r++) {
+                const float4 *qp = (const float4 *)(qs + r * D + c);
+                float4 a = qp[0], b = qp[1];
+                s[r] += a.x * kf[0] + a.y * kf[1] + a.z * kf[2] + a.w * kf[3] + b.x * kf[4] + b.y * kf[5] +
+                        b.z * kf[6] + b.w * kf[7];
+            }
+        }
+    }
+
+    /* o += p V over the tile's nvalid rows: lane owns dims lane*(D/32) .. +D/32-1 (one 2..16-byte
+     * load per row for F16); VB rows of V are loaded before they are used, so the loads overlap */
+    template <typename VC>
+    __device__ __forceinline__ void values(const uint8_t *vbase, int t0, int nvalid, const float *sp) {
+        const int lane = threadIdx.x & 31;
+        constexpr int DL = D / 32, VB = VT == HMOE_KV_ANY ? 4 : DL <= 4 ? 16 : 8;
+        constexpr size_t rb = (size_t)(D / 32) * VC::BB;
+        for (int tb = 0; tb < nvalid; tb += VB) {
+            float vv[VB][DL];
+#pragma unroll
+            for (int u = 0; u < VB; u++) {
+                if (tb + u < nvalid) {
+                    VC::template load<DL>(vbase + (size_t)(t0 + tb + u) * rb, lane * DL, vv[u]);
                 } else {
-                    uint4 kk = *(const uint4 *)(krow + 2 * c);
-                    const __half2 *h2 = (const __half2 *)&kk;
 #pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        float2 f = __half22float2(h2[i]);
-                        kf[2 * i] = f.x, kf[2 * i + 1] = f.y;
-                    }
+                    for (int j = 0; j < DL; j++) vv[u][j] = 0.0f;
                 }
+            }
+#pragma unroll
+            for (int u = 0; u < VB; u++) {
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    const float4 *qp = (const float4 *)(qs + r * D + c);
-                    float4 a = qp[0], b = qp[1];
-                    s[r] += a.x * kf[0] + a.y * kf[1] + a.z * kf[2] + a.w * kf[3] + b.x * kf[4] + b.y * kf[5] +
-                            b.z * kf[6] + b.w * kf[7];
+                    const float pr = (tb + u < nvalid) ? sp[r * 32 + tb + u] : 0.0f;
+#pragma unroll
+                    for (int j = 0; j < DL; j++) o[r][j] += pr * vv[u][j];
                 }
             }
         }
+    }
+
+    /* One tile: cache positions t0 .. t0+nvalid-1 (nvalid <= 32). qs: R rows of D floats
+     * (already multiplied by the softmax scale); rowpos[r]: last position row r may see (-1 =
+     * none); sp: this warp's R x 32 floats of scratch. kbase/vbase: row 0 of this kv head, rows
+     * in the types tk / tv. window > 0: row r sees only t > rowpos[r] - window (the sliding window). */
+    __device__ __forceinline__ void tile(const uint8_t *kbase, const uint8_t *vbase, int tk, int tv, int t0, int nvalid,
+                                         const float *qs, const int (&rowpos)[R], float *sp, int window = 0) {
+        const int lane = threadIdx.x & 31;
+        const int t = t0 + lane;
+        float s[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) s[r] = 0.0f;
+        if (lane < nvalid)
+            kv_with<KT>(tk, [&](auto kc) {
+                using KC = decltype(kc);
+                scores<KC>(kbase + (size_t)t * ((size_t)(D / 32) * KC::BB), qs, s);
+            });
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const float sv = (lane < nvalid && t <= rowpos[r] && (window <= 0 || rowpos[r] - t < window)) ? s[r]
@@ -112,62 +139,24 @@ struct attn_warp_state {
             sp[r * 32 + lane] = p;
         }
         __syncwarp();
-        /* values: lane owns dims lane*(D/32) .. +D/32-1 (one 2..16-byte load per row); VB rows of V
-         * are loaded before they are used, so the loads of a tile overlap */
-        constexpr int DL = D / 32, VB = DL <= 4 ? 16 : 8;
-        for (int tb = 0; tb < nvalid; tb += VB) {
-            float vv[VB][DL];
-#pragma unroll
-            for (int u = 0; u < VB; u++) {
-                if (tb + u < nvalid) {
-                    const uint8_t *vrow = vbase + (size_t)(t0 + tb + u) * row_bytes;
-                    if (Q8) {
-                        const uint8_t *blk = vrow + 34 * ((lane * DL) / 32);
-                        const float d = hmoe_cu_h2f((uint16_t)hmoe_cu_ld_u16(blk));
-                        const uint8_t *qp = blk + 2 + (lane * DL) % 32;
-#pragma unroll
-                        for (int j = 0; j < DL; j++) vv[u][j] = d * (float)(int8_t)hmoe_cu_ld_u8(qp + j);
-                    } else {
-                        const __half *hp = (const __half *)vrow + lane * DL;
-                        if constexpr (DL == 1) {
-                            vv[u][0] = __half2float(hp[0]);
-                        } else {
-#pragma unroll
-                            for (int j = 0; j < DL; j += 2) {
-                                const float2 f = __half22float2(*(const __half2 *)(hp + j));
-                                vv[u][j] = f.x, vv[u][j + 1] = f.y;
-                            }
-                        }
-                    }
-                } else {
-#pragma unroll
-                    for (int j = 0; j < DL; j++) vv[u][j] = 0.0f;
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < VB; u++) {
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const float pr = (tb + u < nvalid) ? sp[r * 32 + tb + u] : 0.0f;
-#pragma unroll
-                    for (int j = 0; j < DL; j++) o[r][j] += pr * vv[u][j];
-                }
-            }
-        }
+        kv_with<VT>(tv, [&](auto vc) { values<decltype(vc)>(vbase, t0, nvalid, sp); });
         __syncwarp();
     }
 };
 
-template <bool Q8>
-__device__ __forceinline__ size_t attn_row_bytes(int D) {
-    return Q8 ? (size_t)(D / 32) * 34 : (size_t)D * 2;
+/* The K and V bases of kv head hk. */
+__device__ __forceinline__ const uint8_t *attn_kbase(const struct hmoe_cuda_kv &kv, int hk) {
+    return (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * hmoe_cu_kv_row_bytes(kv.type_k, kv.head_dim);
+}
+__device__ __forceinline__ const uint8_t *attn_vbase(const struct hmoe_cuda_kv &kv, int hk) {
+    return (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * hmoe_cu_kv_row_bytes(kv.type_v, kv.head_dim);
 }
 
 /* ------------------------------------------------ decode ------------------------------------------------ */
 
 /* Block (kv head hk, split s): rows = the G query heads of hk; partial results (max, sum,
  * unnormalised o) to scratch[(h_q * n_split + s) * (D + 2)]. */
-template <int D, int R, bool Q8>
+template <int D, int R, int KT, int VT>
 __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const float *__restrict__ q,
                                                                       struct hmoe_cuda_kv kv, const int32_t *pos_p,
                                                                       int G, float scale, int n_split,
@@ -190,15 +179,14 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
     }
     __syncthreads();
 
-    attn_warp_state<D, R, Q8> st;
+    attn_warp_state<D, R, KT, VT> st;
     st.init();
     int rowpos[R];
 #pragma unroll
     for (int r = 0; r < R; r++) rowpos[r] = r < G ? L - 1 : -1;
-    const size_t rb = attn_row_bytes<Q8>(D);
-    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
-    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
-    for (int t0 = begin + 32 * warp; t0 < end; t0 += 32 * ATTN_WARPS) st.tile(kbase, vbase, t0, min(32, end - t0), qs, rowpos, sp);
+    const uint8_t *kbase = attn_kbase(kv, hk), *vbase = attn_vbase(kv, hk);
+    for (int t0 = begin + 32 * warp; t0 < end; t0 += 32 * ATTN_WARPS)
+        st.tile(kbase, vbase, kv.type_k, kv.type_v, t0, min(32, end - t0), qs, rowpos, sp);
 
     /* merge the four warps: q and p scratch are dead now, reuse smem for the o rows */
     __syncthreads();
@@ -285,17 +273,14 @@ __global__ void __launch_bounds__(128) attn_decode_combine_kernel(const float *_
 /* Ask L2 for the K and V rows [t0, t1) of one kv head (every 128-byte line of each row), spread
  * over the block's threads: issued first, the HBM fetches overlap the QK-norm + RoPE prologue and
  * the V loads after the softmax hit L2. */
-__device__ __forceinline__ void attn_prefetch_rows(const uint8_t *kbase, const uint8_t *vbase, size_t rb, int t0, int t1) {
+__device__ __forceinline__ void attn_prefetch_rows(const uint8_t *kbase, const uint8_t *vbase, size_t rbk, size_t rbv,
+                                                   int t0, int t1) {
     for (int t = t0 + (int)threadIdx.x; t < t1; t += (int)blockDim.x) {
-        const uint8_t *kr = kbase + (size_t)t * rb, *vr = vbase + (size_t)t * rb;
-        for (size_t off = 0; off < rb; off += 128) {
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(kr + off));
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + off));
-        }
-        if (rb % 128) {
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(kr + rb - 1));
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + rb - 1));
-        }
+        const uint8_t *kr = kbase + (size_t)t * rbk, *vr = vbase + (size_t)t * rbv;
+        for (size_t off = 0; off < rbk; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(kr + off));
+        for (size_t off = 0; off < rbv; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + off));
+        if (rbk % 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(kr + rbk - 1));
+        if (rbv % 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + rbv - 1));
     }
 }
 
@@ -367,7 +352,7 @@ __device__ __forceinline__ float attn_normalise(float M, float Ls, float O, floa
  * rounds k and the raw v to what the cache holds, and the first block of the kv group stores them;
  * the new position is then taken from shared memory, not from the cache (nobody reads it from
  * global memory in this launch). */
-template <int D, bool Q8, bool QKR>
+template <int D, int KT, int VT, bool QKR>
 __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const float *__restrict__ q,
                                                                        struct hmoe_cuda_kv kv, const int32_t *pos_p,
                                                                        int G, float scale, float *scratch,
@@ -394,10 +379,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     const int cache_end = has_new ? end - 1 : end;
 
     float *qs = smem, *sp = smem + R * D + warp * R * 32;
-    const size_t rb = attn_row_bytes<Q8>(D);
-    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
-    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
-    attn_prefetch_rows(kbase, vbase, rb, begin, cache_end);
+    const uint8_t *kbase = attn_kbase(kv, hk), *vbase = attn_vbase(kv, hk);
+    attn_prefetch_rows(kbase, vbase, hmoe_cu_kv_row_bytes(kv.type_k, D), hmoe_cu_kv_row_bytes(kv.type_v, D), begin, cache_end);
     if constexpr (QKR) {
         float v[HMOE_QKR_MAXJ];
         /* loads of q (warp 0) / k (warp 1) first, the angles by the whole block meanwhile */
@@ -418,12 +401,12 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
         } else if (kw) {
             const bool store = h % G == 0;
             attn_warp_norm_rope_tab(v, D, qa.k_norm, qa.eps, s_cs, s_sn, half, s_rot[1]);
-            hmoe_cu_store_cache_row(kv, kv.k, hk, pos, v, store);
+            hmoe_cu_store_cache_row(kv, false, hk, pos, v, store);
 #pragma unroll
             for (int j = 0; j < D / 32; j++) s_new[0][lane + 32 * j] = v[j];
 #pragma unroll
             for (int j = 0; j < D / 32; j++) v[j] = qa.v[(size_t)hk * D + lane + 32 * j];
-            hmoe_cu_store_cache_row(kv, kv.v, hk, pos, v, store);
+            hmoe_cu_store_cache_row(kv, true, hk, pos, v, store);
 #pragma unroll
             for (int j = 0; j < D / 32; j++) s_new[1][lane + 32 * j] = v[j];
         }
@@ -432,11 +415,11 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     }
     __syncthreads();
 
-    attn_warp_state<D, R, Q8> st;
+    attn_warp_state<D, R, KT, VT> st;
     st.init();
     const int rowpos[R] = {L - 1};
     for (int t0 = begin + 32 * warp; t0 < cache_end; t0 += 32 * ATTN_WARPS)
-        st.tile(kbase, vbase, t0, min(32, cache_end - t0), qs, rowpos, sp);
+        st.tile(kbase, vbase, kv.type_k, kv.type_v, t0, min(32, cache_end - t0), qs, rowpos, sp);
     if (QKR && has_new && warp == 0) { /* the new position, from shared memory (online softmax step) */
         constexpr int DL = D / 32;
         float sc = 0.0f;
@@ -509,17 +492,37 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     }
 }
 
-template <int D, bool Q8>
+template <int D, int KT, int VT>
 static void decode1_launch(const float *q, const struct hmoe_cuda_kv *kv, const int32_t *pos, int G, float scale,
                            int max_split, float *scratch, unsigned int *cnt, float *out, uint8_t *out_q, int n_head,
                            const struct hmoe_cuda_qkv_args *qa, cudaStream_t st) {
     const dim3 grid((unsigned)n_head, (unsigned)max_split), blk(ATTN_WARPS * 32);
     if (qa)
-        hmoe_cu_launch(attn_decode1_kernel<D, Q8, true>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out, out_q,
-                       n_head, *qa);
+        hmoe_cu_launch(attn_decode1_kernel<D, KT, VT, true>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out,
+                       out_q, n_head, *qa);
     else
-        hmoe_cu_launch(attn_decode1_kernel<D, Q8, false>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out, out_q,
-                       n_head, hmoe_cuda_qkv_args{});
+        hmoe_cu_launch(attn_decode1_kernel<D, KT, VT, false>, grid, blk, 0, st, q, *kv, pos, G, scale, scratch, cnt, out,
+                       out_q, n_head, hmoe_cuda_qkv_args{});
+}
+
+/* f(D, KT, VT) as std::integral_constant values for the cache's head size and types: the F16 and
+ * Q8_0 caches (K and V alike) get kernels of their own, every other pair the run-time codec. */
+template <typename F>
+static void attn_dispatch(const struct hmoe_cuda_kv *kv, F &&f) {
+    using F16 = std::integral_constant<int, HMOE_TYPE_F16>;
+    using Q80 = std::integral_constant<int, HMOE_TYPE_Q8_0>;
+    using ANY = std::integral_constant<int, HMOE_KV_ANY>;
+    auto by_type = [&](auto d) {
+        if (kv->type_k == HMOE_TYPE_F16 && kv->type_v == HMOE_TYPE_F16) f(d, F16{}, F16{});
+        else if (kv->type_k == HMOE_TYPE_Q8_0 && kv->type_v == HMOE_TYPE_Q8_0) f(d, Q80{}, Q80{});
+        else f(d, ANY{}, ANY{});
+    };
+    switch (kv->head_dim) {
+    case 32: by_type(std::integral_constant<int, 32>{}); break;
+    case 64: by_type(std::integral_constant<int, 64>{}); break;
+    case 128: by_type(std::integral_constant<int, 128>{}); break;
+    default: by_type(std::integral_constant<int, 256>{}); break;
+    }
 }
 
 extern "C" size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, int n_split) {
@@ -528,7 +531,8 @@ extern "C" size_t hmoe_cuda_attn_decode_scratch_bytes(int n_head, int head_dim, 
 }
 
 static const char *attn_check(const struct hmoe_cuda_kv *kv, int n_head, int *G) {
-    if (kv->type != HMOE_TYPE_F16 && kv->type != HMOE_TYPE_Q8_0) return "KV cache type must be F16 or Q8_0";
+    if (!hmoe_cu_kv_type_ok(kv->type_k) || !hmoe_cu_kv_type_ok(kv->type_v))
+        return "KV cache types must be F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL";
     const int D = kv->head_dim;
     if (D != 32 && D != 64 && D != 128 && D != 256) return "head_dim must be 32, 64, 128 or 256";
     if (kv->n_head_kv <= 0 || n_head <= 0 || n_head % kv->n_head_kv) return "n_head must be a multiple of n_head_kv";
@@ -539,19 +543,19 @@ static const char *attn_check(const struct hmoe_cuda_kv *kv, int n_head, int *G)
     return nullptr;
 }
 
-template <int D, bool Q8>
+template <int D, int KT, int VT>
 static void decode_launch(const float *q, const struct hmoe_cuda_kv *kv, const int32_t *pos, int G, float scale,
                           int n_split, float *scratch, float *out, uint8_t *out_q, int n_head, cudaStream_t st) {
     dim3 grid((unsigned)kv->n_head_kv, (unsigned)n_split);
     if (G <= 4)
-        attn_decode_kernel<D, (4 < attn_rows<D>::value ? 4 : attn_rows<D>::value), Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(
+        attn_decode_kernel<D, (4 < attn_rows<D>::value ? 4 : attn_rows<D>::value), KT, VT><<<grid, ATTN_WARPS * 32, 0, st>>>(
             q, *kv, pos, G, scale, n_split, scratch);
     else if (G <= 8)
-        attn_decode_kernel<D, (8 < attn_rows<D>::value ? 8 : attn_rows<D>::value), Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(
+        attn_decode_kernel<D, (8 < attn_rows<D>::value ? 8 : attn_rows<D>::value), KT, VT><<<grid, ATTN_WARPS * 32, 0, st>>>(
             q, *kv, pos, G, scale, n_split, scratch);
     else
-        attn_decode_kernel<D, attn_rows<D>::value, Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(q, *kv, pos, G, scale, n_split,
-                                                                                        scratch);
+        attn_decode_kernel<D, attn_rows<D>::value, KT, VT><<<grid, ATTN_WARPS * 32, 0, st>>>(q, *kv, pos, G, scale,
+                                                                                            n_split, scratch);
     attn_decode_combine_kernel<D><<<(unsigned)n_head, 128, 0, st>>>(scratch, n_split, out, out_q, n_head, kv->sinks);
 }
 
@@ -569,17 +573,10 @@ extern "C" enum hmoe_status hmoe_cuda_attn_decode(const float *d_q, const struct
     uint8_t *oq = (uint8_t *)d_out_q8_1;
     cudaStream_t st = hmoe_cu_stream(stream);
     float *scr = (float *)d_scratch;
-    const bool q8 = kv->type == HMOE_TYPE_Q8_0;
-    switch (kv->head_dim) {
-    case 32: q8 ? decode_launch<32, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
-                : decode_launch<32, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
-    case 64: q8 ? decode_launch<64, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
-                : decode_launch<64, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
-    case 128: q8 ? decode_launch<128, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
-                 : decode_launch<128, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
-    default: q8 ? decode_launch<256, true>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st)
-                : decode_launch<256, false>(d_q, kv, d_pos, G, scale, n_split, scr, d_out, oq, n_head, st); break;
-    }
+    attn_dispatch(kv, [&](auto d, auto kt, auto vt) {
+        decode_launch<decltype(d)::value, decltype(kt)::value, decltype(vt)::value>(d_q, kv, d_pos, G, scale, n_split, scr,
+                                                                                    d_out, oq, n_head, st);
+    });
     HMOE_CUDA_LAUNCH_CHECK(err, "attn_decode");
     return HMOE_OK;
 }
@@ -598,17 +595,10 @@ static enum hmoe_status decode_fused(const float *d_q, const struct hmoe_cuda_kv
     uint8_t *oq = (uint8_t *)d_out_q8_1;
     float *scr = (float *)d_scratch;
     unsigned int *c = d_counters;
-    const bool q8 = kv->type == HMOE_TYPE_Q8_0;
-    switch (kv->head_dim) {
-    case 32: q8 ? decode1_launch<32, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st)
-                : decode1_launch<32, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st); break;
-    case 64: q8 ? decode1_launch<64, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st)
-                : decode1_launch<64, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st); break;
-    case 128: q8 ? decode1_launch<128, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st)
-                 : decode1_launch<128, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st); break;
-    default: q8 ? decode1_launch<256, true>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st)
-                : decode1_launch<256, false>(d_q, kv, d_pos, G, scale, max_split, scr, c, d_out, oq, n_head, qa, st); break;
-    }
+    attn_dispatch(kv, [&](auto d, auto kt, auto vt) {
+        decode1_launch<decltype(d)::value, decltype(kt)::value, decltype(vt)::value>(d_q, kv, d_pos, G, scale, max_split, scr,
+                                                                                     c, d_out, oq, n_head, qa, st);
+    });
     HMOE_CUDA_LAUNCH_CHECK(err, "attn_decode_fused");
     return HMOE_OK;
 }
@@ -637,7 +627,7 @@ extern "C" enum hmoe_status hmoe_cuda_attn_decode_qkv(const struct hmoe_cuda_qkv
 /* ------------------------------------------------ prefill ------------------------------------------------ */
 
 /* Block (kv head hk, token tile): rows r = token_in_tile * G + g, warp w owns rows [wR, wR+R). */
-template <int D, int R, bool Q8>
+template <int D, int R, int KT, int VT>
 __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const float *__restrict__ q, int64_t q_stride,
                                                                        int64_t ntok, const int32_t *__restrict__ pos,
                                                                        struct hmoe_cuda_kv kv, int G, float scale,
@@ -671,13 +661,11 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
     }
     __syncwarp();
 
-    attn_warp_state<D, R, Q8> st;
+    attn_warp_state<D, R, KT, VT> st;
     st.init();
-    const size_t rb = attn_row_bytes<Q8>(D);
-    const uint8_t *kbase = (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * rb;
-    const uint8_t *vbase = (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * rb;
+    const uint8_t *kbase = attn_kbase(kv, hk), *vbase = attn_vbase(kv, hk);
     for (int t0 = minlo / 32 * 32; t0 <= maxpos; t0 += 32)
-        st.tile(kbase, vbase, t0, min(32, maxpos + 1 - t0), qs, rowpos, sp, kv.window);
+        st.tile(kbase, vbase, kv.type_k, kv.type_v, t0, min(32, maxpos + 1 - t0), qs, rowpos, sp, kv.window);
 
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -700,14 +688,14 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
     }
 }
 
-template <int D, bool Q8>
+template <int D, int KT, int VT>
 static void prefill_launch(const float *q, int64_t q_stride, int64_t ntok, const int32_t *pos,
                            const struct hmoe_cuda_kv *kv, int G, float scale, float *o32, __half *o16, int64_t os,
                            cudaStream_t st) {
     constexpr int R = attn_rows<D>::value;
     const int tq = (ATTN_WARPS * R) / G;
     dim3 grid((unsigned)kv->n_head_kv, (unsigned)hmoe_cu_div_up(ntok, tq));
-    attn_prefill_kernel<D, R, Q8><<<grid, ATTN_WARPS * 32, 0, st>>>(q, q_stride, ntok, pos, *kv, G, scale, o32, o16, os);
+    attn_prefill_kernel<D, R, KT, VT><<<grid, ATTN_WARPS * 32, 0, st>>>(q, q_stride, ntok, pos, *kv, G, scale, o32, o16, os);
 }
 
 extern "C" enum hmoe_status hmoe_cuda_attn_prefill_old(const float *d_q, int64_t q_stride, int64_t ntok,
@@ -727,17 +715,10 @@ extern "C" enum hmoe_status hmoe_cuda_attn_prefill_old(const float *d_q, int64_t
     if (ntok == 0) return HMOE_OK;
     cudaStream_t st = hmoe_cu_stream(stream);
     __half *o16 = (__half *)d_out_f16;
-    const bool q8 = kv->type == HMOE_TYPE_Q8_0;
-    switch (D) {
-    case 32: q8 ? prefill_launch<32, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
-                : prefill_launch<32, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
-    case 64: q8 ? prefill_launch<64, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
-                : prefill_launch<64, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
-    case 128: q8 ? prefill_launch<128, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
-                 : prefill_launch<128, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
-    default: q8 ? prefill_launch<256, true>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st)
-                : prefill_launch<256, false>(d_q, q_stride, ntok, d_pos, kv, G, scale, d_out_f32, o16, out_stride, st); break;
-    }
+    attn_dispatch(kv, [&](auto d, auto kt, auto vt) {
+        prefill_launch<decltype(d)::value, decltype(kt)::value, decltype(vt)::value>(d_q, q_stride, ntok, d_pos, kv, G, scale,
+                                                                                     d_out_f32, o16, out_stride, st);
+    });
     HMOE_CUDA_LAUNCH_CHECK(err, "attn_prefill");
     return HMOE_OK;
 }

@@ -1,6 +1,7 @@
 /* cuda_attn_prefill.cu — causal prefill attention on tensor cores (flash-attention-2 style) over the
  * VRAM KV cache (f16 or q8_0 rows, head-major, cuda.h), and the dispatcher hmoe_cuda_attn_prefill
- * that picks it or the CUDA-core kernel of cuda_attn.cu (hmoe_cuda_attn_prefill_old).
+ * that picks it or the CUDA-core kernel of cuda_attn.cu (hmoe_cuda_attn_prefill_old, which also takes
+ * every other KV type and mixed K / V types).
  * Implements qwen3moe.md §4.3 steps 7-9 (GQA head h reads kv head h / (n_head / n_head_kv), scale,
  * causal mask inclusive of the query's own position, softmax, weighted V) for a batch of tokens.
  * Relies on mma.sync m16n8k16 (f16 in, f32 accumulate), ldmatrix and cp.async: sm_80 and newer.
@@ -354,7 +355,8 @@ constexpr int PF_AUTO_WARPS = 4;
 /* Why the tensor-core kernel cannot take this call (NULL: it can). */
 const char *pf_refusal(const float *d_q, int64_t q_stride, const struct hmoe_cuda_kv *kv, int n_head, const float *d_out_f32,
                        const uint16_t *d_out_f16, int64_t out_stride) {
-    if (!kv || (kv->type != HMOE_TYPE_F16 && kv->type != HMOE_TYPE_Q8_0)) return "KV cache type must be F16 or Q8_0";
+    if (!kv || kv->type_k != kv->type_v || (kv->type_k != HMOE_TYPE_F16 && kv->type_k != HMOE_TYPE_Q8_0))
+        return "KV cache types must be F16 or Q8_0, the same for K and V";
     const int D = kv->head_dim;
     if (D != 64 && D != 128 && D != 256) return "head_dim must be 64, 128 or 256";
     if (kv->n_head_kv <= 0 || n_head <= 0 || n_head % kv->n_head_kv) return "n_head must be a multiple of n_head_kv";
@@ -387,7 +389,7 @@ extern "C" enum hmoe_status hmoe_cuda_attn_prefill_mma(const float *d_q, int64_t
     cudaStream_t st = hmoe_cu_stream(stream);
     __half *o16 = (__half *)d_out_f16;
     const float qs = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
-    const bool q8 = kv->type == HMOE_TYPE_Q8_0;
+    const bool q8 = kv->type_k == HMOE_TYPE_Q8_0;
     cudaError_t e;
     switch (D) {
     case 64:

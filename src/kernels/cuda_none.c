@@ -206,10 +206,6 @@ enum hmoe_status hmoe_cuda_rmsnorm(const struct hmoe_cuda_rmsnorm_args *a, void 
 void hmoe_cuda_rope_yarn_corr(struct hmoe_cuda_rope *r, int n_ctx_orig, float beta_fast, float beta_slow) {
     (void)r, (void)n_ctx_orig, (void)beta_fast, (void)beta_slow;
 }
-size_t hmoe_cuda_kv_bytes(enum hmoe_type type, int64_t n_ctx, int n_head_kv, int head_dim) {
-    size_t row = type == HMOE_TYPE_Q8_0 ? (size_t)(head_dim / 32) * 34 : (size_t)head_dim * 2;
-    return row * (size_t)n_head_kv * (size_t)n_ctx;
-}
 enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_qkv_args *a, void *stream,
                                               struct hmoe_err *err) {
     (void)a, (void)stream;

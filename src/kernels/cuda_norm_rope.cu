@@ -193,18 +193,13 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) qk_norm_rope_kernel(struct hmo
         for (int j = 0; j < HMOE_QKR_MAXJ; j++)
             if (j < nj) dst[lane + 32 * j] = v[j];
     } else {
-        hmoe_cu_store_cache_row(a.kv, a.kv.k, h, pos, v, true);
+        hmoe_cu_store_cache_row(a.kv, false, h, pos, v, true);
         const float *vs = a.v + t * a.kv_stride + (int64_t)h * D;
 #pragma unroll
         for (int j = 0; j < HMOE_QKR_MAXJ; j++)
             if (j < nj) v[j] = vs[lane + 32 * j];
-        hmoe_cu_store_cache_row(a.kv, a.kv.v, h, pos, v, true);
+        hmoe_cu_store_cache_row(a.kv, true, h, pos, v, true);
     }
-}
-
-extern "C" size_t hmoe_cuda_kv_bytes(enum hmoe_type type, int64_t n_ctx, int n_head_kv, int head_dim) {
-    size_t row = type == HMOE_TYPE_Q8_0 ? (size_t)(head_dim / 32) * 34 : (size_t)head_dim * 2;
-    return row * (size_t)n_head_kv * (size_t)n_ctx;
 }
 
 extern "C" enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_qkv_args *a, void *stream,
@@ -215,8 +210,9 @@ extern "C" enum hmoe_status hmoe_cuda_qk_norm_rope_store(const struct hmoe_cuda_
                       "qk_norm_rope: n_head %d must be a positive multiple of n_head_kv %d", a->n_head, a->n_head_kv);
     HMOE_CUDA_REQUIRE(err, a->rope.n_rot >= 0 && a->rope.n_rot % 2 == 0 && a->rope.n_rot <= D,
                       "qk_norm_rope: n_rot %d must be even and <= head_dim %d", a->rope.n_rot, D);
-    HMOE_CUDA_REQUIRE(err, a->kv.type == HMOE_TYPE_F16 || a->kv.type == HMOE_TYPE_Q8_0,
-                      "qk_norm_rope: KV cache type %s (F16 or Q8_0 only)", hmoe_type_name(a->kv.type));
+    HMOE_CUDA_REQUIRE(err, hmoe_cu_kv_type_ok(a->kv.type_k) && hmoe_cu_kv_type_ok(a->kv.type_v),
+                      "qk_norm_rope: KV cache types %s / %s (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL)",
+                      hmoe_type_name(a->kv.type_k), hmoe_type_name(a->kv.type_v));
     HMOE_CUDA_REQUIRE(err, a->kv.head_dim == D && a->kv.n_head_kv == a->n_head_kv && a->kv.k && a->kv.v,
                       "qk_norm_rope: KV cache shape does not match the heads");
     HMOE_CUDA_REQUIRE(err, a->q_stride >= (int64_t)a->n_head * D && a->kv_stride >= (int64_t)a->n_head_kv * D &&

@@ -1,13 +1,14 @@
 /* cuda_rope_impl.cuh — private to src/kernels: the per-head pieces of qwen3moe.md §4.3 steps 4-6
  * and §5 shared by the QK-norm + RoPE + KV-store kernel (cuda_norm_rope.cu) and the fused decode
  * attention (cuda_attn.cu): the rotation angle, one warp normalising and rotating one head, and
- * the store of a head's row into the F16 / Q8_0 cache (with the values a reader of the cache gets
- * back, so a kernel can use the new row without reading it again).
+ * the store of a head's row into the cache in its K or V type (with the values a reader of the cache
+ * gets back, so a kernel can use the new row without reading it again).
  */
 #ifndef HMOE_KERNELS_CUDA_ROPE_IMPL_CUH
 #define HMOE_KERNELS_CUDA_ROPE_IMPL_CUH
 
 #include "kernels/cuda_impl.cuh"
+#include "kernels/cuda_kv_codec.cuh"
 
 #define HMOE_QKR_MAXD 256
 #define HMOE_QKR_MAXJ (HMOE_QKR_MAXD / 32)
@@ -65,43 +66,19 @@ __device__ __forceinline__ void hmoe_cu_warp_norm_rope(const float *src, int D, 
     __syncwarp(); /* s may be reused by the caller */
 }
 
-/* Store the 32 values of one block (one per lane) of a cache row in Q8_0, the way
- * hmoe_ref_quantize_q8_0 does it (multiplier 127/amax, round half to even, fp16 d); returns the
- * value a reader decodes (fp16 d times the quant). */
-__device__ __forceinline__ float hmoe_cu_store_q8_0_block(float v, uint8_t *blk) {
-    const int lane = threadIdx.x & 31;
-    float amax = hmoe_warp_max(fabsf(v));
-    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int q = __float2int_rn(v * id);
-    q = max(-128, min(127, q));
-    blk[2 + lane] = (uint8_t)(int8_t)q;
-    const __half dh = __float2half_rn(d);
-    if (lane == 0) *(__half *)blk = dh;
-    return __half2float(dh) * (float)q;
-}
-
-/* One warp stores the row of head h at pos (v[j] = dim lane + 32 j) into `base` (kv.k or kv.v);
- * v is replaced by what a reader of the cache decodes. */
-__device__ __forceinline__ void hmoe_cu_store_cache_row(const struct hmoe_cuda_kv &kv, void *base, int h, int pos,
+/* One warp stores the row of kv head h at pos (v[j] = dim lane + 32 j) into the V cache (is_v) or
+ * the K cache, in that tensor's type (cuda_kv_codec.cuh), when `store`; either way v[j] becomes
+ * the value a reader of the cache decodes. */
+__device__ __forceinline__ void hmoe_cu_store_cache_row(const struct hmoe_cuda_kv &kv, bool is_v, int h, int pos,
                                                         float (&v)[HMOE_QKR_MAXJ], bool store) {
-    const int lane = threadIdx.x & 31, D = kv.head_dim, nj = D / 32;
-    const size_t row = (size_t)h * kv.n_ctx + pos;
-    if (kv.type == HMOE_TYPE_F16) {
-        __half *dst = (__half *)base + row * D;
+    const int D = kv.head_dim, nj = D / 32, type = is_v ? kv.type_v : kv.type_k;
+    uint8_t *row = (uint8_t *)(is_v ? kv.v : kv.k) + ((size_t)h * kv.n_ctx + pos) * hmoe_cu_kv_row_bytes(type, D);
+    kv_with<HMOE_KV_ANY>(type, [&](auto c) {
+        using C = decltype(c);
 #pragma unroll
         for (int j = 0; j < HMOE_QKR_MAXJ; j++)
-            if (j < nj) {
-                const __half hv = __float2half_rn(v[j]);
-                if (store) dst[lane + 32 * j] = hv;
-                v[j] = __half2float(hv);
-            }
-    } else {
-        uint8_t scratch[34];
-        uint8_t *dst = (uint8_t *)base + row * (size_t)(D / 32) * 34;
-#pragma unroll
-        for (int j = 0; j < HMOE_QKR_MAXJ; j++)
-            if (j < nj) v[j] = hmoe_cu_store_q8_0_block(v[j], store ? dst + 34 * j : scratch);
-    }
+            if (j < nj) v[j] = C::store(v[j], row + (size_t)j * C::BB, store);
+    });
 }
 
 #endif

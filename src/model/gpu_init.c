@@ -2,8 +2,8 @@
  * VRAM budget (src/sched: which layers keep their experts in VRAM), upload the weights once
  * (attention matrices as stored, q|k|v back to back when their types match so one matvec
  * serves all three; norms and router F32; resident expert stacks as stored), allocate the KV
- * cache (f16 or q8_0, cuda.h layout) and every activation buffer for the largest micro-batch,
- * and write the VRAM report. Experts of layers kept in RAM belong to the hybrid scheduler
+ * cache (K and V each in any GPU cache type, cuda.h layout) and every activation buffer for the
+ * largest micro-batch, and write the VRAM report. Experts of layers kept in RAM belong to the hybrid scheduler
  * (src/sched/hybrid.c). Relies on cuda.h; qwen3moe.md §2 for the tensors.
  */
 #include <stdarg.h>
@@ -54,10 +54,10 @@ static enum hmoe_status check_model(const struct hmoe_model *m, const struct hmo
                           "the GPU expert kernels route by softmax top-k to gated SwiGLU experts without a latent "
                           "projection, which %s does not use; use --gpu off",
                           cfg->arch);
-    if (p->type_k != p->type_v || (p->type_k != HMOE_TYPE_F16 && p->type_k != HMOE_TYPE_Q8_0))
+    if (!hmoe_cuda_kv_type_ok(p->type_k) || !hmoe_cuda_kv_type_ok(p->type_v))
         return HMOE_RAISE(err, HMOE_ERR_UNSUPPORTED,
-                          "the GPU KV cache is f16 or q8_0 for both K and V (asked: -ctk %s -ctv %s); use -ctk/-ctv f16 "
-                          "or q8_0, or --gpu off",
+                          "the GPU KV cache takes f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl for K and V "
+                          "(asked: -ctk %s -ctv %s); use one of those or --gpu off",
                           hmoe_type_name(p->type_k), hmoe_type_name(p->type_v));
     if (cfg->head_dim_v != cfg->head_dim || (cfg->head_dim != 32 && cfg->head_dim != 64 && cfg->head_dim != 128 &&
                                              cfg->head_dim != 256) ||
@@ -225,11 +225,13 @@ static enum hmoe_status upload_layer(struct hmoe_ctx *c, int il, struct hmoe_err
     /* KV cache: K and V of n_ctx positions, head-major (cuda.h), for each of the n_seq sequences
      * back to back (sequence s: K and V at s * kv_seq_stride, hmoe_gpu_kv_view); none for
      * recurrent layers. L->kv is sequence 0's. */
-    const size_t kvb = hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, m->cfg.n_head_kv, m->cfg.head_dim);
-    g->kv_seq_stride = 2 * align256(kvb);
+    const size_t kbytes = hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, m->cfg.n_head_kv, m->cfg.head_dim);
+    const size_t vbytes = hmoe_cuda_kv_bytes(c->p.type_v, c->p.n_ctx, m->cfg.n_head_kv, m->cfg.head_dim);
+    g->kv_seq_stride = align256(kbytes) + align256(vbytes);
     if (!W->recurrent) {
         if ((st = hmoe_cuda_buf_alloc(g->cu, (size_t)c->p.n_seq * g->kv_seq_stride, &L->kv_buf, err))) return st;
-        L->kv = (struct hmoe_cuda_kv){.type = c->p.type_k, .k = L->kv_buf.ptr, .v = (uint8_t *)L->kv_buf.ptr + align256(kvb),
+        L->kv = (struct hmoe_cuda_kv){.type_k = c->p.type_k, .type_v = c->p.type_v, .k = L->kv_buf.ptr,
+                                      .v = (uint8_t *)L->kv_buf.ptr + align256(kbytes),
                                       .n_ctx = c->p.n_ctx, .n_head_kv = m->cfg.n_head_kv, .head_dim = m->cfg.head_dim,
                                       .window = W->attn_window, .sinks = L->sinks};
         if ((st = hmoe_cuda_memset(g->cu, L->kv_buf.ptr, 0, L->kv_buf.bytes, err))) return st;
@@ -407,8 +409,10 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     for (int il = 0; il < cfg->n_layer; il++) n_kv_layers += !m->w.layers[il].recurrent;
     const uint64_t kv = (uint64_t)n_kv_layers *
                         hmoe_cuda_alloc_cost((size_t)c->p.n_seq *
-                                             2 * align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv,
-                                                                              cfg->head_dim)));
+                                             (align256(hmoe_cuda_kv_bytes(c->p.type_k, c->p.n_ctx, cfg->n_head_kv,
+                                                                          cfg->head_dim)) +
+                                              align256(hmoe_cuda_kv_bytes(c->p.type_v, c->p.n_ctx, cfg->n_head_kv,
+                                                                          cfg->head_dim))));
     const uint64_t arch_vram = cfg->arch_entry->gpu->vram_bytes ? cfg->arch_entry->gpu->vram_bytes(c) : 0;
     const uint64_t act = hmoe_cuda_alloc_cost(act_layout(c, NULL)) +
                          (arch_vram ? hmoe_cuda_alloc_cost(arch_vram) + 4 * HMOE_CUDA_ALLOC_GRANULE : 0); /* mixers, state */
@@ -424,13 +428,13 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
         return HMOE_RAISE(err, HMOE_ERR_RANGE,
                           "VRAM budget %.0f MiB is below the %.0f MiB the GPU needs without any expert: CUDA context "
                           "%.0f%s, cuBLAS %.0f, reserve %.0f, attention + norms + router %.0f, LM head %.0f, KV cache "
-                          "%.0f (%s, -c %d), buffers %.0f MiB; raise --vram-budget, lower -c/--ctx-size or -ub, or "
+                          "%.0f (K %s, V %s, -c %d), buffers %.0f MiB; raise --vram-budget, lower -c/--ctx-size or -ub, or "
                           "use --gpu off",
                           (double)g->budget_bytes / MiB, (double)(overhead + attn + hmoe_cuda_alloc_cost(head) + kv + act) / MiB,
                           (double)g->bytes_context / MiB, g->context_measured ? "" : " (estimated)",
                           (double)g->bytes_cublas / MiB, (double)g->bytes_reserve / MiB, (double)attn / MiB,
                           (double)hmoe_cuda_alloc_cost(head) / MiB, (double)kv / MiB, hmoe_type_name(c->p.type_k),
-                          c->p.n_ctx, (double)act / MiB);
+                          hmoe_type_name(c->p.type_v), c->p.n_ctx, (double)act / MiB);
 
     uint64_t *eb = malloc((size_t)cfg->n_layer * sizeof *eb);
     g->moe = malloc((size_t)cfg->n_layer * sizeof *g->moe);
@@ -521,11 +525,12 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
               c->p.gpu_device, (double)g->budget_bytes / MiB, (double)di.free_bytes / MiB,
               (double)g->bytes_context / MiB, g->context_measured ? " (measured)" : " (estimated: NVML unavailable)",
               (double)g->bytes_cublas / MiB, (double)g->bytes_reserve / MiB, (double)g->bytes_pad / MiB);
-    HMOE_INFO("VRAM plan: attention + norms + router %.0f MiB, LM head %.0f MiB, KV cache %.0f MiB (%s, -c %d), "
+    HMOE_INFO("VRAM plan: attention + norms + router %.0f MiB, LM head %.0f MiB, KV cache %.0f MiB (K %s, V %s, -c %d), "
               "buffers %.0f MiB (%d-token ubatch), resident experts %.0f MiB, expert cache %.0f MiB (%d slots per RAM "
               "layer), prefill streaming %.0f MiB: %.0f MiB planned",
               (double)attn / MiB, (double)hmoe_cuda_alloc_cost(head) / MiB, (double)kv / MiB,
-              hmoe_type_name(c->p.type_k), c->p.n_ctx, (double)act / MiB, g->n_ub, (double)g->bytes_experts / MiB,
+              hmoe_type_name(c->p.type_k), hmoe_type_name(c->p.type_v), c->p.n_ctx, (double)act / MiB, g->n_ub,
+              (double)g->bytes_experts / MiB,
               (double)g->bytes_cache / MiB, g->cache_slots, (double)g->bytes_stream / MiB, (double)g->plan_bytes / MiB);
     if (g->slots_kv_cost > 0)
         HMOE_INFO("VRAM plan: the KV cache of -c %d takes %d expert-cache slots per RAM layer (%d without it): the "
@@ -646,8 +651,8 @@ const char *hmoe_gpu_report(struct hmoe_ctx *c) {
     rappend(g, "  attention weights + norms + router  %9.1f MiB\n", (double)g->bytes_attn / MiB);
     rappend(g, "  resident experts                    %9.1f MiB\n", (double)g->bytes_experts / MiB);
     rappend(g, "  output norm + LM head               %9.1f MiB\n", (double)g->bytes_head / MiB);
-    rappend(g, "  KV cache (%s, %d positions)       %9.1f MiB\n", hmoe_type_name(c->p.type_k), c->p.n_ctx,
-            (double)g->bytes_kv / MiB);
+    rappend(g, "  KV cache (K %s, V %s, %d positions) %9.1f MiB\n", hmoe_type_name(c->p.type_k),
+            hmoe_type_name(c->p.type_v), c->p.n_ctx, (double)g->bytes_kv / MiB);
     rappend(g, "  activation buffers (%d-token ubatch) %8.1f MiB\n", g->n_ub, (double)g->act_buf.bytes / MiB);
     if (g->arch_state && c->m->cfg.arch_entry->gpu->report) {
         char line[4096];
