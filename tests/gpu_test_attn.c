@@ -164,19 +164,6 @@ static void ref_norm_rope(const float *src, int D, const float *nw, int pos, dou
     }
 }
 
-/* How far a stored element i of a row of type t (bytes row) may be from the exact value x: a bit
- * more than half a rounding step of the type (the GPU's f32 norm + rope and the float64 reference
- * may round to neighbouring codes). Block types: the step from the block's fp16 scale (IQ4_NL:
- * its widest code gap, 24 scale units). */
-static double kv_step(enum hmoe_type t, const uint8_t *row, int i, double x) {
-    if (t == HMOE_TYPE_F32) return fabs(x) * 1e-6;
-    if (t == HMOE_TYPE_F16) return ldexp(fabs(x), -11);
-    if (t == HMOE_TYPE_BF16) return ldexp(fabs(x), -8);
-    const uint8_t *blk = row + (size_t)hmoe_type_info[t].type_size * (size_t)(i / 32);
-    const double d = fabs(hmoe_fp16_to_f32((uint16_t)(blk[0] | (blk[1] << 8))));
-    return 0.6 * d * (t == HMOE_TYPE_IQ4_NL ? 24.0 : 1.0);
-}
-
 /* hmoe_cuda_attn_decode_qkv: raw q/k/v of the new token in, QK-norm + RoPE + KV store + attention
  * in one launch. Checks: the stored K row against the float64 norm + rope (one fp16 rounding /
  * half a q8_0 step), the stored V row byte-exact against the type table's quantizer, and the
@@ -239,7 +226,7 @@ static void test_decode_qkv_kv(int H, int Hkv, int D, enum hmoe_type t, enum hmo
             hmoe_type_info[t].dequant_ref(krow, kd, D);
             hmoe_type_info[tv].dequant_ref(vrow, vd, D);
             for (int i = 0; i < D && ok; i++) {
-                const double tol = kv_step(t, krow, i, ref[i]) + 2e-5;
+                const double tol = kv_store_tol(t, krow, i, ref[i]) + 2e-5;
                 if (!(fabs(kd[i] - ref[i]) <= tol))
                     snprintf(why, sizeof why, "k head %d dim %d stored %.9g, want %.9g (tol %.3g)", h, i, kd[i], ref[i], tol), ok = 0;
             }

@@ -11,9 +11,11 @@
  * for 4- and 5-bit types is 1/8 .. 1/32 of its block's largest value. For f32 / f16 / bf16 / q8_0
  * the F16-KV limit of the golden tests applies (max |d| <= 1e-2, fixtures §5.4); for the 4- and
  * 5-bit types max |d| <= 0.06 (the limit the golden tests allow a quantized model). Both with
- * cosine >= 0.9999 per row and the same top-1 token at >= 95 % of positions. Each case also prints
- * ("#") how far the CPU's own result for that pair is from the CPU with an F32 cache, to show the
- * quantization noise the agreement is measured against.
+ * cosine >= 0.9999 per row and the same top-1 token at >= 95 % of positions, or else, since the
+ * CPU's quantized-K dot products also quantize q (to the type's activation blocks, as llama.cpp's
+ * CPU backend does) where the GPU multiplies f32 q: the GPU no further from the CPU with an F32
+ * cache than 1.5 x the CPU with that pair is (max |d| and 1 - cosine) — a codec bug lands far
+ * outside that. Each case prints ("#") the CPU's own distance from the F32 cache.
  */
 #include "harness.h"
 #include "hmoe/cuda.h"
@@ -106,8 +108,9 @@ int main(void) {
         }
         const double lim = low_bits(tk) || low_bits(tv) ? 0.06 : 1e-2;
         const bool cpu_ok = run(cc, ids, false, cpu, V, &err);
+        struct res nz = {0, 1, NTOK};
         if (cpu_ok) {
-            const struct res nz = compare_rows(cpu, base, NTOK, V);
+            nz = compare_rows(cpu, base, NTOK, V);
             printf("#   -ctk %s -ctv %s: CPU vs CPU with an F32 cache: max |d| %.3g, worst cosine %.6f, top-1 %d/%d\n",
                    hmoe_type_name(tk), hmoe_type_name(tv), nz.max_abs, nz.worst_cos, nz.top1_ok, NTOK);
         }
@@ -118,10 +121,13 @@ int main(void) {
                 t_check(0, name, "%s", err.msg);
                 continue;
             }
-            const struct res r = compare_rows(gpu, cpu, NTOK, V);
-            t_check(r.max_abs <= lim && r.worst_cos >= 0.9999 && r.top1_ok >= (int)(0.95 * NTOK), name,
-                    "max |d| %.3g (limit %.3g), worst cosine %.6f (limit 0.9999), top-1 %d/%d (limit 95 %%)", r.max_abs, lim,
-                    r.worst_cos, r.top1_ok, NTOK);
+            const struct res r = compare_rows(gpu, cpu, NTOK, V), rb = compare_rows(gpu, base, NTOK, V);
+            const bool close = r.worst_cos >= 0.9999 && r.top1_ok >= (int)(0.95 * NTOK);
+            const bool as_noisy = rb.max_abs <= 1.5 * nz.max_abs + 1e-3 && 1.0 - rb.worst_cos <= 1.5 * (1.0 - nz.worst_cos) + 1e-5;
+            t_check(r.max_abs <= lim && (close || as_noisy), name,
+                    "max |d| %.3g (limit %.3g), worst cosine %.6f (limit 0.9999), top-1 %d/%d (limit 95 %%); from the F32 "
+                    "cache: GPU max |d| %.3g cosine %.6f, CPU max |d| %.3g cosine %.6f (limit 1.5x)",
+                    r.max_abs, lim, r.worst_cos, r.top1_ok, NTOK, rb.max_abs, rb.worst_cos, nz.max_abs, nz.worst_cos);
         }
         hmoe_ctx_free(cc), hmoe_ctx_free(cg);
     }

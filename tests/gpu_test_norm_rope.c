@@ -154,17 +154,8 @@ static void test_qk_rope_kv(int H, int Hkv, int D, int n_rot, enum hmoe_type kvt
             for (int i = 0; i < D; i++) scale = fmax(scale, fabs(ref[i]));
             hmoe_type_info[kvt].dequant_ref(krow, kdec, D);
             for (int i = 0; i < D && ok; i++) {
-                /* a bit more than half a rounding step of the type (block types: of the block's fp16 scale;
-                 * IQ4_NL: its widest code gap, 24 scale units) */
                 const double got = kdec[i];
-                double step;
-                if (kvt == HMOE_TYPE_F32) step = fabs(ref[i]) * 1e-6;
-                else if (kvt == HMOE_TYPE_F16) step = ldexp(fabs(ref[i]), -11);
-                else if (kvt == HMOE_TYPE_BF16) step = ldexp(fabs(ref[i]), -8);
-                else {
-                    const uint8_t *blk = krow + hmoe_type_info[kvt].type_size * (size_t)(i / 32);
-                    step = 0.6 * fabs(hmoe_fp16_to_f32((uint16_t)(blk[0] | (blk[1] << 8)))) * (kvt == HMOE_TYPE_IQ4_NL ? 24 : 1);
-                }
+                const double step = kv_store_tol(kvt, krow, i, ref[i]); /* gpu_util.h */
                 const double tol = step + 2e-5 * scale + 1e-6;
                 if (!(fabs(got - ref[i]) <= tol)) {
                     snprintf(why, sizeof why, "tok %d (pos %d) k head %d dim %d: %.9g, want %.9g", t, pos[t], h, i, got, ref[i]);

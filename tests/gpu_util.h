@@ -148,6 +148,23 @@ static inline void gpu_free_all(void) {
     for (int i = 0; i < g_nbufs; i++) hmoe_cuda_buf_free(g_ctx, &g_bufs[i]);
     g_nbufs = 0;
 }
+/* How far a stored cache element i of a row of type t (bytes row) may be from the exact value x:
+ * a bit more than half a rounding step of the type (a GPU f32 result and a float64 reference may
+ * round to neighbouring codes). Block types: the step from the block's fp16 scale (IQ4_NL: its
+ * widest code gap, 24 scale units). Q4_0 / Q5_0 map the block's extreme to -8 / -16 steps, so
+ * values of the other sign beyond 7 / 15 steps are clamped there: that excess is allowed too. */
+static inline double kv_store_tol(enum hmoe_type t, const uint8_t *row, int i, double x) {
+    if (t == HMOE_TYPE_F32) return fabs(x) * 1e-6;
+    if (t == HMOE_TYPE_F16) return ldexp(fabs(x), -11);
+    if (t == HMOE_TYPE_BF16) return ldexp(fabs(x), -8);
+    const uint8_t *blk = row + (size_t)hmoe_type_info[t].type_size * (size_t)(i / 32);
+    const double d = hmoe_fp16_to_f32((uint16_t)(blk[0] | (blk[1] << 8)));
+    double tol = 0.6 * fabs(d) * (t == HMOE_TYPE_IQ4_NL ? 24.0 : 1.0);
+    const double top = t == HMOE_TYPE_Q4_0 ? 7.0 : t == HMOE_TYPE_Q5_0 ? 15.0 : 0.0;
+    if (top > 0 && d != 0 && x / d > top) tol += (x / d - top) * fabs(d);
+    return tol;
+}
+
 /* Device allocation that dies loudly: a test cannot go on without its buffers. The memory is
  * filled with 0xff bytes (NaN floats) so unwritten outputs are caught. */
 static inline void *dalloc(size_t bytes) {

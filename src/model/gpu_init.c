@@ -624,15 +624,20 @@ static void fused_decode_setup(struct hmoe_ctx *c) {
 static void rappend(struct hmoe_gpu *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void rappend(struct hmoe_gpu *g, const char *fmt, ...) {
     size_t len = g->report ? strlen(g->report) : 0;
-    if (g->report_cap - len < 1024) {
-        size_t cap = g->report_cap ? g->report_cap * 2 : 8192;
+    va_list ap;
+    va_start(ap, fmt);
+    const int need = vsnprintf(NULL, 0, fmt, ap); /* the report grows to hold every line whole */
+    va_end(ap);
+    if (need < 0) return;
+    if (!g->report || g->report_cap - len <= (size_t)need) {
+        size_t cap = g->report_cap ? g->report_cap : 8192;
+        while (cap - len <= (size_t)need) cap *= 2;
         char *r = realloc(g->report, cap);
         if (!r) return;
         if (!g->report) r[0] = 0;
         g->report = r;
         g->report_cap = cap;
     }
-    va_list ap;
     va_start(ap, fmt);
     vsnprintf(g->report + len, g->report_cap - len, fmt, ap);
     va_end(ap);
