@@ -21,7 +21,9 @@
 
 /* The RMSNorm of one f32 row (n % 32 == 0) times norm_w, as the q8_1 row hmoe_cuda_rmsnorm
  * would write, into shared memory: every block of a normed matvec makes the whole row itself
- * (n floats from L2), so the decode step needs no norm launch before its q|k|v product. */
+ * (n floats from L2), so the decode step needs no norm launch before its q|k|v product. Each
+ * thread quantizes whole 32-value blocks alone (no shuffles: the prologue stays short next to
+ * a block's few rows); the same products as hmoe_cu_q8_1_warp. */
 __device__ void mmv_norm_q8_1(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, int n,
                               uint8_t *row) {
     __shared__ float red[HMOE_MMV_THREADS / 32];
@@ -35,9 +37,35 @@ __device__ void mmv_norm_q8_1(const float *__restrict__ x, const float *__restri
 #pragma unroll
     for (int i = 0; i < HMOE_MMV_THREADS / 32; i++) ss += red[i];
     const float r = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int b = warp; b < n / 32; b += HMOE_MMV_THREADS / 32) {
-        const int i = 32 * b + lane;
-        hmoe_cu_q8_1_warp((x[i] * r) * norm_w[i], (int8_t *)row + 32 * b, (float2 *)(row + n) + b);
+    for (int b = threadIdx.x; b < n / 32; b += HMOE_MMV_THREADS) {
+        float v[32], amax = 0.0f;
+        const float4 *x4 = (const float4 *)(x + 32 * b), *w4 = (const float4 *)(norm_w + 32 * b);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float4 a = x4[j], w = w4[j];
+            v[4 * j] = (a.x * r) * w.x, v[4 * j + 1] = (a.y * r) * w.y;
+            v[4 * j + 2] = (a.z * r) * w.z, v[4 * j + 3] = (a.w * r) * w.w;
+        }
+#pragma unroll
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        uint32_t packed[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            uint32_t p = 0;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int q = max(-127, min(127, __float2int_rn(v[4 * j + e] * id)));
+                sum += q;
+                p |= (uint32_t)(uint8_t)(int8_t)q << (8 * e);
+            }
+            packed[j] = p;
+        }
+        uint4 *dst = (uint4 *)(row + 32 * b);
+        dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+        dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+        ((float2 *)(row + n))[b] = make_float2(d, d * (float)sum);
     }
     __syncthreads();
 }
@@ -213,8 +241,9 @@ extern "C" enum hmoe_status hmoe_cuda_mmv(const struct hmoe_cuda_mmv_args *a, vo
     HMOE_CUDA_REQUIRE(err, !a->add || a->add_stride >= a->nrows, "mmv: add_stride smaller than nrows");
     HMOE_CUDA_REQUIRE(err,
                       !a->norm_w || (hmoe_type_info[a->type].is_quantized && a->ntok == 1 && a->ncols % 32 == 0 &&
-                                     a->ncols <= HMOE_CUDA_MMV_NORM_MAX_COLS),
-                      "mmv: a normed input needs quantized weights, one token and ncols %% 32 == 0, <= %d",
+                                     a->ncols <= HMOE_CUDA_MMV_NORM_MAX_COLS && hmoe_cu_aligned(a->norm_w, 16)),
+                      "mmv: a normed input needs quantized weights, one token, 16-byte aligned norm weights and "
+                      "ncols %% 32 == 0, <= %d",
                       HMOE_CUDA_MMV_NORM_MAX_COLS);
     if (a->nrows == 0 || a->ntok == 0) return HMOE_OK;
     HMOE_CUDA_REQUIRE(err, a->ntok <= (int64_t)65535 * 8 && a->nrows < ((int64_t)1 << 36), "mmv: ntok %lld or nrows too large", (long long)a->ntok);
