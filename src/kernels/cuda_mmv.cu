@@ -85,44 +85,50 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
         x = normed_row;
     }
     const int tl = threadIdx.x % TPR;
-    const int64_t r0 = ((int64_t)blockIdx.x * G + threadIdx.x / TPR) * MMV_RPT;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
     const int nt = (int)HMOE_MIN((int64_t)NT, ntok - t0);
     const int ncols = nblocks * TR::blck;
-    const uint8_t *wr[MMV_RPT];
+    /* one trip per block, except for a normed input, whose grid is capped so that fewer blocks
+     * make the row (MMV_NORM_BLOCKS) and each takes several row groups */
+    const int64_t n_row_blocks = (nrows + G * MMV_RPT - 1) / (G * MMV_RPT);
+    for (int64_t rb = blockIdx.x; rb < n_row_blocks; rb += gridDim.x) {
+        const int64_t r0 = (rb * G + threadIdx.x / TPR) * MMV_RPT;
+        const uint8_t *wr[MMV_RPT];
 #pragma unroll
-    for (int r = 0; r < MMV_RPT; r++) wr[r] = w + (size_t)HMOE_MIN(r0 + r, nrows - 1) * row_bytes; /* clamped: in bounds, result dropped */
-    float acc[MMV_RPT * NT];
+        for (int r = 0; r < MMV_RPT; r++) wr[r] = w + (size_t)HMOE_MIN(r0 + r, nrows - 1) * row_bytes; /* clamped: in bounds, result dropped */
+        float acc[MMV_RPT * NT];
 #pragma unroll
-    for (int i = 0; i < MMV_RPT * NT; i++) acc[i] = 0.0f;
-    const int nsl = nblocks * TR::ns;
+        for (int i = 0; i < MMV_RPT * NT; i++) acc[i] = 0.0f;
+        const int nsl = nblocks * TR::ns;
 #pragma unroll 2
-    for (int s = tl; s < nsl; s += TPR) {
-        const int blk = s / TR::ns, sl = s % TR::ns;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            if (t < nt) {
-                const uint8_t *xr = x + (size_t)(t0 + t) * x_stride;
-                const int8_t *aq = (const int8_t *)xr + (size_t)blk * TR::blck;
-                const float2 *ad = (const float2 *)(xr + ncols) + (size_t)blk * (TR::blck / 32);
-#pragma unroll
-                for (int r = 0; r < MMV_RPT; r++) acc[r * NT + t] += TR::vdot(wr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
-            }
-        }
-    }
-    hmoe_mmv_group_sum<TPR>(acc, red);
-    if (tl == 0) {
-#pragma unroll
-        for (int r = 0; r < MMV_RPT; r++)
+        for (int s = tl; s < nsl; s += TPR) {
+            const int blk = s / TR::ns, sl = s % TR::ns;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                if (r0 + r < nrows && t < nt) {
-                    float v = acc[r * NT + t];
-                    if (bias) v += bias[r0 + r];
-                    if (add) v += add[(t0 + t) * add_stride + r0 + r];
-                    y[(t0 + t) * y_stride + r0 + r] = v;
+                if (t < nt) {
+                    const uint8_t *xr = x + (size_t)(t0 + t) * x_stride;
+                    const int8_t *aq = (const int8_t *)xr + (size_t)blk * TR::blck;
+                    const float2 *ad = (const float2 *)(xr + ncols) + (size_t)blk * (TR::blck / 32);
+#pragma unroll
+                    for (int r = 0; r < MMV_RPT; r++) acc[r * NT + t] += TR::vdot(wr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
                 }
             }
+        }
+        hmoe_mmv_group_sum<TPR>(acc, red);
+        if (tl == 0) {
+#pragma unroll
+            for (int r = 0; r < MMV_RPT; r++)
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    if (r0 + r < nrows && t < nt) {
+                        float v = acc[r * NT + t];
+                        if (bias) v += bias[r0 + r];
+                        if (add) v += add[(t0 + t) * add_stride + r0 + r];
+                        y[(t0 + t) * y_stride + r0 + r] = v;
+                    }
+                }
+        }
+        if (TPR > 32) __syncthreads(); /* red is written again by the next trip */
     }
 }
 
@@ -182,6 +188,9 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_f_kernel(const uint8_t *
  * synthetic 30B files: Q4_K_M 453.6 / 454.2 vs 451.4 / 449.8 with the slice-count rule (TPR 128
  * for the Q6_K head), IQ2_XXS 439.4 / 439.8 vs 438.2 / 437.6, same logits. */
 #define MMV_BIG_ROWS 32768
+/* Blocks of a matvec with a normed input: each makes the q8_1 row itself (2 n floats from L2),
+ * so about 4 per SM of a large GPU, each over several row groups, instead of one per group. */
+#define MMV_NORM_BLOCKS 512
 #define MMV_BIG_TPR 32
 
 /* Launch the right (NT, TPR) instance: one token -> TPR from the row's slice count; several
@@ -191,7 +200,9 @@ static void mmv_launch(const struct hmoe_cuda_mmv_args *a, int units, cudaStream
     const uint8_t *w = (const uint8_t *)a->w, *x = (const uint8_t *)a->x;
     const int n = F ? (int)(a->ncols / 8) : (int)(a->ncols / TR::blck);
     auto grid = [&](int tpr, int nt) {
-        return dim3((unsigned)hmoe_cu_div_up(a->nrows, (HMOE_MMV_THREADS / tpr) * MMV_RPT), (unsigned)hmoe_cu_div_up(a->ntok, nt));
+        const int64_t blocks = hmoe_cu_div_up(a->nrows, (HMOE_MMV_THREADS / tpr) * MMV_RPT);
+        return dim3((unsigned)(a->norm_w ? HMOE_MIN(blocks, (int64_t)MMV_NORM_BLOCKS) : blocks),
+                    (unsigned)hmoe_cu_div_up(a->ntok, nt));
     };
 #define MMV_GO(NT_, TPR_)                                                                                           \
     do {                                                                                                            \

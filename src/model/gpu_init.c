@@ -370,6 +370,7 @@ enum hmoe_status hmoe_gpu_init(struct hmoe_ctx *c, struct hmoe_err *err) {
     g->n_ub = c->p.n_ubatch;
     g->logit_rows = HMOE_MIN(g->n_ub, GPU_LOGIT_ROWS);
     g->no_graph = getenv("HMOE_NO_GRAPH") != NULL; /* debugging: every kernel launched from the host */
+    g->norm_apart = getenv("HMOE_GPU_NORM_APART") && strcmp(getenv("HMOE_GPU_NORM_APART"), "0") != 0; /* A/B */
     g->cublas_scratch_halves = g->n_ub > GPU_SMALL_TOKENS ? max_dense_halves(m) : 0;
 
     /* The budget is what the process takes on the device as nvidia-smi counts it: the context and
