@@ -183,8 +183,9 @@ enum hmoe_status hmoe_gpu_layer_attn_moe(struct hmoe_ctx *c, int il, int64_t n, 
     /* fused single-token step (gpu_impl.h): fewer launches, same products */
     const bool fused = decode && n == 1 && g->fused_decode;
 
-    /* Self-attention (§4.3). The fused step with quantized q|k|v normalises inside their matvecs. */
-    const bool norm_in_qkv = fused && !g->norm_apart && hmoe_type_info[L->wq.type].is_quantized && hmoe_type_info[L->wk.type].is_quantized &&
+    /* Self-attention (§4.3). HMOE_GPU_NORM_IN_QKV: the fused step with quantized q|k|v normalises
+     * inside their matvecs (no norm launch; each of their blocks makes the normed row itself). */
+    const bool norm_in_qkv = fused && g->norm_in_qkv && hmoe_type_info[L->wq.type].is_quantized && hmoe_type_info[L->wk.type].is_quantized &&
                              hmoe_type_info[L->wv.type].is_quantized && d % 32 == 0 && d <= HMOE_CUDA_MMV_NORM_MAX_COLS;
     prof(g, P_NORM);
     if (!norm_in_qkv) {

@@ -95,7 +95,7 @@ struct hmoe_gpu {
     struct hmoe_cuda_graph *graphs[HMOE_MAX_SEQ];
     uint32_t seq;                      /* decode steps so far (the mailbox sequence number) */
     bool fused_decode;                 /* single-token steps use the fused launchers (gpu_init.c) */
-    bool norm_apart;                   /* HMOE_GPU_NORM_APART=1: the fused step's attention norm is its own launch */
+    bool norm_in_qkv;                  /* HMOE_GPU_NORM_IN_QKV=1: the fused step's q|k|v matvecs normalise their input */
     bool no_graph;                     /* HMOE_NO_GRAPH at init: decode steps launched from the host */
     struct hmoe_sched_hybrid *hyb;     /* NULL when every expert is resident */
     void *arch_state;                  /* the architecture's own weights and state (its entry's gpu->init), or NULL */
