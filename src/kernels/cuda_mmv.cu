@@ -70,7 +70,7 @@ __device__ void mmv_norm_q8_1(const float *__restrict__ x, const float *__restri
     __syncthreads();
 }
 
-template <class TR, int NT, int TPR>
+template <class TR, int NT, int TPR, bool NORM>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes,
                                                                  int64_t nrows, int nblocks, const uint8_t *__restrict__ x,
                                                                  size_t x_stride, int64_t ntok, float *y, int64_t y_stride,
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
     extern __shared__ __align__(16) uint8_t normed_row[];
-    if (norm_w) { /* x is one f32 row: normalise and quantize it here (hmoe_cuda_mmv_args.norm_w) */
+    if constexpr (NORM) { /* x is one f32 row: normalise and quantize it here (hmoe_cuda_mmv_args.norm_w) */
         mmv_norm_q8_1((const float *)x, norm_w, norm_eps, nblocks * TR::blck, normed_row);
         x = normed_row;
     }
@@ -89,8 +89,9 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
     const int nt = (int)HMOE_MIN((int64_t)NT, ntok - t0);
     const int ncols = nblocks * TR::blck;
     /* one trip per block, except for a normed input, whose grid is capped so that fewer blocks
-     * make the row (MMV_NORM_BLOCKS) and each takes several row groups */
-    const int64_t n_row_blocks = (nrows + G * MMV_RPT - 1) / (G * MMV_RPT);
+     * make the row (MMV_NORM_BLOCKS) and each takes several row groups (a separate instance: the
+     * prologue's registers do not weigh on the plain kernel's occupancy) */
+    const int64_t n_row_blocks = NORM ? (nrows + G * MMV_RPT - 1) / (G * MMV_RPT) : (int64_t)blockIdx.x + 1;
     for (int64_t rb = blockIdx.x; rb < n_row_blocks; rb += gridDim.x) {
         const int64_t r0 = (rb * G + threadIdx.x / TPR) * MMV_RPT;
         const uint8_t *wr[MMV_RPT];
@@ -128,7 +129,7 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
                     }
                 }
         }
-        if (TPR > 32) __syncthreads(); /* red is written again by the next trip */
+        if (NORM && TPR > 32) __syncthreads(); /* red is written again by the next trip */
     }
 }
 
@@ -210,10 +211,19 @@ static void mmv_launch(const struct hmoe_cuda_mmv_args *a, int units, cudaStream
             hmoe_cu_launch(mmv_f_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), 0, st, w,          \
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
                            a->add_stride, a->bias);                                                                   \
-        else                                                                                                        \
-            hmoe_cu_launch(mmv_q_kernel<TR, NT_, TPR_>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), smem, st, w,       \
+        else if constexpr (NT_ == 1) {                                                                              \
+            if (a->norm_w)                                                                                          \
+                hmoe_cu_launch(mmv_q_kernel<TR, 1, TPR_, true>, grid(TPR_, 1), dim3(HMOE_MMV_THREADS), smem, st, w, \
+                               a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,   \
+                               a->add_stride, a->bias, a->norm_w, a->norm_eps);                                       \
+            else                                                                                                    \
+                hmoe_cu_launch(mmv_q_kernel<TR, 1, TPR_, false>, grid(TPR_, 1), dim3(HMOE_MMV_THREADS), 0, st, w,   \
+                               a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,   \
+                               a->add_stride, a->bias, nullptr, 0.0f);                                                \
+        } else                                                                                                      \
+            hmoe_cu_launch(mmv_q_kernel<TR, NT_, TPR_, false>, grid(TPR_, NT_), dim3(HMOE_MMV_THREADS), 0, st, w,   \
                            a->row_bytes, a->nrows, n, x, a->x_stride_bytes, a->ntok, a->y, a->y_stride, a->add,       \
-                           a->add_stride, a->bias, a->norm_w, a->norm_eps);                                           \
+                           a->add_stride, a->bias, nullptr, 0.0f);                                                    \
     } while (0)
     const size_t smem = a->norm_w ? hmoe_cu_q8_1_row_bytes(a->ncols) : 0;
     const int tpr = a->nrows >= MMV_BIG_ROWS ? MMV_BIG_TPR : hmoe_mmv_tpr(units);
