@@ -49,6 +49,8 @@ static const struct fp16_fields fp16_fields[] = {
     {HMOE_TYPE_Q8_0, 1, {offsetof(struct hmoe_block_q8_0, d)}},
     {HMOE_TYPE_Q5_0, 1, {offsetof(struct hmoe_block_q5_0, d)}},
     {HMOE_TYPE_Q4_0, 1, {offsetof(struct hmoe_block_q4_0, d)}},
+    {HMOE_TYPE_Q4_1, 2, {offsetof(struct hmoe_block_q4_1, d), offsetof(struct hmoe_block_q4_1, m)}},
+    {HMOE_TYPE_Q5_1, 2, {offsetof(struct hmoe_block_q5_1, d), offsetof(struct hmoe_block_q5_1, m)}},
     {HMOE_TYPE_IQ2_XXS, 1, {offsetof(struct hmoe_block_iq2_xxs, d)}},
     {HMOE_TYPE_IQ2_XS, 1, {offsetof(struct hmoe_block_iq2_xs, d)}},
     {HMOE_TYPE_IQ2_S, 1, {offsetof(struct hmoe_block_iq2_s, d)}},
@@ -222,7 +224,7 @@ static const enum hmoe_type random_types[] = {
     HMOE_TYPE_Q4_K,    HMOE_TYPE_Q6_K,    HMOE_TYPE_Q5_K,  HMOE_TYPE_Q8_0,    HMOE_TYPE_F32,    HMOE_TYPE_F16,
     HMOE_TYPE_BF16,    HMOE_TYPE_Q2_K,    HMOE_TYPE_Q3_K,  HMOE_TYPE_IQ2_XXS, HMOE_TYPE_IQ2_XS, HMOE_TYPE_IQ2_S,
     HMOE_TYPE_IQ3_XXS, HMOE_TYPE_IQ3_S,   HMOE_TYPE_IQ4_XS, HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ1_S,  HMOE_TYPE_IQ1_M,  HMOE_TYPE_Q5_0,
-    HMOE_TYPE_MXFP4,   HMOE_TYPE_Q4_0};
+    HMOE_TYPE_MXFP4,   HMOE_TYPE_Q4_0,    HMOE_TYPE_Q4_1,  HMOE_TYPE_Q5_1};
 
 /* Quantized activations of the dispatched quantizer are byte-identical to quantize_ref. */
 static void check_quantize(enum hmoe_type at, enum hmoe_cpu_path path) {
@@ -323,8 +325,36 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
                 ref[t * nrows + r] = ti->vec_dot_ref(ncols, w + (size_t)r * row_bytes, xq + (size_t)t * act_bytes);
         }
         /* Float weights: f32 sums of tens of thousands of products in another order differ from
-         * the reference by rounding relative to sum |w x|, not to the (possibly cancelled) result. */
+         * the reference by rounding relative to sum |w x|, not to the (possibly cancelled) result.
+         * Q4_1 / Q5_1 (x = d q + m) against Q8_1: relative to the block terms the kernels sum,
+         * sum |d da sum q a| + |m s|, which cancel when d q and m do. */
         float *mag = NULL;
+        if (wt == HMOE_TYPE_Q4_1 || wt == HMOE_TYPE_Q5_1) {
+            mag = calloc((size_t)(nrows * ntok_max), sizeof *mag);
+            const bool five = wt == HMOE_TYPE_Q5_1;
+            for (int64_t r = 0; r < nrows; r++)
+                for (int64_t t = 0; t < ntok_max; t++) {
+                    const uint8_t *wr = w + (size_t)r * row_bytes;
+                    const struct hmoe_block_q8_1 *a = (const struct hmoe_block_q8_1 *)(xq + (size_t)t * act_bytes);
+                    double m = 0;
+                    for (int64_t i = 0; i < ncols / 32; i++) {
+                        const uint8_t *blk = wr + (size_t)i * ti->type_size;
+                        uint16_t d, mn;
+                        memcpy(&d, blk, 2), memcpy(&mn, blk + 2, 2);
+                        uint32_t qh = 0;
+                        if (five) memcpy(&qh, blk + 4, 4);
+                        const uint8_t *qs = blk + (five ? 8 : 4);
+                        double sq = 0;
+                        for (int e = 0; e < 32; e++) {
+                            const int q = (e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) | (int)(((qh >> e) & 1) << 4);
+                            sq += q * fabs((double)a[i].qs[e]);
+                        }
+                        m += fabs((double)hmoe_fp16_to_f32(d) * hmoe_fp16_to_f32(a[i].d)) * sq +
+                             fabs((double)hmoe_fp16_to_f32(mn) * hmoe_fp16_to_f32(a[i].s));
+                    }
+                    mag[t * nrows + r] = (float)m;
+                }
+        }
         if (ti->blck == 1) {
             mag = calloc((size_t)(nrows * ntok_max), sizeof *mag);
             float *wr = malloc(sizeof(float) * (size_t)ncols);

@@ -34,6 +34,8 @@ const struct hmoe_cpu_kernel_row hmoe_cpu_kernel_rows[] = {
     WEIGHT(HMOE_TYPE_Q8_0, HMOE_CPU_AVX2, q8_0_avx2),
     WEIGHT(HMOE_TYPE_Q5_0, HMOE_CPU_AVX2, q5_0_avx2),
     WEIGHT(HMOE_TYPE_Q4_0, HMOE_CPU_AVX2, q4_0_avx2),
+    WEIGHT(HMOE_TYPE_Q4_1, HMOE_CPU_AVX2, q4_1_avx2), /* also the AVX-512 path's */
+    WEIGHT(HMOE_TYPE_Q5_1, HMOE_CPU_AVX2, q5_1_avx2), /* also the AVX-512 path's */
     WEIGHT(HMOE_TYPE_F32, HMOE_CPU_AVX2, f32_avx2),
     WEIGHT(HMOE_TYPE_F16, HMOE_CPU_AVX2, f16_avx2),
     WEIGHT(HMOE_TYPE_BF16, HMOE_CPU_AVX2, bf16_avx2),
