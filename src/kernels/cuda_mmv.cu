@@ -70,6 +70,54 @@ __device__ void mmv_norm_q8_1(const float *__restrict__ x, const float *__restri
     __syncthreads();
 }
 
+/* One row group (rows (rb * G + group) * MMV_RPT .. + MMV_RPT - 1, tokens t0 .. t0 + nt - 1) of
+ * y = W·x (+ bias) (+ add): each thread's weight loads of all its rows and slices in flight at once. */
+template <class TR, int NT, int TPR>
+__device__ __forceinline__ void mmv_q_rows(int64_t rb, const uint8_t *__restrict__ w, size_t row_bytes, int64_t nrows,
+                                           int nblocks, const uint8_t *__restrict__ x, size_t x_stride, int64_t t0, int nt,
+                                           float *y, int64_t y_stride, const float *add, int64_t add_stride,
+                                           const float *__restrict__ bias, float (*red)[MMV_RPT * NT]) {
+    constexpr int G = HMOE_MMV_THREADS / TPR;
+    const int tl = threadIdx.x % TPR;
+    const int ncols = nblocks * TR::blck;
+    const int64_t r0 = (rb * G + threadIdx.x / TPR) * MMV_RPT;
+    const uint8_t *wr[MMV_RPT];
+#pragma unroll
+    for (int r = 0; r < MMV_RPT; r++) wr[r] = w + (size_t)HMOE_MIN(r0 + r, nrows - 1) * row_bytes; /* clamped: in bounds, result dropped */
+    float acc[MMV_RPT * NT];
+#pragma unroll
+    for (int i = 0; i < MMV_RPT * NT; i++) acc[i] = 0.0f;
+    const int nsl = nblocks * TR::ns;
+#pragma unroll 2
+    for (int s = tl; s < nsl; s += TPR) {
+        const int blk = s / TR::ns, sl = s % TR::ns;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                const uint8_t *xr = x + (size_t)(t0 + t) * x_stride;
+                const int8_t *aq = (const int8_t *)xr + (size_t)blk * TR::blck;
+                const float2 *ad = (const float2 *)(xr + ncols) + (size_t)blk * (TR::blck / 32);
+#pragma unroll
+                for (int r = 0; r < MMV_RPT; r++) acc[r * NT + t] += TR::vdot(wr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
+            }
+        }
+    }
+    hmoe_mmv_group_sum<TPR>(acc, red);
+    if (tl == 0) {
+#pragma unroll
+        for (int r = 0; r < MMV_RPT; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (r0 + r < nrows && t < nt) {
+                    float v = acc[r * NT + t];
+                    if (bias) v += bias[r0 + r];
+                    if (add) v += add[(t0 + t) * add_stride + r0 + r];
+                    y[(t0 + t) * y_stride + r0 + r] = v;
+                }
+            }
+    }
+}
+
 template <class TR, int NT, int TPR, bool NORM>
 __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes,
                                                                  int64_t nrows, int nblocks, const uint8_t *__restrict__ x,
@@ -79,57 +127,24 @@ __global__ void __launch_bounds__(HMOE_MMV_THREADS) mmv_q_kernel(const uint8_t *
                                                                  const float *__restrict__ norm_w, float norm_eps) {
     constexpr int G = HMOE_MMV_THREADS / TPR;
     __shared__ float red[HMOE_MMV_THREADS / 32][MMV_RPT * NT];
-    extern __shared__ __align__(16) uint8_t normed_row[];
-    if constexpr (NORM) { /* x is one f32 row: normalise and quantize it here (hmoe_cuda_mmv_args.norm_w) */
-        mmv_norm_q8_1((const float *)x, norm_w, norm_eps, nblocks * TR::blck, normed_row);
-        x = normed_row;
-    }
-    const int tl = threadIdx.x % TPR;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
     const int nt = (int)HMOE_MIN((int64_t)NT, ntok - t0);
-    const int ncols = nblocks * TR::blck;
-    /* one trip per block, except for a normed input, whose grid is capped so that fewer blocks
-     * make the row (MMV_NORM_BLOCKS) and each takes several row groups (a separate instance: the
-     * prologue's registers do not weigh on the plain kernel's occupancy) */
-    const int64_t n_row_blocks = NORM ? (nrows + G * MMV_RPT - 1) / (G * MMV_RPT) : (int64_t)blockIdx.x + 1;
-    for (int64_t rb = blockIdx.x; rb < n_row_blocks; rb += gridDim.x) {
-        const int64_t r0 = (rb * G + threadIdx.x / TPR) * MMV_RPT;
-        const uint8_t *wr[MMV_RPT];
-#pragma unroll
-        for (int r = 0; r < MMV_RPT; r++) wr[r] = w + (size_t)HMOE_MIN(r0 + r, nrows - 1) * row_bytes; /* clamped: in bounds, result dropped */
-        float acc[MMV_RPT * NT];
-#pragma unroll
-        for (int i = 0; i < MMV_RPT * NT; i++) acc[i] = 0.0f;
-        const int nsl = nblocks * TR::ns;
-#pragma unroll 2
-        for (int s = tl; s < nsl; s += TPR) {
-            const int blk = s / TR::ns, sl = s % TR::ns;
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < nt) {
-                    const uint8_t *xr = x + (size_t)(t0 + t) * x_stride;
-                    const int8_t *aq = (const int8_t *)xr + (size_t)blk * TR::blck;
-                    const float2 *ad = (const float2 *)(xr + ncols) + (size_t)blk * (TR::blck / 32);
-#pragma unroll
-                    for (int r = 0; r < MMV_RPT; r++) acc[r * NT + t] += TR::vdot(wr[r] + (size_t)blk * TR::bytes, sl, aq, ad);
-                }
-            }
+    if constexpr (NORM) {
+        /* x is one f32 row: normalise and quantize it here (hmoe_cuda_mmv_args.norm_w); the grid
+         * is capped (MMV_NORM_BLOCKS) so that fewer blocks make the row, each over several row
+         * groups. An instance of its own: the prologue's registers do not weigh on the plain one. */
+        extern __shared__ __align__(16) uint8_t normed_row[];
+        mmv_norm_q8_1((const float *)x, norm_w, norm_eps, nblocks * TR::blck, normed_row);
+        const int64_t n_row_blocks = (nrows + G * MMV_RPT - 1) / (G * MMV_RPT);
+        for (int64_t rb = blockIdx.x; rb < n_row_blocks; rb += gridDim.x) {
+            mmv_q_rows<TR, NT, TPR>(rb, w, row_bytes, nrows, nblocks, normed_row, x_stride, t0, nt, y, y_stride, add,
+                                    add_stride, bias, red);
+            if (TPR > 32) __syncthreads(); /* red is written again by the next trip */
         }
-        hmoe_mmv_group_sum<TPR>(acc, red);
-        if (tl == 0) {
-#pragma unroll
-            for (int r = 0; r < MMV_RPT; r++)
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    if (r0 + r < nrows && t < nt) {
-                        float v = acc[r * NT + t];
-                        if (bias) v += bias[r0 + r];
-                        if (add) v += add[(t0 + t) * add_stride + r0 + r];
-                        y[(t0 + t) * y_stride + r0 + r] = v;
-                    }
-                }
-        }
-        if (NORM && TPR > 32) __syncthreads(); /* red is written again by the next trip */
+    } else {
+        (void)norm_w, (void)norm_eps;
+        mmv_q_rows<TR, NT, TPR>(blockIdx.x, w, row_bytes, nrows, nblocks, x, x_stride, t0, nt, y, y_stride, add,
+                                add_stride, bias, red);
     }
 }
 
