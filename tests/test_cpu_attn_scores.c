@@ -1,9 +1,9 @@
 /* test_cpu_attn_scores.c — hmoe_cpu_attn_scores and hmoe_cpu_softmax_scaled (cpu.h), the
- * attention's scores and softmax, on every CPU path this machine has.
+ * attention's scores and softmax, on every CPU path this machine has (scalar, AVX2, AVX-512).
  * Scores: s[h][p] = K row p · query h for f32 / f16 / bf16 / q8_0 K (queries in the K type's
  * activation format, from hmoe_cpu_quantize_act) against a double-precision sum of the type
  * table's reference dequantization of both, within 1e-6 + 1e-5 of Σ|k·q| (binary32 sums);
- * shapes cover head_dim tails (not a multiple of 16), odd position counts, head counts that
+ * shapes cover head_dim tails (not a multiple of 16 or of 8), odd position counts, head counts that
  * are not a multiple of 8 and more than 8, one head, and a K row stride longer than the row
  * (the bytes between rows hold NaN, which must not reach a score); scores are written only
  * for h < n_h, p < n_pos.
@@ -123,11 +123,12 @@ static int softmax_case(int64_t n, int kind, char *detail, size_t cap) {
 }
 
 int main(void) {
-    const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX512};
+    const enum hmoe_cpu_path paths[] = {HMOE_CPU_SCALAR, HMOE_CPU_AVX2, HMOE_CPU_AVX512};
     const enum hmoe_type types[] = {HMOE_TYPE_F32, HMOE_TYPE_F16, HMOE_TYPE_BF16, HMOE_TYPE_Q8_0};
     /* (head_dim, positions, heads) */
     static const int64_t shapes[][3] = {{128, 1, 8}, {128, 27, 8}, {128, 64, 1}, {128, 33, 16}, {64, 17, 3},
-                                        {256, 40, 9}, {96, 5, 4}, {80, 300, 8}, {512, 9, 2}, {576, 7, 3}};
+                                        {256, 40, 9}, {96, 5, 4}, {80, 300, 8}, {512, 9, 2}, {576, 7, 3},
+                                        {100, 13, 5}, {36, 8, 8}, {7, 3, 2}};
     for (size_t p = 0; p < HMOE_ARRAY_LEN(paths); p++) {
         const enum hmoe_cpu_path got = hmoe_cpu_force_path(paths[p]);
         if (got != paths[p]) {
