@@ -153,11 +153,13 @@ void hmoe_cpu_attn_wsum_avx2(enum hmoe_type vt, int64_t n_pos, const void *v, si
                              const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
 void hmoe_cpu_attn_wsum_avx512(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
                                const float *prob, size_t p_stride, int n_h, float *o, size_t o_stride);
-/* The attention's scores and softmax (attn_scores_avx2.c, attn_scores_avx512.c, softmax_avx512.c; cpu.h). */
+/* The attention's scores and softmax (attn_scores_avx2.c, attn_scores_avx512.c, softmax_avx2.c,
+ * softmax_avx512.c; cpu.h). */
 void hmoe_cpu_attn_scores_avx2(enum hmoe_type kt, int64_t D, const void *k, size_t k_stride, int64_t n_pos,
                                const void *q, size_t q_stride, int n_h, float *s, size_t s_stride);
 void hmoe_cpu_attn_scores_avx512(enum hmoe_type kt, int64_t D, const void *k, size_t k_stride, int64_t n_pos,
                                  const void *q, size_t q_stride, int n_h, float *s, size_t s_stride);
 void hmoe_cpu_softmax_scaled_avx512(float *s, int64_t n, float scale);
+void hmoe_cpu_softmax_scaled_avx2(float *s, int64_t n, float scale);
 
 #endif

@@ -1,7 +1,8 @@
 /* softmax.c — hmoe_cpu_softmax_scaled (cpu.h): the attention's softmax of one row of scores,
  * as ggml's soft_max: scaled, max-subtracted, binary32 exponentials, their sum in double, one
- * multiply by the inverse. The AVX-512 path (softmax_avx512.c) evaluates the exponentials
- * 16 at a time with its own exp (within 2 ulp of expf); this loop is the portable one.
+ * multiply by the inverse. The AVX-512 and AVX2 paths (softmax_avx512.c, softmax_avx2.c)
+ * evaluate the exponentials 16 / 8 at a time with their own exp (within 2 ulp of expf); this
+ * loop is the portable one.
  */
 #include <math.h>
 
@@ -11,6 +12,10 @@ void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale) {
     if (n <= 0) return;
     if (hmoe_cpu_path() == HMOE_CPU_AVX512) {
         hmoe_cpu_softmax_scaled_avx512(s, n, scale);
+        return;
+    }
+    if (hmoe_cpu_path() == HMOE_CPU_AVX2) {
+        hmoe_cpu_softmax_scaled_avx2(s, n, scale);
         return;
     }
     float mx = -INFINITY;

@@ -1,0 +1,80 @@
+/* softmax_avx2.c — hmoe_cpu_softmax_scaled on 8 scores at a time with AVX2 + FMA (cpu.h;
+ * softmax.c has the definition, softmax_avx512.c the same scheme in 16 lanes). exp(x) = 2^n·e^r
+ * with n = round(x·log2 e), r = x - n·ln 2 in two parts (|r| <= ln2/2), e^r by its degree-6
+ * Taylor polynomial (truncation < 1.3e-7 relative); 2^n is applied as two exact powers of two
+ * 2^(n/2) and 2^(n - n/2), each a normal binary32, so the one rounding is the last multiply
+ * (denormal results as vscalefps gives them). Inputs below -104 are taken as -104 (e^-104 is 0
+ * in binary32 either way); NaN stays NaN. The sum of the exponentials in double.
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_impl.h"
+
+static inline __m256 pow2i(__m256i n) { /* 2^n for -126 <= n <= 127 */
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+}
+
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x); /* max(a, NaN) = NaN: NaN passes */
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x); /* ln2 high part: 0x3f317200 */
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r); /* ln2 - high part */
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* n in [-150, 128] here (NaN lanes: any n, p is NaN): halves in [-75, 64] */
+    const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(n1)), pow2i(n2));
+}
+
+static inline __m256d sum_pd(__m256d acc, __m256 e) {
+    return _mm256_add_pd(_mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(e))),
+                         _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+}
+
+void hmoe_cpu_softmax_scaled_avx2(float *s, int64_t n, float scale) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + i), sc);
+        _mm256_storeu_ps(s + i, v);
+        mx = _mm256_max_ps(mx, v);
+    }
+    float m = -INFINITY;
+    _Alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mx);
+    for (int j = 0; j < 8; j++) m = lanes[j] > m ? lanes[j] : m;
+    for (int64_t t = i; t < n; t++) { /* the last n % 8 */
+        s[t] *= scale;
+        m = s[t] > m ? s[t] : m;
+    }
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256d sum = _mm256_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+        _mm256_storeu_ps(s + i, e);
+        sum = sum_pd(sum, e);
+    }
+    if (i < n) { /* the tail through a zero-padded chunk: exp of the padding is dropped */
+        _Alignas(32) float t8[8];
+        for (int j = 0; j < 8; j++) t8[j] = i + j < n ? s[i + j] - m : -INFINITY;
+        const __m256 e = exp8(_mm256_load_ps(t8));
+        _mm256_store_ps(t8, e);
+        for (int j = 0; i + j < n; j++) s[i + j] = t8[j];
+        for (int j = (int)(n - i); j < 8; j++) t8[j] = 0.0f;
+        sum = sum_pd(sum, _mm256_load_ps(t8));
+    }
+    _Alignas(32) double d4[4];
+    _mm256_store_pd(d4, sum);
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / ((d4[0] + d4[1]) + (d4[2] + d4[3]))));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), inv));
+    const float invf = _mm256_cvtss_f32(inv);
+    for (; i < n; i++) s[i] *= invf;
+}
