@@ -9,7 +9,8 @@
  * for h < n_h, p < n_pos.
  * Softmax: against expf one at a time with the sum in double (the definition), within 4e-7
  * relative per element (exp within 2 ulp plus the sum's rounding), for lengths around the
- * 16-lane tails, very negative scores (exponentials that underflow to 0) and equal scores.
+ * 16-lane tails, very negative scores (exponentials that underflow to 0) and equal scores, without
+ * and with a sink logit (hmoe_cpu_softmax_scaled_sink: in the maximum and the denominator only).
  */
 #include <math.h>
 #include <stdio.h>
@@ -79,11 +80,11 @@ static int scores_case(enum hmoe_type kt, int64_t D, int64_t n_pos, int n_h, cha
     return ok;
 }
 
-/* The definition, one exponential at a time. */
-static void softmax_ref(float *s, int64_t n, float scale) {
-    float mx = -INFINITY;
+/* The definition, one exponential at a time; sink (-inf: none) joins the maximum and the sum. */
+static void softmax_ref(float *s, int64_t n, float scale, float sink) {
+    float mx = sink;
     for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, s[i] * scale);
-    double sum = 0.0;
+    double sum = sink == -INFINITY ? 0.0 : (double)expf(sink - mx);
     for (int64_t i = 0; i < n; i++) {
         s[i] = expf(s[i] * scale - mx);
         sum += s[i];
@@ -91,7 +92,7 @@ static void softmax_ref(float *s, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) s[i] *= (float)(1.0 / sum);
 }
 
-static int softmax_case(int64_t n, int kind, char *detail, size_t cap) {
+static int softmax_case(int64_t n, int kind, float sink, char *detail, size_t cap) {
     float *a = malloc((size_t)(n + 16) * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
     if (!a || !b) {
         snprintf(detail, cap, "out of memory");
@@ -104,8 +105,9 @@ static int softmax_case(int64_t n, int kind, char *detail, size_t cap) {
     for (int i = 0; i < 16; i++) a[n + i] = 777.0f; /* past the end: untouched */
     memcpy(b, a, (size_t)n * sizeof(float));
     const float scale = 0.088388347648f; /* 1/sqrt(128) */
-    hmoe_cpu_softmax_scaled(a, n, scale);
-    softmax_ref(b, n, scale);
+    if (sink == -INFINITY) hmoe_cpu_softmax_scaled(a, n, scale);
+    else hmoe_cpu_softmax_scaled_sink(a, n, scale, sink);
+    softmax_ref(b, n, scale, sink);
     int ok = 1;
     for (int64_t i = 0; ok && i < n; i++)
         if (!(fabsf(a[i] - b[i]) <= 4e-7f * b[i] + 1e-30f)) {
@@ -148,13 +150,18 @@ int main(void) {
             }
         static const int64_t lens[] = {1, 15, 16, 17, 100, 4000};
         static const char *const kinds[] = {"random", "underflowing", "equal"};
-        for (int kind = 0; kind < 3; kind++)
-            for (size_t l = 0; l < HMOE_ARRAY_LEN(lens); l++) {
-                char name[160], detail[256] = "";
-                snprintf(name, sizeof name, "[%s] softmax of %lld %s scores", hmoe_cpu_path_name(paths[p]),
-                         (long long)lens[l], kinds[kind]);
-                t_check(softmax_case(lens[l], kind, detail, sizeof detail), name, "%s", detail);
-            }
+        /* sinks: none, below every score, near them, above them all (gpt-oss's learned logits) */
+        static const float sinks[] = {-INFINITY, -30.0f, 0.5f, 40.0f};
+        for (size_t k = 0; k < HMOE_ARRAY_LEN(sinks); k++)
+            for (int kind = 0; kind < 3; kind++)
+                for (size_t l = 0; l < HMOE_ARRAY_LEN(lens); l++) {
+                    char name[160], detail[256] = "";
+                    char sk[32] = "";
+                    if (sinks[k] != -INFINITY) snprintf(sk, sizeof sk, ", sink %g", (double)sinks[k]);
+                    snprintf(name, sizeof name, "[%s] softmax of %lld %s scores%s", hmoe_cpu_path_name(paths[p]),
+                             (long long)lens[l], kinds[kind], sk);
+                    t_check(softmax_case(lens[l], kind, sinks[k], detail, sizeof detail), name, "%s", detail);
+                }
     }
     return t_summary();
 }

@@ -159,7 +159,8 @@ void hmoe_cpu_attn_scores_avx2(enum hmoe_type kt, int64_t D, const void *k, size
                                const void *q, size_t q_stride, int n_h, float *s, size_t s_stride);
 void hmoe_cpu_attn_scores_avx512(enum hmoe_type kt, int64_t D, const void *k, size_t k_stride, int64_t n_pos,
                                  const void *q, size_t q_stride, int n_h, float *s, size_t s_stride);
-void hmoe_cpu_softmax_scaled_avx512(float *s, int64_t n, float scale);
-void hmoe_cpu_softmax_scaled_avx2(float *s, int64_t n, float scale);
+/* sink: one more logit in the maximum and the denominator only (-INFINITY: none) */
+void hmoe_cpu_softmax_scaled_avx512(float *s, int64_t n, float scale, float sink);
+void hmoe_cpu_softmax_scaled_avx2(float *s, int64_t n, float scale, float sink);
 
 #endif

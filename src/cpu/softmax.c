@@ -11,11 +11,11 @@
 void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale) {
     if (n <= 0) return;
     if (hmoe_cpu_path() == HMOE_CPU_AVX512) {
-        hmoe_cpu_softmax_scaled_avx512(s, n, scale);
+        hmoe_cpu_softmax_scaled_avx512(s, n, scale, -INFINITY);
         return;
     }
     if (hmoe_cpu_path() == HMOE_CPU_AVX2) {
-        hmoe_cpu_softmax_scaled_avx2(s, n, scale);
+        hmoe_cpu_softmax_scaled_avx2(s, n, scale, -INFINITY);
         return;
     }
     float mx = -INFINITY;
@@ -34,9 +34,17 @@ void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale) {
 
 /* The same softmax with one extra logit `sink` that joins the maximum and the denominator
  * but has no entry of its own (gpt-oss.md, attention sinks): the probabilities sum to less
- * than one. The sink is a logit as it is, not multiplied by `scale`. Scalar: the rows are
- * short next to the products around them. */
+ * than one. The sink is a logit as it is, not multiplied by `scale`. */
 void hmoe_cpu_softmax_scaled_sink(float *s, int64_t n, float scale, float sink) {
+    if (n <= 0) return;
+    if (hmoe_cpu_path() == HMOE_CPU_AVX512 && sink != -INFINITY) {
+        hmoe_cpu_softmax_scaled_avx512(s, n, scale, sink);
+        return;
+    }
+    if (hmoe_cpu_path() == HMOE_CPU_AVX2 && sink != -INFINITY) {
+        hmoe_cpu_softmax_scaled_avx2(s, n, scale, sink);
+        return;
+    }
     float mx = sink;
     for (int64_t i = 0; i < n; i++) {
         s[i] *= scale;

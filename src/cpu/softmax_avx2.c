@@ -4,7 +4,8 @@
  * Taylor polynomial (truncation < 1.3e-7 relative); 2^n is applied as two exact powers of two
  * 2^(n/2) and 2^(n - n/2), each a normal binary32, so the one rounding is the last multiply
  * (denormal results as vscalefps gives them). Inputs below -104 are taken as -104 (e^-104 is 0
- * in binary32 either way); NaN stays NaN. The sum of the exponentials in double.
+ * in binary32 either way); NaN stays NaN. The sum of the exponentials in double. An optional sink
+ * logit (gpt-oss; -inf: none) joins the maximum and the denominator, as in softmax.c.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -38,9 +39,9 @@ static inline __m256d sum_pd(__m256d acc, __m256 e) {
                          _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
 }
 
-void hmoe_cpu_softmax_scaled_avx2(float *s, int64_t n, float scale) {
+void hmoe_cpu_softmax_scaled_avx2(float *s, int64_t n, float scale, float sink) {
     const __m256 sc = _mm256_set1_ps(scale);
-    __m256 mx = _mm256_set1_ps(-INFINITY);
+    __m256 mx = _mm256_set1_ps(sink); /* the sink joins the maximum (-inf: none) */
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + i), sc);
@@ -73,7 +74,9 @@ void hmoe_cpu_softmax_scaled_avx2(float *s, int64_t n, float scale) {
     }
     _Alignas(32) double d4[4];
     _mm256_store_pd(d4, sum);
-    const __m256 inv = _mm256_set1_ps((float)(1.0 / ((d4[0] + d4[1]) + (d4[2] + d4[3]))));
+    double total = (d4[0] + d4[1]) + (d4[2] + d4[3]);
+    if (sink != -INFINITY) total += (double)expf(sink - m); /* ... and the denominator */
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / total));
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), inv));
     const float invf = _mm256_cvtss_f32(inv);
     for (; i < n; i++) s[i] *= invf;

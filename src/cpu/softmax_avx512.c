@@ -5,6 +5,7 @@
  * Taylor polynomial (truncation < 1.3e-7 relative), 2^n applied by vscalefps (exact, and
  * 0 / denormals for very negative x). Inputs below -104 are taken as -104 (e^-104 is 0 in
  * binary32 either way); NaN stays NaN. The sum of the exponentials in double, 16 lanes at a time.
+ * An optional sink logit (gpt-oss; -inf: none) joins the maximum and the denominator (softmax.c).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -27,9 +28,9 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-void hmoe_cpu_softmax_scaled_avx512(float *s, int64_t n, float scale) {
+void hmoe_cpu_softmax_scaled_avx512(float *s, int64_t n, float scale, float sink) {
     const __m512 sc = _mm512_set1_ps(scale);
-    __m512 mx = _mm512_set1_ps(-INFINITY);
+    __m512 mx = _mm512_set1_ps(sink); /* the sink joins the maximum (-inf: none) */
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + i), sc);
@@ -56,7 +57,9 @@ void hmoe_cpu_softmax_scaled_avx512(float *s, int64_t n, float scale) {
         sum0 = _mm512_add_pd(sum0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
         sum1 = _mm512_add_pd(sum1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     }
-    const __m512 inv = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum0, sum1))));
+    double total = _mm512_reduce_add_pd(_mm512_add_pd(sum0, sum1));
+    if (sink != -INFINITY) total += (double)expf(sink - _mm512_cvtss_f32(m)); /* ... and the denominator */
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / total));
     for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), inv));
     if (i < n) _mm512_mask_storeu_ps(s + i, mt, _mm512_mul_ps(_mm512_maskz_loadu_ps(mt, s + i), inv));
 }
