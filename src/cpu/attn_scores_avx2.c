@@ -11,23 +11,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "attn_avx2_impl.h"
 #include "cpu_impl.h"
-
-/* 8 elements of type t (F16, BF16 or F32) at p widened to binary32. */
-static inline __attribute__((always_inline)) __m256 ld8(enum hmoe_type t, const char *p) {
-    if (t == HMOE_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    if (t == HMOE_TYPE_BF16)
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-    return _mm256_loadu_ps((const float *)p);
-}
-
-/* r[i] = sum of the 8 lanes of a[i], i < 8. */
-static inline __attribute__((always_inline)) __m256 sum8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3); /* per 128-bit half: 4 partial sums */
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
 
 void hmoe_cpu_attn_scores_avx2(enum hmoe_type kt, int64_t D, const void *k, size_t k_stride, int64_t n_pos,
                                const void *q, size_t q_stride, int n_h, float *s, size_t s_stride) {
@@ -49,7 +34,7 @@ void hmoe_cpu_attn_scores_avx2(enum hmoe_type kt, int64_t D, const void *k, size
             for (int64_t c = 0; c < nc; c++) {
                 __m256 kv;
                 if (c < nfull) {
-                    kv = ld8(kt, kr + (size_t)(8 * c) * es);
+                    kv = attn_ld8(kt, kr + (size_t)(8 * c) * es);
                 } else { /* the row's last D % 8 elements */
                     _Alignas(32) float t8[8] = {0};
                     ti->dequant_ref(kr + (size_t)(8 * c) * es, t8, tail);
@@ -60,7 +45,7 @@ void hmoe_cpu_attn_scores_avx2(enum hmoe_type kt, int64_t D, const void *k, size
                     acc[h] = _mm256_fmadd_ps(kv, _mm256_load_ps(qf + (size_t)h * HMOE_CPU_ATTN_MAX_DIM + 8 * c), acc[h]);
             }
             _Alignas(32) float out[8];
-            _mm256_store_ps(out, sum8(acc));
+            _mm256_store_ps(out, attn_sum8(acc));
             for (int h = 0; h < nh; h++) s[(size_t)(h0 + h) * s_stride + (size_t)p] = out[h];
         }
     }

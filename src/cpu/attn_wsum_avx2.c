@@ -12,23 +12,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "attn_avx2_impl.h"
 #include "cpu_impl.h"
-
-/* 8 elements of type t (F16, BF16 or F32) at p widened to binary32. */
-static inline __attribute__((always_inline)) __m256 wsum_ld8(enum hmoe_type t, const char *p) {
-    if (t == HMOE_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    if (t == HMOE_TYPE_BF16)
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-    return _mm256_loadu_ps((const float *)p);
-}
-
-/* r[i] = sum of the 8 lanes of a[i], i < 8. */
-static inline __attribute__((always_inline)) __m256 wsum_sum8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3); /* per 128-bit half: a[0..3] / a[4..7] */
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
 
 static inline __attribute__((always_inline)) void wsum_step(const __m256 v0, const __m256 v1, const __m256 *ph,
                                                             __m256 *acc) {
@@ -47,7 +32,7 @@ static inline __attribute__((always_inline)) void wsum_block(enum hmoe_type vt, 
     for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
     int64_t i0 = 0;
     for (; i0 + 8 <= n_pos; i0 += 8) {
-        const __m256 v0 = wsum_ld8(vt, v[0] + (size_t)i0 * es), v1 = wsum_ld8(vt, v[1] + (size_t)i0 * es);
+        const __m256 v0 = attn_ld8(vt, v[0] + (size_t)i0 * es), v1 = attn_ld8(vt, v[1] + (size_t)i0 * es);
         __m256 ph[4];
 #pragma GCC unroll 4
         for (int h = 0; h < 4; h++) ph[h] = _mm256_loadu_ps(p[h] + i0);
@@ -64,9 +49,9 @@ static inline __attribute__((always_inline)) void wsum_block(enum hmoe_type vt, 
             memcpy(pb[h], p[h] + i0, (size_t)n * sizeof(float));
             ph[h] = _mm256_load_ps(pb[h]);
         }
-        wsum_step(wsum_ld8(vt, vb[0]), wsum_ld8(vt, vb[1]), ph, acc);
+        wsum_step(attn_ld8(vt, vb[0]), attn_ld8(vt, vb[1]), ph, acc);
     }
-    _mm256_storeu_ps(out, wsum_sum8(acc)); /* out[2h + r] = o[h][r] */
+    _mm256_storeu_ps(out, attn_sum8(acc)); /* out[2h + r] = o[h][r] */
 }
 
 void hmoe_cpu_attn_wsum_avx2(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,

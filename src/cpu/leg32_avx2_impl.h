@@ -84,19 +84,6 @@ static inline __m256i leg32_unpack_q4_0(const void *blk) {
     return _mm256_sub_epi8(leg32_nibbles(((const struct hmoe_block_q4_0 *)blk)->qs), _mm256_set1_epi8(8));
 }
 
-/* Q5_0: the nibbles, the 5th bit from qh spread to one byte per element, minus 16. */
-static inline __m256i leg32_unpack_q5_0(const void *blk) {
-    const struct hmoe_block_q5_0 *b = blk;
-    uint32_t qh;
-    memcpy(&qh, b->qh, sizeof qh);
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32((int)qh), _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
-                                                      0x0101010101010101ll, 0x0000000000000000ll));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
-    return _mm256_sub_epi8(_mm256_or_si256(leg32_nibbles(b->qs), high), _mm256_set1_epi8(16));
-}
-
 /* Q5_0 as unsigned codes 0..31 (offset 16): the nibbles OR 0x10 where qh has the bit. */
 static inline __m256i leg32_unpack_u_q5_0(const void *blk) {
     const struct hmoe_block_q5_0 *b = blk;
@@ -108,6 +95,11 @@ static inline __m256i leg32_unpack_u_q5_0(const void *blk) {
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
     return _mm256_or_si256(leg32_nibbles(b->qs), high);
+}
+
+/* Q5_0: the unsigned codes minus 16 (values -16..15). */
+static inline __m256i leg32_unpack_q5_0(const void *blk) {
+    return _mm256_sub_epi8(leg32_unpack_u_q5_0(blk), _mm256_set1_epi8(16));
 }
 
 /* MXFP4: the codes looked up in the doubled E2M1 table (§6.1), values -12..12. */
