@@ -144,12 +144,21 @@ struct attn_warp_state {
     }
 };
 
-/* The K and V bases of kv head hk. */
-__device__ __forceinline__ const uint8_t *attn_kbase(const struct hmoe_cuda_kv &kv, int hk) {
-    return (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * hmoe_cu_kv_row_bytes(kv.type_k, kv.head_dim);
+/* Bytes of one cache row of D elements in codec T (HMOE_KV_ANY: the run-time type t). */
+template <int T>
+__device__ __forceinline__ size_t attn_row_bytes(int t, int D) {
+    if constexpr (T == HMOE_KV_ANY) return hmoe_cu_kv_row_bytes(t, D);
+    else return (size_t)(D / 32) * kv_codec<T>::BB;
 }
+
+/* The K and V bases of kv head hk. */
+template <int KT>
+__device__ __forceinline__ const uint8_t *attn_kbase(const struct hmoe_cuda_kv &kv, int hk) {
+    return (const uint8_t *)kv.k + (size_t)hk * kv.n_ctx * attn_row_bytes<KT>(kv.type_k, kv.head_dim);
+}
+template <int VT>
 __device__ __forceinline__ const uint8_t *attn_vbase(const struct hmoe_cuda_kv &kv, int hk) {
-    return (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * hmoe_cu_kv_row_bytes(kv.type_v, kv.head_dim);
+    return (const uint8_t *)kv.v + (size_t)hk * kv.n_ctx * attn_row_bytes<VT>(kv.type_v, kv.head_dim);
 }
 
 /* ------------------------------------------------ decode ------------------------------------------------ */
@@ -184,7 +193,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode_kernel(const floa
     int rowpos[R];
 #pragma unroll
     for (int r = 0; r < R; r++) rowpos[r] = r < G ? L - 1 : -1;
-    const uint8_t *kbase = attn_kbase(kv, hk), *vbase = attn_vbase(kv, hk);
+    const uint8_t *kbase = attn_kbase<KT>(kv, hk), *vbase = attn_vbase<VT>(kv, hk);
     for (int t0 = begin + 32 * warp; t0 < end; t0 += 32 * ATTN_WARPS)
         st.tile(kbase, vbase, kv.type_k, kv.type_v, t0, min(32, end - t0), qs, rowpos, sp);
 
@@ -379,8 +388,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
     const int cache_end = has_new ? end - 1 : end;
 
     float *qs = smem, *sp = smem + R * D + warp * R * 32;
-    const uint8_t *kbase = attn_kbase(kv, hk), *vbase = attn_vbase(kv, hk);
-    attn_prefetch_rows(kbase, vbase, hmoe_cu_kv_row_bytes(kv.type_k, D), hmoe_cu_kv_row_bytes(kv.type_v, D), begin, cache_end);
+    const uint8_t *kbase = attn_kbase<KT>(kv, hk), *vbase = attn_vbase<VT>(kv, hk);
+    attn_prefetch_rows(kbase, vbase, attn_row_bytes<KT>(kv.type_k, D), attn_row_bytes<VT>(kv.type_v, D), begin, cache_end);
     if constexpr (QKR) {
         float v[HMOE_QKR_MAXJ];
         /* loads of q (warp 0) / k (warp 1) first, the angles by the whole block meanwhile */
@@ -401,12 +410,12 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_decode1_kernel(const flo
         } else if (kw) {
             const bool store = h % G == 0;
             attn_warp_norm_rope_tab(v, D, qa.k_norm, qa.eps, s_cs, s_sn, half, s_rot[1]);
-            hmoe_cu_store_cache_row(kv, false, hk, pos, v, store);
+            hmoe_cu_store_cache_row<KT>(kv, false, hk, pos, v, store);
 #pragma unroll
             for (int j = 0; j < D / 32; j++) s_new[0][lane + 32 * j] = v[j];
 #pragma unroll
             for (int j = 0; j < D / 32; j++) v[j] = qa.v[(size_t)hk * D + lane + 32 * j];
-            hmoe_cu_store_cache_row(kv, true, hk, pos, v, store);
+            hmoe_cu_store_cache_row<VT>(kv, true, hk, pos, v, store);
 #pragma unroll
             for (int j = 0; j < D / 32; j++) s_new[1][lane + 32 * j] = v[j];
         }
@@ -663,7 +672,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32) attn_prefill_kernel(const flo
 
     attn_warp_state<D, R, KT, VT> st;
     st.init();
-    const uint8_t *kbase = attn_kbase(kv, hk), *vbase = attn_vbase(kv, hk);
+    const uint8_t *kbase = attn_kbase<KT>(kv, hk), *vbase = attn_vbase<VT>(kv, hk);
     for (int t0 = minlo / 32 * 32; t0 <= maxpos; t0 += 32)
         st.tile(kbase, vbase, kv.type_k, kv.type_v, t0, min(32, maxpos + 1 - t0), qs, rowpos, sp, kv.window);
 

@@ -68,13 +68,17 @@ __device__ __forceinline__ void hmoe_cu_warp_norm_rope(const float *src, int D, 
 
 /* One warp stores the row of kv head h at pos (v[j] = dim lane + 32 j) into the V cache (is_v) or
  * the K cache, in that tensor's type (cuda_kv_codec.cuh), when `store`; either way v[j] becomes
- * the value a reader of the cache decodes. */
+ * the value a reader of the cache decodes. T: the tensor's codec when the caller's kernel is built
+ * for one (only that store in the code: the fused decode step keeps its F16 registers and latency),
+ * HMOE_KV_ANY to switch on the run-time type. */
+template <int T = HMOE_KV_ANY>
 __device__ __forceinline__ void hmoe_cu_store_cache_row(const struct hmoe_cuda_kv &kv, bool is_v, int h, int pos,
                                                         float (&v)[HMOE_QKR_MAXJ], bool store) {
-    const int D = kv.head_dim, nj = D / 32, type = is_v ? kv.type_v : kv.type_k;
-    uint8_t *row = (uint8_t *)(is_v ? kv.v : kv.k) + ((size_t)h * kv.n_ctx + pos) * hmoe_cu_kv_row_bytes(type, D);
-    kv_with<HMOE_KV_ANY>(type, [&](auto c) {
+    const int nj = kv.head_dim / 32;
+    uint8_t *base = (uint8_t *)(is_v ? kv.v : kv.k);
+    kv_with<T>(is_v ? kv.type_v : kv.type_k, [&](auto c) {
         using C = decltype(c);
+        uint8_t *row = base + ((size_t)h * kv.n_ctx + pos) * (size_t)nj * C::BB;
 #pragma unroll
         for (int j = 0; j < HMOE_QKR_MAXJ; j++)
             if (j < nj) v[j] = C::store(v[j], row + (size_t)j * C::BB, store);
