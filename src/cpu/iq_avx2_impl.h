@@ -19,6 +19,37 @@ static inline __m256i hmoe_iq256_signs(uint32_t s4) {
     return _mm256_or_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(1));
 }
 
+/* Sign sources of a block's 8 chunks for hmoe_iq256_sign_expand: s holds chunk c's four sign
+ * bytes (bit k of byte g = element 8g + k negative) in dword c of the order c0 c1 c4 c5 |
+ * c2 c3 c6 c7; qword c of st = [those 4 bytes | the same bytes shifted left by one]. */
+static inline void hmoe_iq256_sign_store(__m256i s, uint64_t st[8]) {
+    const __m256i t = _mm256_add_epi8(s, s);
+    _mm256_storeu_si256((__m256i *)st, _mm256_unpacklo_epi32(s, t));
+    _mm256_storeu_si256((__m256i *)(st + 4), _mm256_unpackhi_epi32(s, t));
+}
+
+/* Chunk's 32 vpsignb operands from its qword of hmoe_iq256_sign_store: byte 8g + k tests bit k
+ * of sign byte g (bit 1 of the shifted copy for k = 0), and half the tested bit minus the
+ * result is ±(bit / 2): negative exactly when the sign bit is set, never zero. One broadcast
+ * load, one vpshufb, one vpand, one vpsubb, none of them on a general register. */
+static inline __m256i hmoe_iq256_sign_expand(const uint64_t *st) {
+    const __m256i pick = _mm256_setr_epi8(4, 0, 0, 0, 0, 0, 0, 0, 5, 1, 1, 1, 1, 1, 1, 1, 6, 2, 2, 2, 2, 2, 2, 2, 7, 3,
+                                          3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040202ULL);
+    const __m256i half = _mm256_set1_epi64x((long long)0x4020100804020101ULL);
+    const __m256i v = _mm256_set1_epi64x((long long)*st);
+    return _mm256_sub_epi8(half, _mm256_and_si256(_mm256_shuffle_epi8(v, pick), bit));
+}
+
+/* Bytes of 7 sign bits (bit 7 clear) completed with the implied eighth sign (quants.md §5:
+ * bit 7 set when the 7 bits hold an odd count), by a nibble parity lookup. */
+static inline __m256i hmoe_iq256_sign_parity(__m256i x) {
+    const __m256i par = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0,
+                                         -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(0x0f));
+    return _mm256_or_si256(x, _mm256_xor_si256(_mm256_shuffle_epi8(par, x), _mm256_shuffle_epi8(par, hi)));
+}
+
 /* sum += scaled dot of 32 magnitudes with 32 activations carrying the signs:
  * Σ_pairs sc16 · (mag·(±a)), i.e. vpmaddubsw then vpmaddwd with the 16-bit scales. */
 static inline __m256i hmoe_iq256_dot32(__m256i sum, __m256i mag, __m256i sgn, __m256i sc16, const int8_t *a) {
