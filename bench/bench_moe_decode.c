@@ -1,6 +1,7 @@
-/* bench_moe_decode.c — one decoded token through the CPU MoE block (hmoe_sched_moe_ffn, n_tok 1:
- * router, routing, the experts' work items on the cpu.h team, the weighted sum), the call each
- * RAM layer of `-cmoe` decode makes, on layers of a model's expert shapes and types:
+/* bench_moe_decode.c — one decoded token (or, -n N, one decode step of N parallel sequences)
+ * through the CPU MoE block (hmoe_sched_moe_ffn: router, routing, the experts' work items on the
+ * cpu.h team, the weighted sum), the call each RAM layer of `-cmoe` decode makes, on layers of a
+ * model's expert shapes and types:
  *   nemotron  Nemotron-3-Nano-30B-A3B: d 2688, 128 ungated ReLU² experts of 1856, top-6, sigmoid
  *             routing; up Q5_0, down Q5_0 or Q8_0 (its Q4_K_M file: 2688 and 1856 are not
  *             multiples of 256, so Q4_K / Q6_K fall back to Q5_0 / Q8_0)
@@ -17,7 +18,7 @@
  *
  * Build: make bench CUDA=0
  * Run:   ./build/bench/bench_moe_decode [-p nemotron|qwen3|gptoss|qwen35] [-y UP,DOWN] [-t threads]
- *        [-m MiB (3072)] [-s calls per rep (64)] [-r reps (5)]
+ *        [-m MiB (3072)] [-s calls per rep (64)] [-r reps (5)] [-n rows per call (1)]
  */
 #include <math.h>
 #include <stdio.h>
@@ -85,7 +86,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const struct preset *p = &presets[0];
-    int nt = hmoe_cpu_physical_cores(), steps = 64, reps = 5;
+    int nt = hmoe_cpu_physical_cores(), steps = 64, reps = 5, n_tok = 1;
     size_t mib = 3072;
     enum hmoe_type up_t = HMOE_TYPE_COUNT, down_t = HMOE_TYPE_COUNT;
     for (int i = 1; i < argc; i++) {
@@ -108,9 +109,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-m")) mib = (size_t)atol(v);
         else if (!strcmp(a, "-s")) steps = atoi(v);
         else if (!strcmp(a, "-r")) reps = atoi(v);
+        else if (!strcmp(a, "-n")) n_tok = atoi(v);
         else goto usage;
     }
-    if (nt < 1 || nt > 64 || steps < 1 || reps < 1 || reps > 64) goto usage;
+    if (nt < 1 || nt > 64 || steps < 1 || reps < 1 || reps > 64 || n_tok < 1 || n_tok > 64) goto usage;
     if (up_t == HMOE_TYPE_COUNT) up_t = p->up, down_t = p->down;
     if (!hmoe_cpu_supports(up_t) || !hmoe_cpu_supports(down_t)) {
         fprintf(stderr, "bench_moe_decode: no CPU kernels for %s / %s\n", hmoe_type_info[up_t].name,
@@ -125,9 +127,9 @@ int main(int argc, char **argv) {
     const size_t rt_b = (size_t)d * (size_t)E * sizeof(float), layer_b = (gated ? 2 : 1) * up_b + dn_b + rt_b;
     int L = (int)(((size_t)mib << 20) / layer_b);
     if (L < 1) L = 1;
-    printf("%s layer (d %lld, %d experts of %lld, top-%d, %s), %s / %s, path %s, %d threads; %d layers of %.1f MiB\n",
+    printf("%s layer (d %lld, %d experts of %lld, top-%d, %s), %s / %s, path %s, %d threads, %d rows a call; %d layers of %.1f MiB\n",
            p->name, (long long)d, E, (long long)F, k, gated ? "gated" : "ungated", hmoe_type_info[up_t].name,
-           hmoe_type_info[down_t].name, hmoe_cpu_isa_name(), nt, L, layer_b / 1048576.0);
+           hmoe_type_info[down_t].name, hmoe_cpu_isa_name(), nt, n_tok, L, layer_b / 1048576.0);
 
     struct hmoe_moe_weights *layers = calloc((size_t)L, sizeof *layers);
     uint8_t **bufs = calloc((size_t)L, sizeof *bufs);
@@ -158,19 +160,25 @@ int main(int argc, char **argv) {
     }
     struct hmoe_sched_moe *s = NULL;
     struct hmoe_err err = {0};
-    if (hmoe_sched_moe_init(layers, L, 1, nt, &s, &err)) return fprintf(stderr, "bench_moe_decode: %s\n", err.msg), 1;
-    float *x = malloc((size_t)d * sizeof *x), *out = malloc((size_t)d * sizeof *out), *ref = malloc((size_t)d * sizeof *ref);
+    if (hmoe_sched_moe_init(layers, L, n_tok, nt, &s, &err)) return fprintf(stderr, "bench_moe_decode: %s\n", err.msg), 1;
+    const size_t xn = (size_t)d * (size_t)n_tok;
+    float *x = malloc(xn * sizeof *x), *out = malloc(xn * sizeof *out), *ref = malloc((size_t)d * sizeof *ref);
 
-    /* Check: one call per layer (up to 3) against the scalar reference of the routing it chose. */
+    /* Check: one call per layer (up to 3), each row against the scalar reference of the routing
+     * the call chose for it. */
     for (int l = 0; l < L && l < 3; l++) {
-        for (int64_t i = 0; i < d; i++) x[i] = bench_normal();
-        if (hmoe_sched_moe_ffn(s, &layers[l], x, 1, out, &err)) return fprintf(stderr, "bench_moe_decode: %s\n", err.msg), 1;
-        reference(&layers[l], x, hmoe_sched_moe_last_selection(s), hmoe_sched_moe_last_weights(s), ref);
-        double mx = 0, diff = 0;
-        for (int64_t i = 0; i < d; i++) mx = fmax(mx, fabs(ref[i])), diff = fmax(diff, fabs(ref[i] - out[i]));
-        if (!(diff <= 1e-4 * mx + 1e-6)) {
-            fprintf(stderr, "bench_moe_decode: FAIL layer %d: max |out - reference| %g of max |reference| %g\n", l, diff, mx);
-            return 1;
+        for (size_t i = 0; i < xn; i++) x[i] = bench_normal();
+        if (hmoe_sched_moe_ffn(s, &layers[l], x, n_tok, out, &err)) return fprintf(stderr, "bench_moe_decode: %s\n", err.msg), 1;
+        for (int t = 0; t < n_tok; t++) {
+            reference(&layers[l], x + (size_t)t * d, hmoe_sched_moe_last_selection(s) + (size_t)t * k,
+                      hmoe_sched_moe_last_weights(s) + (size_t)t * k, ref);
+            double mx = 0, diff = 0;
+            for (int64_t i = 0; i < d; i++) mx = fmax(mx, fabs(ref[i])), diff = fmax(diff, fabs(ref[i] - out[t * d + i]));
+            if (!(diff <= 1e-4 * mx + 1e-6)) {
+                fprintf(stderr, "bench_moe_decode: FAIL layer %d row %d: max |out - reference| %g of max |reference| %g\n",
+                        l, t, diff, mx);
+                return 1;
+            }
         }
     }
     printf("check: %d layer calls match the scalar reference (max error <= 1e-4 of max |out|)\n", L < 3 ? L : 3);
@@ -193,8 +201,8 @@ int main(int argc, char **argv) {
             hmoe_sched_moe_reads_take(s, &rd);
             const double t0 = hmoe_time_s();
             for (int c = 0; c < steps; c++, step++) {
-                x[step % d] += 0.5f; /* a new token: other experts */
-                hmoe_sched_moe_ffn(s, &layers[step % L], x, 1, out, &err);
+                x[step % xn] += 0.5f; /* a new token: other experts */
+                hmoe_sched_moe_ffn(s, &layers[step % L], x, n_tok, out, &err);
             }
             dt = hmoe_time_s() - t0;
             hmoe_sched_moe_reads_take(s, &rd);
@@ -229,7 +237,7 @@ int main(int argc, char **argv) {
     return 0;
 usage:
     fprintf(stderr,
-            "usage: %s [-p nemotron|qwen3|gptoss|qwen35] [-y UP,DOWN] [-t threads] [-m MiB] [-s calls] [-r reps]\n",
+            "usage: %s [-p nemotron|qwen3|gptoss|qwen35] [-y UP,DOWN] [-t threads] [-m MiB] [-s calls] [-r reps] [-n rows]\n",
             argv[0]);
     return 2;
 }
