@@ -132,20 +132,12 @@ static inline __attribute__((always_inline)) void iq2_row(const char *w, int64_t
                     sc = pick_word(scv, c);
                 }
                 const __m256i sgn = hmoe_iq256_sign_expand(st + c);
-#pragma GCC unroll 4
-                for (int t = 0; t < T; t++) {
-                    const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)t * xs) + i;
-                    sum[t] = hmoe_iq256_dot32(sum[t], mag, sgn, sc, a->qs + 32 * c);
-                }
+                hmoe_iq256_dot_rows(sum, mag, sgn, sc, x, xs, i, c, T);
             }
             uint16_t dh;
             __builtin_memcpy(&dh, b, 2);
             const double dw = _cvtsh_ss(dh);
-#pragma GCC unroll 4
-            for (int t = 0; t < T; t++) {
-                const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)t * xs) + i;
-                acc[t] = hmoe_iq256_acc(acc[t], sum[t], dw * (double)a->d);
-            }
+            hmoe_iq256_block_acc(acc, sum, dw, x, xs, i, T);
         }
     }
     for (int t = 0; t < T; t++) out[t] = hmoe_iq256_hsum(acc[t], 0.125);

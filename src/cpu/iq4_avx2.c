@@ -50,11 +50,7 @@ static inline __attribute__((always_inline)) void iq4xs_row(const char *w, int64
             }
         }
         const double dw = _cvtsh_ss(b->d);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-            const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)t * xs) + i;
-            acc[t] = hmoe_iq256_acc(acc[t], sum[t], dw * (double)a->d);
-        }
+        hmoe_iq256_block_acc(acc, sum, dw, x, xs, i, T);
     }
     for (int t = 0; t < T; t++) out[t] = hmoe_iq256_hsum(acc[t], 1.0);
 }

@@ -1,5 +1,5 @@
 /* iq_avx2_impl.h — private to src/cpu/iq*_avx2.c (AVX2/FMA/F16C): shared pieces of the AVX2
- * I-quant bodies. Grid entries come from scalar loads (they are the magnitude bytes), signs go
+ * I-quant bodies. Grid entries come from table loads (they are the magnitude bytes), signs go
  * onto the activations with vpsignb (Q8_K quants are never -128, quants.md §8.3), integer sums
  * per 32 elements are exact (vpmaddubsw, vpmaddwd with the scales) and each block's int32
  * total is scaled by dw·da in double as vec_dot_ref does (§8.4). */
@@ -7,7 +7,10 @@
 #define HMOE_CPU_IQ_AVX2_IMPL_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "hmoe/quant_blocks.h"
 
 /* 32 explicit sign bits (bit k of byte g = element 8g + k negative) as vpsignb operands:
  * 0xff for negative, +1 for positive. */
@@ -61,6 +64,29 @@ static inline __m256i hmoe_iq256_dot32(__m256i sum, __m256i mag, __m256i sgn, __
 static inline __m256d hmoe_iq256_acc(__m256d acc, __m256i sum, double s) {
     const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
     return _mm256_fmadd_pd(_mm256_cvtepi32_pd(s4), _mm256_set1_pd(s), acc);
+}
+
+/* Chunk c of block i for each of the T activation rows (xs bytes apart): sum[t] += the scaled
+ * dot of the chunk's magnitudes and signs with the row's 32 quants (hmoe_iq256_dot32). */
+static inline __attribute__((always_inline)) void hmoe_iq256_dot_rows(__m256i *sum, __m256i mag, __m256i sgn,
+                                                                      __m256i sc, const char *x, size_t xs, int64_t i,
+                                                                      int c, const int T) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)t * xs) + i;
+        sum[t] = hmoe_iq256_dot32(sum[t], mag, sgn, sc, a->qs + 32 * c);
+    }
+}
+
+/* End of block i: acc[t] += sum[t] · dw · (row t's activation scale of block i). */
+static inline __attribute__((always_inline)) void hmoe_iq256_block_acc(__m256d *acc, const __m256i *sum, double dw,
+                                                                       const char *x, size_t xs, int64_t i,
+                                                                       const int T) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)t * xs) + i;
+        acc[t] = hmoe_iq256_acc(acc[t], sum[t], dw * (double)a->d);
+    }
 }
 
 static inline float hmoe_iq256_hsum(__m256d acc, double f) {
