@@ -46,19 +46,27 @@ struct k4q_quad {
 };
 _Static_assert(sizeof(struct k4q_quad) % 32 == 0, "prepared groups must stay 32-byte aligned (aligned loads)");
 
-/* The groups of the G·4 activation rows at x (stride xs), nb blocks each, as q[g·nb + i]. */
+/* The groups of the G·4 activation rows at x (stride xs), nb blocks each, as q[g·nb + i]:
+ * each token's pair sums as 4 dwords (pair j), the 4 tokens' dwords transposed. */
 static inline void k4q_prep_quads(struct k4q_quad *q, const char *x, size_t xs, int64_t nb, int64_t G) {
     for (int64_t g = 0; g < G; g++)
         for (int64_t i = 0; i < nb; i++) {
             struct k4q_quad *o = q + g * nb + i;
+            __m128i p[4];
+            const struct hmoe_block_q8_k *at[4];
             for (int k = 0; k < 4; k++) {
                 const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)(4 * g + k) * xs) + i;
-                o->d[k] = a->d;
-                for (int j = 0; j < 4; j++) {
-                    o->bp[j >> 1][8 * (j & 1) + 2 * k] = (int16_t)(a->bsums[4 * j] + a->bsums[4 * j + 1]);
-                    o->bp[j >> 1][8 * (j & 1) + 2 * k + 1] = (int16_t)(a->bsums[4 * j + 2] + a->bsums[4 * j + 3]);
-                }
+                at[k] = a;
+                const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+                p[k] = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)); /* exact */
             }
+            _mm256_store_pd(o->d, _mm256_cvtps_pd(_mm_setr_ps(at[0]->d, at[1]->d, at[2]->d, at[3]->d)));
+            const __m128i t01l = _mm_unpacklo_epi32(p[0], p[1]), t23l = _mm_unpacklo_epi32(p[2], p[3]);
+            const __m128i t01h = _mm_unpackhi_epi32(p[0], p[1]), t23h = _mm_unpackhi_epi32(p[2], p[3]);
+            _mm256_store_si256((__m256i *)o->bp[0],
+                               _mm256_set_m128i(_mm_unpackhi_epi64(t01l, t23l), _mm_unpacklo_epi64(t01l, t23l)));
+            _mm256_store_si256((__m256i *)o->bp[1],
+                               _mm256_set_m128i(_mm_unpackhi_epi64(t01h, t23h), _mm_unpacklo_epi64(t01h, t23h)));
         }
 }
 
@@ -100,13 +108,8 @@ static inline __attribute__((always_inline)) void k4q_tile(const char *w, int64_
         const __m256i r1 = _mm256_loadu_si256((const __m256i *)(b + qs_off + 32));
         const __m256i r2 = _mm256_loadu_si256((const __m256i *)(b + qs_off + 64));
         const __m256i r3 = _mm256_loadu_si256((const __m256i *)(b + qs_off + 96));
-        const __m256i y0 = _mm256_blend_epi32(_mm256_blend_epi32(r0, r1, 0x0C), _mm256_blend_epi32(r2, r3, 0xC0), 0xF0);
-        const __m256i y1 = _mm256_blend_epi32(_mm256_blend_epi32(r3, r0, 0x0C), _mm256_blend_epi32(r1, r2, 0xC0), 0xF0);
-        const __m256i y2 = _mm256_blend_epi32(_mm256_blend_epi32(r2, r3, 0x0C), _mm256_blend_epi32(r0, r1, 0xC0), 0xF0);
-        const __m256i y3 = _mm256_blend_epi32(_mm256_blend_epi32(r1, r2, 0x0C), _mm256_blend_epi32(r3, r0, 0xC0), 0xF0);
-        const __m256i z[4] = {y0, _mm256_permutevar8x32_epi32(y1, _mm256_setr_epi32(2, 3, 4, 5, 6, 7, 0, 1)),
-                              _mm256_permutevar8x32_epi32(y2, _mm256_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3)),
-                              _mm256_permutevar8x32_epi32(y3, _mm256_setr_epi32(6, 7, 0, 1, 2, 3, 4, 5))};
+        __m256i z[4];
+        k45g_chunks(r0, r1, r2, r3, z);
         __m256i lo[4], hi[4];
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
