@@ -35,6 +35,10 @@
 #include "tile_impl.h"
 
 #define K4Q_MAX_TOK 16 /* tokens per tile: 4 groups, each one double accumulator */
+/* prepared activations per token tile (stack): 16 tokens of rows up to 4096 columns (the
+ * attention output projection of Qwen3-30B-A3B), which at HMOE_PREP_BYTES would take 8-token
+ * tiles and spend twice the weight side per token */
+#define K4Q_PREP_BYTES (96 * 1024)
 
 /* Per group of 4 tokens and block: the tokens' Q8_K d and the pair sums
  * bp(s) = bsums[2s] + bsums[2s+1] (|.| <= 32·128, exact in int16) as
@@ -194,7 +198,7 @@ typedef void (*k4q_tile_fn)(const char *w, int64_t nb, const char *x, size_t xs,
 /* hmoe_cpu_gemm_SUFFIX for Q4_K over the group tiles NAME_q1..q4 and, for the last 1..3 tokens,
  * the tiles SMALL[1..3] (k45g_tile on the same prepared rows). Rows in chunks of HMOE_PREP_ROWS
  * (L2-resident) while every token tile passes over them; the activation rows of a token tile
- * and its groups are prepared once per chunk into one stack buffer of HMOE_PREP_BYTES; a row
+ * and its groups are prepared once per chunk into one stack buffer of K4Q_PREP_BYTES; a row
  * too long for it falls back to GEMV per token. */
 #define K4Q_DEFINE_GEMM(SUFFIX, NAME, SMALL, GEMV)                                                                     \
     K4Q_TILE_ONE(NAME, 1)                                                                                              \
@@ -208,7 +212,7 @@ typedef void (*k4q_tile_fn)(const char *w, int64_t nb, const char *x, size_t xs,
         const int64_t nb = ncols / 256;                                                                                \
         const size_t act_row = (size_t)nb * sizeof(struct k45g_act);                                                   \
         /* a token costs its row and a quarter of its group's k4q_quad per block */                                    \
-        int64_t tt = (int64_t)(HMOE_PREP_BYTES / (act_row + (size_t)nb * sizeof(struct k4q_quad) / 4));                \
+        int64_t tt = (int64_t)(K4Q_PREP_BYTES / (act_row + (size_t)nb * sizeof(struct k4q_quad) / 4));                \
         if (tt < 1) {                                                                                                  \
             for (int64_t t = 0; t < ntok; t++)                                                                         \
                 GEMV(ncols, w, row_bytes, nrows, (const char *)xq + (size_t)t * xq_stride, y + (size_t)t * y_stride);  \
@@ -216,7 +220,7 @@ typedef void (*k4q_tile_fn)(const char *w, int64_t nb, const char *x, size_t xs,
         }                                                                                                              \
         if (tt > K4Q_MAX_TOK) tt = K4Q_MAX_TOK;                                                                        \
         if (tt > 4) tt &= ~(int64_t)3;                                                                                 \
-        _Alignas(64) char buf[HMOE_PREP_BYTES];                                                                        \
+        _Alignas(64) char buf[K4Q_PREP_BYTES];                                                                        \
         struct k4q_quad *quads = (struct k4q_quad *)(buf + (size_t)tt * act_row);                                      \
         for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_PREP_ROWS) {                                                       \
             const int64_t r1 = r0 + HMOE_PREP_ROWS < nrows ? r0 + HMOE_PREP_ROWS : nrows;                              \
