@@ -138,6 +138,9 @@ HMOE_CPU_DECLARE_GEMV(mxfp4_avx2_tiles)
 HMOE_CPU_DECLARE_GEMV(mxfp4_avxvnni_tiles)
 HMOE_CPU_DECLARE_GEMV(mxfp4_avx512_tiles)
 HMOE_CPU_DECLARE_GEMV(iq4_xs_avx2_tiles)
+/* the AVX2 Q6_K tiles' gemm, which the group gemm hands rows too long for it to */
+HMOE_CPU_DECLARE_WEIGHT_GEMM(q6_k_avx2_long)
+HMOE_CPU_DECLARE_WEIGHT_GEMM(q6_k_avxvnni_long)
 /* AVX2 + AVX-VNNI (the *_avxvnni.c files; HMOE_HAVE_AVXVNNI) */
 HMOE_CPU_DECLARE_WEIGHT(q4_k_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q5_k_avxvnni)
