@@ -22,7 +22,11 @@
  *    each for sums and mins, per group instead of per token.
  * That is ~6.5 vector uops of epilogue per block and token instead of ~12. The double
  * accumulation keeps the reference's precision (q45_k_gemm_avx2_impl.h says why).
- * Token counts that are not a multiple of 4 end with k45g_tile's 1..3-token tiles.
+ * A tile whose token count is not a multiple of 4 fills its last group with zero activation
+ * rows (d = 0, sums 0: they add exactly 0) when that is cheaper than a k45g_tile for the last
+ * 1..3 tokens, which unpacks the weights once more and pays the per-token epilogue: always
+ * after full groups (a padded group costs ~4·17 uops per block, the separate tile ~45 + 25
+ * per token), and for 3 tokens alone; 1 or 2 tokens alone take k45g_tile.
  */
 #ifndef HMOE_CPU_Q4_K_GEMM4_AVX2_IMPL_H
 #define HMOE_CPU_Q4_K_GEMM4_AVX2_IMPL_H
@@ -50,21 +54,20 @@ struct k4q_quad {
 };
 _Static_assert(sizeof(struct k4q_quad) % 32 == 0, "prepared groups must stay 32-byte aligned (aligned loads)");
 
-/* The groups of the G·4 activation rows at x (stride xs), nb blocks each, as q[g·nb + i]:
- * each token's pair sums as 4 dwords (pair j), the 4 tokens' dwords transposed. */
+/* The groups of the G·4 prepared activation rows at x (struct k45g_act, stride xs), nb
+ * blocks each, as q[g·nb + i]: each token's pair sums as 4 dwords (pair j), the 4 tokens'
+ * dwords transposed. */
 static inline void k4q_prep_quads(struct k4q_quad *q, const char *x, size_t xs, int64_t nb, int64_t G) {
     for (int64_t g = 0; g < G; g++)
         for (int64_t i = 0; i < nb; i++) {
             struct k4q_quad *o = q + g * nb + i;
             __m128i p[4];
-            const struct hmoe_block_q8_k *at[4];
             for (int k = 0; k < 4; k++) {
-                const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)(4 * g + k) * xs) + i;
-                at[k] = a;
-                const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+                const struct k45g_act *a = (const struct k45g_act *)(x + (size_t)(4 * g + k) * xs) + i;
+                const __m256i s = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
                 p[k] = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)); /* exact */
+                o->d[k] = a->d;
             }
-            _mm256_store_pd(o->d, _mm256_cvtps_pd(_mm_setr_ps(at[0]->d, at[1]->d, at[2]->d, at[3]->d)));
             const __m128i t01l = _mm_unpacklo_epi32(p[0], p[1]), t23l = _mm_unpacklo_epi32(p[2], p[3]);
             const __m128i t01h = _mm_unpackhi_epi32(p[0], p[1]), t23h = _mm_unpackhi_epi32(p[2], p[3]);
             _mm256_store_si256((__m256i *)o->bp[0],
@@ -195,8 +198,8 @@ static inline __attribute__((always_inline)) void k4q_tile(const char *w, int64_
     }
 typedef void (*k4q_tile_fn)(const char *w, int64_t nb, const char *x, size_t xs, const struct k4q_quad *q, float *o);
 
-/* hmoe_cpu_gemm_SUFFIX for Q4_K over the group tiles NAME_q1..q4 and, for the last 1..3 tokens,
- * the tiles SMALL[1..3] (k45g_tile on the same prepared rows). Rows in chunks of HMOE_PREP_ROWS
+/* hmoe_cpu_gemm_SUFFIX for Q4_K over the group tiles NAME_q1..q4 and, for 1..3 tokens that
+ * do not fill a group (see above), the tiles SMALL[1..3] (k45g_tile on the same prepared rows). Rows in chunks of HMOE_PREP_ROWS
  * (L2-resident) while every token tile passes over them; the activation rows of a token tile
  * and its groups are prepared once per chunk into one stack buffer of K4Q_PREP_BYTES; a row
  * too long for it falls back to GEMV per token. */
@@ -225,10 +228,16 @@ typedef void (*k4q_tile_fn)(const char *w, int64_t nb, const char *x, size_t xs,
         for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_PREP_ROWS) {                                                       \
             const int64_t r1 = r0 + HMOE_PREP_ROWS < nrows ? r0 + HMOE_PREP_ROWS : nrows;                              \
             for (int64_t t0 = 0; t0 < ntok; t0 += tt) {                                                                \
-                const int64_t nt = ntok - t0 < tt ? ntok - t0 : tt, ng = nt / 4, nr = nt % 4;                          \
-                for (int64_t t = 0; t < nt; t++)                                                                       \
-                    k45g_prep(buf + (size_t)t * act_row, (const char *)xq + (size_t)(t0 + t) * xq_stride, nb);         \
-                k4q_prep_quads(quads, (const char *)xq + (size_t)t0 * xq_stride, xq_stride, nb, ng);                                                           \
+                const int64_t nt = ntok - t0 < tt ? ntok - t0 : tt;                                                   \
+                int64_t ng = nt / 4, nr = nt % 4;                                                                      \
+                const int pad = tt >= 4 && nr && (ng || nr == 3); /* the last group filled with zero rows */           \
+                if (pad) ng++, nr = 0;                                                                                 \
+                if (r0 == 0 || ntok > tt) { /* one token tile: prepared once for all chunks */                         \
+                    for (int64_t t = 0; t < nt; t++)                                                                   \
+                        k45g_prep(buf + (size_t)t * act_row, (const char *)xq + (size_t)(t0 + t) * xq_stride, nb);     \
+                    if (pad) memset(buf + (size_t)nt * act_row, 0, (size_t)(4 * ng - nt) * act_row);                   \
+                    k4q_prep_quads(quads, buf, act_row, nb, ng);                                                       \
+                }                                                                                                      \
                 const k4q_tile_fn group = NAME##_group_tiles[ng];                                                      \
                 const hmoe_tile_fn rest = SMALL[nr];                                                                   \
                 const char *xr = buf + (size_t)(4 * ng) * act_row;                                                     \
