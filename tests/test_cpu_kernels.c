@@ -411,12 +411,13 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
 
 /* Prefill gemm of the K-quants over token counts past check_dots' 9: whole tiles of 4-token
  * groups (up to 16 tokens), a tile of fewer groups and 1..3 tokens after them, and rows long
- * enough (8192 columns) that the prepared-activation buffer holds fewer tokens per tile. */
+ * enough (8192 columns) that the prepared-activation buffer holds fewer tokens per tile, in
+ * more than one row chunk (117 rows: the Q4_K gemm's 512 KiB chunks hold 113). */
 static void check_wide_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
     const struct hmoe_type_info *ti = &hmoe_type_info[wt];
     char name[160], detail[200] = "";
     snprintf(name, sizeof name, "[%s] %s gemm over 12..37 tokens matches vec_dot_ref", path_tag(path), ti->name);
-    const int64_t shapes[][2] = {{2048, 67}, {8192, 5}, {768, 9}};
+    const int64_t shapes[][2] = {{2048, 67}, {8192, 117}, {768, 9}};
     const int64_t ntoks[] = {12, 16, 17, 23, 37};
     enum { NTOK_MAX = 37 };
     int bad = 0;

@@ -43,6 +43,10 @@
  * attention output projection of Qwen3-30B-A3B), which at HMOE_PREP_BYTES would take 8-token
  * tiles and spend twice the weight side per token */
 #define K4Q_PREP_BYTES (96 * 1024)
+/* weight bytes per row chunk, which every token tile passes over while it stays in L2: the
+ * activations are prepared once per chunk and token tile, and a work item of the MoE gate/up
+ * job (up to 256 rows of 2048 columns, 288 KiB) in 64-row chunks prepared its tokens 4 times */
+#define K4Q_CHUNK_BYTES (512 * 1024)
 
 /* Per group of 4 tokens and block: the tokens' Q8_K d and the pair sums
  * bp(s) = bsums[2s] + bsums[2s+1] (|.| <= 32·128, exact in int16) as
@@ -199,10 +203,11 @@ static inline __attribute__((always_inline)) void k4q_tile(const char *w, int64_
 typedef void (*k4q_tile_fn)(const char *w, int64_t nb, const char *x, size_t xs, const struct k4q_quad *q, float *o);
 
 /* hmoe_cpu_gemm_SUFFIX for Q4_K over the group tiles NAME_q1..q4 and, for 1..3 tokens that
- * do not fill a group (see above), the tiles SMALL[1..3] (k45g_tile on the same prepared rows). Rows in chunks of HMOE_PREP_ROWS
- * (L2-resident) while every token tile passes over them; the activation rows of a token tile
- * and its groups are prepared once per chunk into one stack buffer of K4Q_PREP_BYTES; a row
- * too long for it falls back to GEMV per token. */
+ * do not fill a group (see above), the tiles SMALL[1..3] (k45g_tile on the same prepared
+ * rows). Rows in chunks of K4Q_CHUNK_BYTES (at least HMOE_PREP_ROWS rows), L2-resident while
+ * every token tile passes over them; the activation rows of a token tile and its groups are
+ * prepared once per chunk into one stack buffer of K4Q_PREP_BYTES; a row too long for it
+ * falls back to GEMV per token. */
 #define K4Q_DEFINE_GEMM(SUFFIX, NAME, SMALL, GEMV)                                                                     \
     K4Q_TILE_ONE(NAME, 1)                                                                                              \
     K4Q_TILE_ONE(NAME, 2)                                                                                              \
@@ -225,8 +230,10 @@ typedef void (*k4q_tile_fn)(const char *w, int64_t nb, const char *x, size_t xs,
         if (tt > 4) tt &= ~(int64_t)3;                                                                                 \
         _Alignas(64) char buf[K4Q_PREP_BYTES];                                                                        \
         struct k4q_quad *quads = (struct k4q_quad *)(buf + (size_t)tt * act_row);                                      \
-        for (int64_t r0 = 0; r0 < nrows; r0 += HMOE_PREP_ROWS) {                                                       \
-            const int64_t r1 = r0 + HMOE_PREP_ROWS < nrows ? r0 + HMOE_PREP_ROWS : nrows;                              \
+        const int64_t chunk = row_bytes < K4Q_CHUNK_BYTES / HMOE_PREP_ROWS ? (int64_t)(K4Q_CHUNK_BYTES / row_bytes)     \
+                                                                           : HMOE_PREP_ROWS;                           \
+        for (int64_t r0 = 0; r0 < nrows; r0 += chunk) {                                                                \
+            const int64_t r1 = r0 + chunk < nrows ? r0 + chunk : nrows;                                                \
             for (int64_t t0 = 0; t0 < ntok; t0 += tt) {                                                                \
                 const int64_t nt = ntok - t0 < tt ? ntok - t0 : tt;                                                   \
                 int64_t ng = nt / 4, nr = nt % 4;                                                                      \
