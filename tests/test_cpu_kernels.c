@@ -499,8 +499,9 @@ static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
     free(w), free(xq), free(x);
 }
 
-/* Prefill gemm of Q4_K / Q5_K at the bounds of their integer sums: every quant, qh bit, scale
- * and min at its largest (all bytes 0xff, d = dmin = 1), activations all +127 or all -127,
+/* Prefill gemm of Q4_K / Q5_K / Q6_K at the bounds of their integer sums: every quant, qh bit,
+ * scale and min at its largest magnitude (all bytes 0xff: Q6_K values 63, scales -1; d = dmin
+ * = 1), activations all +127 or all -127,
  * 19 tokens (a full 16-token tile of 4-token groups and a 3-token remainder; 8-token tiles
  * for the 1-row tile) × 5 rows of 2048 columns: the int16 sums of the plain-AVX2 tiles and the
  * packed int32 sums of the AVX-VNNI ones stay exact, or the result moves far from vec_dot_ref. */
@@ -518,6 +519,10 @@ static void check_extreme_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
     int ok = w && xq && x && y;
     for (size_t b = 0; ok && b < nblk; b++) {
         memset(w + b * bs, 0xff, bs);
+        if (wt == HMOE_TYPE_Q6_K) {
+            memcpy(w + b * bs + offsetof(struct hmoe_block_q6_k, d), &one, 2);
+            continue;
+        }
         memcpy(w + b * bs, &one, 2);     /* d */
         memcpy(w + b * bs + 2, &one, 2); /* dmin */
     }
@@ -600,6 +605,7 @@ int main(void) {
         for (size_t k = 0; k < HMOE_ARRAY_LEN(extreme_types); k++) check_extreme_dec(extreme_types[k], got);
         check_extreme_gemm(HMOE_TYPE_Q4_K, got);
         check_extreme_gemm(HMOE_TYPE_Q5_K, got);
+        check_extreme_gemm(HMOE_TYPE_Q6_K, got);
         const enum hmoe_type wide_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q6_K};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(wide_types); k++) check_wide_gemm(wide_types[k], got);
     }

@@ -4,12 +4,15 @@
  *
  * Per row and block the 256 six-bit values are unpacked once into 8 registers (q6k_tile's
  * layout: register g holds elements 32g..32g+31, sub-blocks 2g / 2g+1 in the two 128-bit
- * lanes) and the 8 scale vectors once to the stack, where each token's vpmaddwd / vpdpwssd
+ * lanes) and the scale vectors once to the stack, where each token's vpmaddwd / vpdpwssd
  * reads them as memory operands; so a token's sum over the block lives in one register and
  * the tokens run one after the other (q6k_tile keeps one accumulator per token over the whole
- * block, which leaves no registers for more than 8 tokens). Per token and block: 8 vpmaddubsw
- * (|pair| <= 2·63·128, no saturation) and 8 vpdpwssd (plain AVX2: vpmaddwd + vpaddd), the
- * accumulator starting from the "-32" offset -32·Σ scale[b]·bsums[b] (one vpmaddwd on the
+ * block, which leaves no registers for more than 8 tokens). Per token and block, AVX-VNNI: 8
+ * vpdpbusd into zeroed registers (a dword sums 4 products, |.| <= 4·63·128 < 2^15), the two
+ * registers of a pair packed to words (vpackssdw, exact: a word holds 4 elements of one
+ * sub-block) and scaled by one vpdpwssd, which moves a quarter of the work to the shuffle port
+ * (8 vpmaddubsw + 8 vpdpwssd all need the multiply ports); plain AVX2: 8 vpmaddubsw
+ * (|pair| <= 2·63·128, no saturation) and 8 vpmaddwd + vpaddd. The accumulator starting from the "-32" offset -32·Σ scale[b]·bsums[b] (one vpmaddwd on the
  * scales times -32, |.| <= 4096); the epilogue is shared by the 4 tokens of a group: a
  * vphaddd tree leaves [t0 t1 t2 t3], one conversion to double and one FMA with d·da of the
  * 4 tokens (prepared per block) instead of ~10 vector uops per token.
@@ -41,14 +44,30 @@ static inline __attribute__((always_inline)) void q6kg_tile(const char *w, int64
     __m256d acc[Q6KG_MAX_TOK / 4];
     for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_pd();
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+#if !HMOE_Q6KD_VNNI
     /* after vpermd puts dword g (= scales 2g, 2g+1 as words) in both lanes: lane 0 repeats word 0, lane 1 word 1 */
     const __m256i pick =
         _mm256_set_epi8(3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+#endif
     for (int64_t i = 0; i < nb; i++) {
         const struct hmoe_block_q6_k *b = (const struct hmoe_block_q6_k *)w + i;
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+#if HMOE_Q6KD_VNNI
+        /* pair of registers (2jp, 2jp + 1): words [s 4jp ×4, s 4jp+2 ×4 | s 4jp+1 ×4, s 4jp+3 ×4] */
+        _Alignas(32) __m256i s[4];
+        const __m256i sc_lo = _mm256_permute4x64_epi64(sc16, _MM_SHUFFLE(1, 0, 1, 0));
+        const __m256i sc_hi = _mm256_permute4x64_epi64(sc16, _MM_SHUFFLE(3, 2, 3, 2));
+        const __m256i pick0 = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5, 2, 3, 2, 3, 2, 3, 2, 3, 6,
+                                               7, 6, 7, 6, 7, 6, 7);
+        const __m256i pick1 = _mm256_add_epi8(pick0, _mm256_set1_epi8(8));
+        s[0] = _mm256_shuffle_epi8(sc_lo, pick0);
+        s[1] = _mm256_shuffle_epi8(sc_lo, pick1);
+        s[2] = _mm256_shuffle_epi8(sc_hi, pick0);
+        s[3] = _mm256_shuffle_epi8(sc_hi, pick1);
+#else
         _Alignas(32) __m256i s[8];
         for (int g = 0; g < 8; g++) s[g] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(g)), pick);
+#endif
         const __m256i off = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5)); /* -32·scale */
         __m256i q[8];
 #pragma GCC unroll 2
@@ -70,10 +89,21 @@ static inline __attribute__((always_inline)) void q6kg_tile(const char *w, int64
             for (int k = 0; k < 4; k++) {
                 const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)(x + (size_t)(4 * g + k) * xs) + i;
                 __m256i v = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), off);
+#if HMOE_Q6KD_VNNI
+#pragma GCC unroll 4
+                for (int jp = 0; jp < 4; jp++) {
+                    const __m256i z = _mm256_setzero_si256();
+                    const __m256i p0 = _mm256_dpbusd_avx_epi32(z, q[2 * jp], _mm256_loadu_si256((const __m256i *)(a->qs + 64 * jp)));
+                    const __m256i p1 =
+                        _mm256_dpbusd_avx_epi32(z, q[2 * jp + 1], _mm256_loadu_si256((const __m256i *)(a->qs + 64 * jp + 32)));
+                    v = _mm256_dpwssd_avx_epi32(v, _mm256_packs_epi32(p0, p1), s[jp]);
+                }
+#else
 #pragma GCC unroll 8
                 for (int j = 0; j < 8; j++)
                     v = Q6KD_DPWSSD(v, _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j))),
                                     s[j]);
+#endif
                 is[k] = v;
             }
             const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
