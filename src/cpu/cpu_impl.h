@@ -150,6 +150,9 @@ HMOE_CPU_DECLARE_WEIGHT(q5_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(mxfp4_avxvnni)
 HMOE_CPU_DECLARE_GEMV(iq4_xs_avxvnni)
 
+/* The SwiGLU activation (swiglu_avx2.c; cpu.h hmoe_cpu_swiglu). */
+void hmoe_cpu_swiglu_avx2(float *g, const float *u, int64_t n);
+
 /* The attention's weighted sum over transposed V (attn_wsum_avx512.c, attn_wsum_avx2.c; cpu.h
  * hmoe_cpu_attn_wsum). */
 void hmoe_cpu_attn_wsum_avx2(enum hmoe_type vt, int64_t n_pos, const void *v, size_t row_bytes, int64_t n_rows,
