@@ -45,7 +45,7 @@
 #define K4Q_PREP_BYTES (96 * 1024)
 /* weight bytes per row chunk, which every token tile passes over while it stays in L2: the
  * activations are prepared once per chunk and token tile, and a work item of the MoE gate/up
- * job (up to 256 rows of 2048 columns, 288 KiB) in 64-row chunks prepared its tokens 4 times */
+ * job (up to 256 rows of 2048 columns, 288 KiB) in 64-row chunks would prepare its tokens 4 times */
 #define K4Q_CHUNK_BYTES (512 * 1024)
 
 /* Per group of 4 tokens and block: the tokens' Q8_K d and the pair sums
