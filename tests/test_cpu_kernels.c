@@ -409,6 +409,47 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     t_check(!bad, name, "%s", detail);
 }
 
+/* Prefill gemm of the K-quants over token counts past check_dots' 9: whole tiles of 4-token
+ * groups (up to 16 tokens), a tile of fewer groups and 1..3 tokens after them, and rows long
+ * enough (8192 columns) that the prepared-activation buffer holds fewer tokens per tile, in
+ * more than one row chunk (117 rows: the Q4_K gemm's 512 KiB chunks hold 113). */
+static void check_wide_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
+    const struct hmoe_type_info *ti = &hmoe_type_info[wt];
+    char name[160], detail[200] = "";
+    snprintf(name, sizeof name, "[%s] %s gemm over 12..37 tokens matches vec_dot_ref", path_tag(path), ti->name);
+    const int64_t shapes[][2] = {{2048, 67}, {8192, 117}, {768, 9}};
+    const int64_t ntoks[] = {12, 16, 17, 23, 37};
+    enum { NTOK_MAX = 37 };
+    int bad = 0;
+    for (size_t s = 0; s < HMOE_ARRAY_LEN(shapes) && !bad; s++) {
+        const int64_t ncols = shapes[s][0], nrows = shapes[s][1];
+        const size_t rb = hmoe_row_bytes(wt, ncols), ab = hmoe_cpu_act_bytes(wt, ncols);
+        uint8_t *w = malloc(rb * (size_t)nrows), *xq = malloc(ab * NTOK_MAX);
+        float *x = malloc(sizeof(float) * (size_t)ncols), *ref = malloc(sizeof(float) * (size_t)(nrows * NTOK_MAX)),
+              *y = malloc(sizeof(float) * (size_t)(nrows * NTOK_MAX));
+        rng_weights(wt, ncols, nrows, w);
+        for (int64_t t = 0; t < NTOK_MAX; t++) {
+            rng_acts(x, ncols);
+            hmoe_type_info[ti->vec_dot_type].quantize_ref(x, xq + (size_t)t * ab, ncols);
+            for (int64_t r = 0; r < nrows; r++)
+                ref[t * nrows + r] = ti->vec_dot_ref(ncols, w + (size_t)r * rb, xq + (size_t)t * ab);
+        }
+        for (size_t k = 0; k < HMOE_ARRAY_LEN(ntoks) && !bad; k++) {
+            const int64_t ntok = ntoks[k];
+            for (int64_t i = 0; i < nrows * NTOK_MAX; i++) y[i] = NAN;
+            hmoe_cpu_gemm(wt, ncols, w, rb, 0, nrows, xq, ab, ntok, y, (size_t)nrows);
+            for (int64_t t = 0; t < ntok && !bad; t++)
+                for (int64_t r = 0; r < nrows && !bad; r++)
+                    if (!close_enough(y[t * nrows + r], ref[t * nrows + r]))
+                        bad = snprintf(detail, sizeof detail, "ncols %lld ntok %lld row %lld tok %lld: %.9g vs ref %.9g",
+                                       (long long)ncols, (long long)ntok, (long long)r, (long long)t,
+                                       y[t * nrows + r], ref[t * nrows + r]);
+        }
+        free(w), free(xq), free(x), free(ref), free(y);
+    }
+    t_check(!bad, name, "%s", detail);
+}
+
 /* Decode gemv at the bounds of the integer sums: every weight at the type's largest
  * magnitude (Q8_0 -128, Q5_0 -16, MXFP4 code -12, IQ4_XS value -127 with scale -32, Q6_K 0 with
  * scale -128), activations all +127 or all -127, 9 rows (two 4-row tiles and a remainder) of
@@ -458,17 +499,18 @@ static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
     free(w), free(xq), free(x);
 }
 
-/* Prefill gemm of Q4_K / Q5_K at the bounds of their integer sums: every quant, qh bit, scale
- * and min at its largest (all bytes 0xff, d = dmin = 1), activations all +127 or all -127,
- * 9 tokens (a full 8-token tile and a remainder) × 5 rows of 2048 columns: the int16 sums of
- * the plain-AVX2 tile and the packed int32 sums of the AVX-VNNI one stay exact, or the result
- * moves far from vec_dot_ref. */
+/* Prefill gemm of Q4_K / Q5_K / Q6_K at the bounds of their integer sums: every quant, qh bit,
+ * scale and min at its largest magnitude (all bytes 0xff: Q6_K values 63, scales -1; d = dmin
+ * = 1), activations all +127 or all -127,
+ * 19 tokens (a full 16-token tile of 4-token groups and a 3-token remainder; 8-token tiles
+ * for the 1-row tile) × 5 rows of 2048 columns: the int16 sums of the plain-AVX2 tiles and the
+ * packed int32 sums of the AVX-VNNI ones stay exact, or the result moves far from vec_dot_ref. */
 static void check_extreme_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
     const struct hmoe_type_info *ti = &hmoe_type_info[wt];
     char name[160], detail[200] = "";
     snprintf(name, sizeof name, "[%s] %s gemm: largest weights x activations +127 / -127 exact", path_tag(path),
              ti->name);
-    enum { NCOLS = 2048, NROWS = 5, NTOK = 9 };
+    enum { NCOLS = 2048, NROWS = 5, NTOK = 19 };
     const size_t rb = hmoe_row_bytes(wt, NCOLS), bs = (size_t)ti->type_size, nblk = rb * NROWS / bs;
     const size_t ab = hmoe_cpu_act_bytes(wt, NCOLS);
     uint8_t *w = malloc(rb * NROWS), *xq = malloc(ab * NTOK);
@@ -477,6 +519,10 @@ static void check_extreme_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
     int ok = w && xq && x && y;
     for (size_t b = 0; ok && b < nblk; b++) {
         memset(w + b * bs, 0xff, bs);
+        if (wt == HMOE_TYPE_Q6_K) {
+            memcpy(w + b * bs + offsetof(struct hmoe_block_q6_k, d), &one, 2);
+            continue;
+        }
         memcpy(w + b * bs, &one, 2);     /* d */
         memcpy(w + b * bs + 2, &one, 2); /* dmin */
     }
@@ -559,6 +605,9 @@ int main(void) {
         for (size_t k = 0; k < HMOE_ARRAY_LEN(extreme_types); k++) check_extreme_dec(extreme_types[k], got);
         check_extreme_gemm(HMOE_TYPE_Q4_K, got);
         check_extreme_gemm(HMOE_TYPE_Q5_K, got);
+        check_extreme_gemm(HMOE_TYPE_Q6_K, got);
+        const enum hmoe_type wide_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q6_K};
+        for (size_t k = 0; k < HMOE_ARRAY_LEN(wide_types); k++) check_wide_gemm(wide_types[k], got);
     }
     hmoe_cpu_init();
     return t_summary();

@@ -104,6 +104,10 @@ void hmoe_cpu_softmax_scaled(float *s, int64_t n, float scale);
  * denominator only, so the n probabilities sum to less than one (gpt-oss.md). */
 void hmoe_cpu_softmax_scaled_sink(float *s, int64_t n, float scale, float sink);
 
+/* The gated MLP's activation over n elements in place: g[i] = g[i] / (1 + e^-g[i]) · u[i]
+ * (SwiGLU; the AVX2 path's exponential within 2 ulp of expf). */
+void hmoe_cpu_swiglu(float *g, const float *u, int64_t n);
+
 /* Convenience for dense matrices: quantize x (ntok rows of ncols floats, x_stride floats
  * apart) and compute y = W·x for all nrows rows with the OpenMP threads available.
  * `scratch` must hold ntok * hmoe_cpu_act_bytes(wtype, ncols) bytes. */

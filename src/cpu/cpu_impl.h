@@ -138,6 +138,9 @@ HMOE_CPU_DECLARE_GEMV(mxfp4_avx2_tiles)
 HMOE_CPU_DECLARE_GEMV(mxfp4_avxvnni_tiles)
 HMOE_CPU_DECLARE_GEMV(mxfp4_avx512_tiles)
 HMOE_CPU_DECLARE_GEMV(iq4_xs_avx2_tiles)
+/* the AVX2 Q6_K tiles' gemm, which the group gemm hands rows too long for it to */
+HMOE_CPU_DECLARE_WEIGHT_GEMM(q6_k_avx2_long)
+HMOE_CPU_DECLARE_WEIGHT_GEMM(q6_k_avxvnni_long)
 /* AVX2 + AVX-VNNI (the *_avxvnni.c files; HMOE_HAVE_AVXVNNI) */
 HMOE_CPU_DECLARE_WEIGHT(q4_k_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q5_k_avxvnni)
@@ -146,6 +149,9 @@ HMOE_CPU_DECLARE_WEIGHT(q8_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(q5_0_avxvnni)
 HMOE_CPU_DECLARE_WEIGHT(mxfp4_avxvnni)
 HMOE_CPU_DECLARE_GEMV(iq4_xs_avxvnni)
+
+/* The SwiGLU activation (swiglu_avx2.c; cpu.h hmoe_cpu_swiglu). */
+void hmoe_cpu_swiglu_avx2(float *g, const float *u, int64_t n);
 
 /* The attention's weighted sum over transposed V (attn_wsum_avx512.c, attn_wsum_avx2.c; cpu.h
  * hmoe_cpu_attn_wsum). */

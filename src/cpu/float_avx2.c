@@ -59,8 +59,50 @@ static inline __attribute__((always_inline)) void bf16_tile(const char *w, size_
     FLOAT_TILE_BODY(ld_bf16, 2, HMOE_TYPE_BF16);
 }
 
-HMOE_TILE_INSTANCES(f32256, f32_tile)
-HMOE_DEFINE_GEMV_GEMM(f32_avx2, f32256, 1)
+/* F32 prefill (the MoE router's gemm): the activation rows are widened to double once per
+ * token tile (f32d_prep), so a token costs per 8 elements two double FMAs on memory operands
+ * instead of two conversions, an extract and two FMAs per row; the weights are widened once
+ * per row for all tokens of the tile. Exact products, double sums, like the tiles above. */
+static inline void f32d_prep(char *dst, const char *src, int64_t n) {
+    double *d = (double *)dst;
+    const float *f = (const float *)src;
+    int64_t e = 0;
+    for (; e + 4 <= n; e += 4) _mm256_storeu_pd(d + e, _mm256_cvtps_pd(_mm_loadu_ps(f + e)));
+    for (; e < n; e++) d[e] = f[e];
+}
+
+/* out[t] = dot(the F32 row at w, widened activation row t at x + t·xs) over n elements. */
+static inline __attribute__((always_inline)) void f32d_tile(const char *w, int64_t n, const char *x, size_t xs,
+                                                            float *out, const int T) {
+    __m256d lo[HMOE_TILE_MAX_TOK], hi[HMOE_TILE_MAX_TOK];
+    for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm256_setzero_pd();
+    const float *wf = (const float *)w;
+    int64_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        const __m256 wv = _mm256_loadu_ps(wf + e);
+        const __m256d w0 = _mm256_cvtps_pd(_mm256_castps256_ps128(wv)), w1 = _mm256_cvtps_pd(_mm256_extractf128_ps(wv, 1));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const double *xd = (const double *)(x + (size_t)t * xs) + e;
+            lo[t] = _mm256_fmadd_pd(w0, _mm256_loadu_pd(xd), lo[t]);
+            hi[t] = _mm256_fmadd_pd(w1, _mm256_loadu_pd(xd + 4), hi[t]);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const __m256d v = _mm256_add_pd(lo[t], hi[t]);
+        const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+        double s = _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));
+        const double *xd = (const double *)(x + (size_t)t * xs);
+        for (int64_t k = e; k < n; k++) s += (double)wf[k] * xd[k];
+        out[t] = (float)s;
+    }
+}
+#define F32D_TILE(w, rb, n, x, xs, out, T) ((void)(rb), f32d_tile(w, n, x, xs, out, T))
+
+HMOE_GEMV_TILE_INSTANCES(f32256, f32_tile)
+HMOE_DEFINE_GEMV(f32_avx2, f32256, 1)
+HMOE_GEMM_TILE_INSTANCES(f32d, F32D_TILE)
+HMOE_DEFINE_GEMM_PREP(f32_avx2, f32d, 1, f32d_prep, sizeof(double))
 HMOE_TILE_INSTANCES(f16256, f16_tile)
 HMOE_DEFINE_GEMV_GEMM(f16_avx2, f16256, 1)
 HMOE_TILE_INSTANCES(bf16256, bf16_tile)

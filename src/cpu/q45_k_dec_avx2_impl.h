@@ -274,6 +274,7 @@ static inline __attribute__((always_inline)) void k45d_gemv(int64_t ncols, const
               offsetof(struct hmoe_block_q5_k, qh))
 
 #include "q45_k_gemm_avx2_impl.h"
+#include "q4_k_gemm4_avx2_impl.h"
 
 /* hmoe_cpu_gemv_q4_k_SFX / hmoe_cpu_gemm_q4_k_SFX and the same for Q5_K: the decode kernel,
  * the tiles' own gemv for its remainder rows (.._SFX_tiles) and the prefill gemm on
@@ -282,7 +283,7 @@ static inline __attribute__((always_inline)) void k45d_gemv(int64_t ncols, const
     HMOE_GEMV_TILE_INSTANCES(q4k_##SFX, K45D_Q4K_TILE)                                                                 \
     HMOE_DEFINE_GEMV(q4_k_##SFX##_tiles, q4k_##SFX, 256)                                                               \
     HMOE_GEMM_TILE_INSTANCES(q4k_##SFX##_g, K45G_Q4K_TILE)                                                             \
-    HMOE_DEFINE_GEMM_PREP(q4_k_##SFX, q4k_##SFX##_g, 256, k45g_prep, sizeof(struct k45g_act))                          \
+    K4Q_DEFINE_GEMM(q4_k_##SFX, q4k_##SFX##_q, q4k_##SFX##_g_gemm_tiles, hmoe_cpu_gemv_q4_k_##SFX)                    \
     HMOE_GEMV_TILE_INSTANCES(q5k_##SFX, K45D_Q5K_TILE)                                                                 \
     HMOE_DEFINE_GEMV(q5_k_##SFX##_tiles, q5k_##SFX, 256)                                                               \
     HMOE_GEMM_TILE_INSTANCES(q5k_##SFX##_g, K45G_Q5K_TILE)                                                             \

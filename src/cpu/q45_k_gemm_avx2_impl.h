@@ -51,16 +51,36 @@ struct k45g_act {
 };
 _Static_assert(sizeof(struct k45g_act) % 32 == 0, "prepared blocks must stay 32-byte aligned (aligned loads)");
 
+/* The 4 chunks z[c] of four 32-byte runs r[m]: dword pair m of chunk c = bytes
+ * 8·((m + c) & 3) .. +7 of run m (blends, then one vpermd per chunk for the rotation). */
+static inline __attribute__((always_inline)) void k45g_chunks(const __m256i r0, const __m256i r1, const __m256i r2,
+                                                             const __m256i r3, __m256i z[4]) {
+    /* chunk c before the rotation: dword pair m from run (m - c) & 3 at its own position */
+    const __m256i y0 = _mm256_blend_epi32(_mm256_blend_epi32(r0, r1, 0x0C), _mm256_blend_epi32(r2, r3, 0xC0), 0xF0);
+    const __m256i y1 = _mm256_blend_epi32(_mm256_blend_epi32(r3, r0, 0x0C), _mm256_blend_epi32(r1, r2, 0xC0), 0xF0);
+    const __m256i y2 = _mm256_blend_epi32(_mm256_blend_epi32(r2, r3, 0x0C), _mm256_blend_epi32(r0, r1, 0xC0), 0xF0);
+    const __m256i y3 = _mm256_blend_epi32(_mm256_blend_epi32(r1, r2, 0x0C), _mm256_blend_epi32(r3, r0, 0xC0), 0xF0);
+    /* pair m of chunk c <- pair (m + c) & 3 */
+    z[0] = y0;
+    z[1] = _mm256_permutevar8x32_epi32(y1, _mm256_setr_epi32(2, 3, 4, 5, 6, 7, 0, 1));
+    z[2] = _mm256_permutevar8x32_epi32(y2, _mm256_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3));
+    z[3] = _mm256_permutevar8x32_epi32(y3, _mm256_setr_epi32(6, 7, 0, 1, 2, 3, 4, 5));
+}
+
+/* The activations take the weights' order: the low-nibble partners of run m are Q8_K quants
+ * 64m .. 64m + 31, the high-nibble partners the next 32. */
 static inline void k45g_prep(char *dst, const char *src, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         const struct hmoe_block_q8_k *a = (const struct hmoe_block_q8_k *)src + i;
         struct k45g_act *g = (struct k45g_act *)dst + i;
-        for (int c = 0; c < 4; c++)
-            for (int m = 0; m < 4; m++) {
-                const int src_off = 64 * m + 8 * ((m + c) & 3);
-                memcpy(g->qs + 64 * c + 8 * m, a->qs + src_off, 8);
-                memcpy(g->qs + 64 * c + 32 + 8 * m, a->qs + src_off + 32, 8);
-            }
+        for (int h = 0; h < 2; h++) {
+            __m256i z[4];
+            k45g_chunks(_mm256_loadu_si256((const __m256i *)(a->qs + 32 * h)),
+                        _mm256_loadu_si256((const __m256i *)(a->qs + 64 + 32 * h)),
+                        _mm256_loadu_si256((const __m256i *)(a->qs + 128 + 32 * h)),
+                        _mm256_loadu_si256((const __m256i *)(a->qs + 192 + 32 * h)), z);
+            for (int c = 0; c < 4; c++) _mm256_store_si256((__m256i *)(g->qs + 64 * c + 32 * h), z[c]);
+        }
         memcpy(g->bsums, a->bsums, sizeof g->bsums);
         g->d = a->d;
         memset(g->pad, 0, sizeof g->pad);
@@ -119,15 +139,8 @@ static inline __attribute__((always_inline)) void k45g_tile(const char *w, int64
         __m256i qh = _mm256_setzero_si256();
         if (has_qh) qh = _mm256_loadu_si256((const __m256i *)(b + qh_off));
         __m256i lo[4], hi[4];
-        /* chunk c before the rotation: dword pair m from run (m - c) & 3 at its own position */
-        const __m256i y0 = _mm256_blend_epi32(_mm256_blend_epi32(r0, r1, 0x0C), _mm256_blend_epi32(r2, r3, 0xC0), 0xF0);
-        const __m256i y1 = _mm256_blend_epi32(_mm256_blend_epi32(r3, r0, 0x0C), _mm256_blend_epi32(r1, r2, 0xC0), 0xF0);
-        const __m256i y2 = _mm256_blend_epi32(_mm256_blend_epi32(r2, r3, 0x0C), _mm256_blend_epi32(r0, r1, 0xC0), 0xF0);
-        const __m256i y3 = _mm256_blend_epi32(_mm256_blend_epi32(r1, r2, 0x0C), _mm256_blend_epi32(r3, r0, 0xC0), 0xF0);
-        /* pair m of chunk c <- pair (m + c) & 3 */
-        const __m256i z[4] = {y0, _mm256_permutevar8x32_epi32(y1, _mm256_setr_epi32(2, 3, 4, 5, 6, 7, 0, 1)),
-                              _mm256_permutevar8x32_epi32(y2, _mm256_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3)),
-                              _mm256_permutevar8x32_epi32(y3, _mm256_setr_epi32(6, 7, 0, 1, 2, 3, 4, 5))};
+        __m256i z[4];
+        k45g_chunks(r0, r1, r2, r3, z);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             lo[c] = _mm256_and_si256(z[c], m4);

@@ -175,12 +175,16 @@ static inline __attribute__((always_inline)) void q6kd_gemv(int64_t ncols, const
     if (r < nrows) rest(ncols, (const char *)w + (size_t)r * row_bytes, row_bytes, nrows - r, xq, y + r);
 }
 
+#include "q6_k_gemm4_avx2_impl.h"
+
 /* hmoe_cpu_gemv_q6_k_SFX (the decode kernel), hmoe_cpu_gemv_q6_k_SFX_tiles (its remainder
- * rows) and hmoe_cpu_gemm_q6_k_SFX (the tiles). */
+ * rows), hmoe_cpu_gemm_q6_k_SFX (the 4-token group tiles of q6_k_gemm4_avx2_impl.h) and
+ * hmoe_cpu_gemm_q6_k_SFX_long (the tiles, for rows too long for the group gemm). */
 #define Q6KD_DEFINE(SFX)                                                                                               \
     HMOE_TILE_INSTANCES(q6k_##SFX, q6k_tile)                                                                           \
     HMOE_DEFINE_GEMV(q6_k_##SFX##_tiles, q6k_##SFX, 256)                                                               \
-    HMOE_DEFINE_GEMM(q6_k_##SFX, q6k_##SFX, 256)                                                                       \
+    HMOE_DEFINE_GEMM(q6_k_##SFX##_long, q6k_##SFX, 256)                                                                \
+    Q6KG_DEFINE_GEMM(q6_k_##SFX, q6k_##SFX##_g, q6k_##SFX##_tok_tiles, hmoe_cpu_gemm_q6_k_##SFX##_long)                \
     void hmoe_cpu_gemv_q6_k_##SFX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,      \
                                   float *y) {                                                                          \
         q6kd_gemv(ncols, w, row_bytes, nrows, xq, y, hmoe_cpu_gemv_q6_k_##SFX##_tiles);                                \

@@ -225,7 +225,7 @@ static int step_items(struct hmoe_sched_hybrid *h, uint32_t seq, double deadline
                     }
                     if (W->act == HMOE_MOE_SWIGLU_OAI) hmoe_sched_swiglu_oai(g + r0, u + r0, r1 - r0);
                     else
-                        for (int64_t r = r0; r < r1; r++) g[r] = g[r] / (1.0f + expf(-g[r])) * u[r];
+                        hmoe_cpu_swiglu(g + r0, u + r0, r1 - r0);
                     const int32_t rows = (int32_t)(r1 - r0);
                     if (__atomic_fetch_add(&S->zrows[j], rows, __ATOMIC_ACQ_REL) + rows == (int32_t)F) {
                         hmoe_hyb_act_quantize(W->down.type, g, h->zq + (size_t)j * h->ad, F);

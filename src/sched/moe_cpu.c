@@ -398,7 +398,7 @@ static void gate_up_rows(const struct moe_call *m, int e, int64_t r0, int64_t r1
             for (int64_t j = r0; j < r1; j++) u[j] += bu[j];
         if (w->act == HMOE_MOE_SWIGLU_OAI) hmoe_sched_swiglu_oai(g + r0, u + r0, r1 - r0);
         else
-            for (int64_t j = r0; j < r1; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+            hmoe_cpu_swiglu(g + r0, u + r0, r1 - r0);
         if (m->quant_in_item) z_quantize(m, i, r0, r1);
     }
 }
