@@ -409,10 +409,11 @@ static void check_dots(enum hmoe_type wt, enum hmoe_cpu_path path) {
     t_check(!bad, name, "%s", detail);
 }
 
-/* Prefill gemm of the K-quants over token counts past check_dots' 9: whole tiles of 4-token
- * groups (up to 16 tokens), a tile of fewer groups and 1..3 tokens after them, and rows long
- * enough (8192 columns) that the prepared-activation buffer holds fewer tokens per tile, in
- * more than one row chunk (117 rows: the Q4_K gemm's 512 KiB chunks hold 113). */
+/* Prefill gemm of the K-quants and the 32-element block types over token counts past
+ * check_dots' 9: whole tiles of 4-token groups (up to 16 tokens), a tile of fewer groups and
+ * 1..3 tokens after them, and rows long enough (8192 columns) that the prepared-activation
+ * buffer holds fewer tokens per tile, in more than one row chunk (117 rows: the Q4_K gemm's
+ * 512 KiB chunks hold 113, the 32-element types' chunks 64 rows). */
 static void check_wide_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
     const struct hmoe_type_info *ti = &hmoe_type_info[wt];
     char name[160], detail[200] = "";
@@ -606,7 +607,8 @@ int main(void) {
         check_extreme_gemm(HMOE_TYPE_Q4_K, got);
         check_extreme_gemm(HMOE_TYPE_Q5_K, got);
         check_extreme_gemm(HMOE_TYPE_Q6_K, got);
-        const enum hmoe_type wide_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q6_K};
+        const enum hmoe_type wide_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q6_K, HMOE_TYPE_Q8_0,
+                                             HMOE_TYPE_Q5_0,  HMOE_TYPE_Q4_0, HMOE_TYPE_MXFP4};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(wide_types); k++) check_wide_gemm(wide_types[k], got);
     }
     hmoe_cpu_init();

@@ -212,8 +212,131 @@ static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
         for (int r = 0; r < 4; r++) out[r] = (float)lanes[r];                                                          \
     }
 
+/* ---- Prefill gemm on groups of 4 tokens. The 1-row tile above spends per block and token,
+ * next to its one vpdpbusd, ~9 uops on the epilogue (the lanes' sum, int -> double, the fp16
+ * activation scale, its product with dw, the FMA). Here a token tile's activation scales are
+ * converted once per row chunk (as doubles, 8 per block: the group's 4 in one load) with the
+ * offset term -OFF·Σa of each block (U: the weights as unsigned codes u = w + OFF, so a block
+ * sum is one vpdpbusd of u with the activations as they are); per block and group the 4
+ * tokens' lane sums are reduced together (two vphaddd), converted and scaled once. The block
+ * sums are exact int32 totals scaled in double, as the references do. */
+#define LEG32_GEMM_ROWS 64    /* rows per chunk: 64 rows of 2880 Q8_0 = 196 KiB, L2-resident */
+#define LEG32_GEMM_MAX_NB 384 /* blocks per row the prepared scales hold (12288 columns); longer: the tiles */
+
+struct leg32_gemm_prep {
+    double da[LEG32_GEMM_MAX_NB][8];  /* activation scale of block i, token j of the tile (0 past it) */
+    int32_t off[LEG32_GEMM_MAX_NB][8]; /* -OFF · Σ quants of that block (U only) */
+};
+
+/* The prepared scales and offsets of nt tokens (rows xs bytes apart) of nb blocks each. */
+static inline void leg32_gemm_prepare(struct leg32_gemm_prep *p, const char *x, size_t xs, int nt, int64_t nb,
+                                      int off) {
+    for (int64_t i = 0; i < nb; i++)
+        for (int j = 0; j < 8; j++) {
+            p->da[i][j] = 0.0;
+            p->off[i][j] = 0;
+            if (j >= nt) continue;
+            const struct hmoe_block_q8_0 *a = (const struct hmoe_block_q8_0 *)(x + (size_t)j * xs) + i;
+            p->da[i][j] = (double)_cvtsh_ss(a->d);
+            if (off) {
+                const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)a->qs));
+                const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+                const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+                const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+                p->off[i][j] = -off * _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xb1)));
+            }
+        }
+}
+
+/* The 4 lanes [Σ s0, Σ s1, Σ s2, Σ s3] of four 8-lane int32 vectors. */
+static inline __m128i leg32_sum4(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* out[t] = dot(weight row w, activation row t) for T <= 8 tokens. U: unsigned codes (UNPACK
+ * gives u = w + OFF, the offsets are prepared); else signed values (|w| times the activations
+ * carrying w's sign). */
+#define LEG32_GROUP_TILE_BODY(NAME, BB, UNPACK, U, SCALE)                                                             \
+    static inline __attribute__((always_inline)) void NAME(const char *w, int64_t nb, const char *x, size_t xs,       \
+                                                           const struct leg32_gemm_prep *p, float *out, const int T) { \
+        __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};                                                   \
+        const __m256i z = _mm256_setzero_si256();                                                                      \
+        for (int64_t i = 0; i < nb; i++) {                                                                             \
+            const char *b = w + (size_t)i * (BB);                                                                      \
+            const __m256i q = UNPACK(b);                                                                               \
+            const __m256i aq = U ? q : _mm256_abs_epi8(q);                                                             \
+            const __m256d dw = _mm256_set1_pd(SCALE(b));                                                               \
+            _Pragma("GCC unroll 2") for (int g = 0; 4 * g < T; g++) {                                                  \
+                __m256i s[4];                                                                                          \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                                  \
+                    s[j] = z;                                                                                          \
+                    if (4 * g + j >= T) continue;                                                                      \
+                    const struct hmoe_block_q8_0 *a = (const struct hmoe_block_q8_0 *)(x + (size_t)(4 * g + j) * xs) + i; \
+                    const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);                                     \
+                    s[j] = leg32_dot_u(z, aq, U ? av : _mm256_sign_epi8(av, q));                                       \
+                }                                                                                                      \
+                __m128i v = leg32_sum4(s[0], s[1], s[2], s[3]);                                                        \
+                if (U) v = _mm_add_epi32(v, _mm_loadu_si128((const __m128i *)&p->off[i][4 * g]));                     \
+                const __m256d sc = _mm256_mul_pd(_mm256_loadu_pd(&p->da[i][4 * g]), dw);                              \
+                acc[g] = _mm256_fmadd_pd(_mm256_cvtepi32_pd(v), sc, acc[g]);                                           \
+            }                                                                                                          \
+        }                                                                                                              \
+        double lanes[8];                                                                                               \
+        _mm256_storeu_pd(lanes, acc[0]);                                                                               \
+        _mm256_storeu_pd(lanes + 4, acc[1]);                                                                           \
+        for (int t = 0; t < T; t++) out[t] = (float)lanes[t];                                                          \
+    }
+
+/* hmoe_cpu_gemm_SUFFIX over the group tiles of NAME (rows chunked by LEG32_GEMM_ROWS, tokens by 8;
+ * rows of more than LEG32_GEMM_MAX_NB blocks: the 1-row tiles' gemm FALLBACK). */
+#define LEG32_DEFINE_GROUP_GEMM(SUFFIX, NAME, BB, UNPACK, U, OFF, SCALE, FALLBACK)                                   \
+    LEG32_GROUP_TILE_BODY(NAME##_gbody, BB, UNPACK, U, SCALE)                                                          \
+    static void NAME##_g1(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 1); }                                           \
+    static void NAME##_g2(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 2); }                                           \
+    static void NAME##_g3(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 3); }                                           \
+    static void NAME##_g4(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 4); }                                           \
+    static void NAME##_g5(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 5); }                                           \
+    static void NAME##_g6(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 6); }                                           \
+    static void NAME##_g7(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 7); }                                           \
+    static void NAME##_g8(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
+                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 8); }                                           \
+    void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
+                                size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
+        typedef void (*gtile_fn)(const char *, int64_t, const char *, size_t, const struct leg32_gemm_prep *, float *); \
+        static const gtile_fn tiles[9] = {0,         NAME##_g1, NAME##_g2, NAME##_g3, NAME##_g4,                       \
+                                          NAME##_g5, NAME##_g6, NAME##_g7, NAME##_g8};                                 \
+        const int64_t nb = ncols / 32;                                                                                 \
+        if (nb > LEG32_GEMM_MAX_NB) {                                                                                  \
+            FALLBACK(ncols, w, row_bytes, nrows, xq, xq_stride, ntok, y, y_stride);                                    \
+            return;                                                                                                    \
+        }                                                                                                              \
+        struct leg32_gemm_prep p;                                                                                      \
+        for (int64_t r0 = 0; r0 < nrows; r0 += LEG32_GEMM_ROWS) {                                                      \
+            const int64_t r1 = r0 + LEG32_GEMM_ROWS < nrows ? r0 + LEG32_GEMM_ROWS : nrows;                            \
+            for (int64_t t0 = 0; t0 < ntok; t0 += 8) {                                                                 \
+                const int nt = (int)(ntok - t0 < 8 ? ntok - t0 : 8);                                                   \
+                const char *xt = (const char *)xq + (size_t)t0 * xq_stride;                                            \
+                leg32_gemm_prepare(&p, xt, xq_stride, nt, nb, U ? (OFF) : 0);                                          \
+                for (int64_t r = r0; r < r1; r++) {                                                                    \
+                    float out[8];                                                                                      \
+                    tiles[nt]((const char *)w + (size_t)r * row_bytes, nb, xt, xq_stride, &p, out);                    \
+                    for (int t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = out[t];                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
 /* All of one type: tiles, the decode kernel, and hmoe_cpu_gemv_GEMV_SFX / hmoe_cpu_gemm_GEMM_SFX
- * (the streaming decode loop and the tiled gemm of tile_impl.h). */
+ * (the streaming decode loop of tile_impl.h; the group gemm, whose long rows take the tiles'
+ * gemm hmoe_cpu_gemm_GEMM_SFX_tiles). */
 #define LEG32_DEFINE2(GEMV_SFX, GEMM_SFX, NAME, BB, UNPACK, SCALE, SCALES4)                                          \
     LEG32_TILE_BODY(NAME##_body, BB, UNPACK, SCALE)                                                                    \
     LEG32_GEMV4_BODY(NAME##_gemv4, BB, UNPACK, SCALES4)                                                               \
@@ -224,10 +347,11 @@ static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
     }                                                                                                                  \
     HMOE_TILE_INSTANCES(NAME, NAME##_tile)                                                                             \
     HMOE_DEFINE_GEMV_STREAM(GEMV_SFX, NAME, NAME##_gemv4, 32)                                                          \
-    HMOE_DEFINE_GEMM(GEMM_SFX, NAME, 32)
+    HMOE_DEFINE_GEMM(GEMM_SFX##_tiles, NAME, 32)                                                                       \
+    LEG32_DEFINE_GROUP_GEMM(GEMM_SFX, NAME, BB, UNPACK, 0, 0, SCALE, hmoe_cpu_gemm_##GEMM_SFX##_tiles)
 #define LEG32_DEFINE(SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)                                                        \
     LEG32_DEFINE2(SUFFIX, SUFFIX, NAME, BB, UNPACK, SCALE, SCALES4)
-/* The same with the unsigned-code decode kernel (LEG32_GEMV4U_BODY) for gemv. */
+/* The same with the unsigned codes (LEG32_GEMV4U_BODY) for gemv and the group gemm. */
 #define LEG32_DEFINE_U(SUFFIX, NAME, BB, UNPACK, UNPACKU, OFF, SCALE, SCALES4)                                        \
     LEG32_TILE_BODY(NAME##_body, BB, UNPACK, SCALE)                                                                    \
     LEG32_GEMV4U_BODY(NAME##_gemv4, BB, UNPACKU, OFF, SCALES4)                                                        \
@@ -238,6 +362,7 @@ static inline __m256d leg32_scales4_e8m0(const char *b, size_t rb) {
     }                                                                                                                  \
     HMOE_TILE_INSTANCES(NAME, NAME##_tile)                                                                             \
     HMOE_DEFINE_GEMV_STREAM(SUFFIX, NAME, NAME##_gemv4, 32)                                                            \
-    HMOE_DEFINE_GEMM(SUFFIX, NAME, 32)
+    HMOE_DEFINE_GEMM(SUFFIX##_tiles, NAME, 32)                                                                         \
+    LEG32_DEFINE_GROUP_GEMM(SUFFIX, NAME, BB, UNPACKU, 1, OFF, SCALE, hmoe_cpu_gemm_##SUFFIX##_tiles)
 
 #endif
