@@ -452,8 +452,8 @@ static void check_wide_gemm(enum hmoe_type wt, enum hmoe_cpu_path path) {
 }
 
 /* Decode gemv at the bounds of the integer sums: every weight at the type's largest
- * magnitude (Q8_0 -128, Q5_0 -16, MXFP4 code -12, IQ4_XS value -127 with scale -32, Q6_K 0 with
- * scale -128), activations all +127 or all -127, 9 rows (two 4-row tiles and a remainder) of
+ * magnitude (Q8_0 -128, Q5_0 -16, MXFP4 code -12, IQ4_NL value -127, IQ4_XS value -127 with
+ * scale -32, Q6_K 0 with scale -128), activations all +127 or all -127, 9 rows (two 4-row tiles and a remainder) of
  * 2048 columns: the kernels' exact-sum bounds (no saturating vpmaddubsw pair, exact packs,
  * unsigned offsets) hold or the result moves far from vec_dot_ref. */
 static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
@@ -472,6 +472,7 @@ static void check_extreme_dec(enum hmoe_type wt, enum hmoe_cpu_path path) {
         case HMOE_TYPE_Q8_0: memcpy(blk, &one, 2), memset(blk + 2, 0x80, bs - 2); break;
         case HMOE_TYPE_Q5_0: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
         case HMOE_TYPE_Q4_0: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break; /* all -8 */
+        case HMOE_TYPE_IQ4_NL: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break; /* all -127 */
         case HMOE_TYPE_MXFP4: blk[0] = 128, memset(blk + 1, 0xff, bs - 1); break;
         case HMOE_TYPE_IQ4_XS: memcpy(blk, &one, 2), memset(blk + 2, 0x00, bs - 2); break;
         case HMOE_TYPE_Q6_K:
@@ -601,14 +602,14 @@ int main(void) {
         const enum hmoe_type act_types[] = {HMOE_TYPE_Q8_K, HMOE_TYPE_Q8_0, HMOE_TYPE_F16, HMOE_TYPE_BF16};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(act_types); k++) check_quantize(act_types[k], got);
         for (size_t k = 0; k < HMOE_ARRAY_LEN(random_types); k++) check_dots(random_types[k], got);
-        const enum hmoe_type extreme_types[] = {HMOE_TYPE_Q8_0, HMOE_TYPE_Q5_0, HMOE_TYPE_Q4_0, HMOE_TYPE_MXFP4,
-                                                HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q6_K};
+        const enum hmoe_type extreme_types[] = {HMOE_TYPE_Q8_0,   HMOE_TYPE_Q5_0,   HMOE_TYPE_Q4_0, HMOE_TYPE_MXFP4,
+                                                HMOE_TYPE_IQ4_NL, HMOE_TYPE_IQ4_XS, HMOE_TYPE_Q6_K};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(extreme_types); k++) check_extreme_dec(extreme_types[k], got);
         check_extreme_gemm(HMOE_TYPE_Q4_K, got);
         check_extreme_gemm(HMOE_TYPE_Q5_K, got);
         check_extreme_gemm(HMOE_TYPE_Q6_K, got);
         const enum hmoe_type wide_types[] = {HMOE_TYPE_Q4_K, HMOE_TYPE_Q5_K, HMOE_TYPE_Q6_K, HMOE_TYPE_Q8_0,
-                                             HMOE_TYPE_Q5_0,  HMOE_TYPE_Q4_0, HMOE_TYPE_MXFP4};
+                                             HMOE_TYPE_Q5_0,  HMOE_TYPE_Q4_0, HMOE_TYPE_MXFP4, HMOE_TYPE_IQ4_NL};
         for (size_t k = 0; k < HMOE_ARRAY_LEN(wide_types); k++) check_wide_gemm(wide_types[k], got);
     }
     hmoe_cpu_init();

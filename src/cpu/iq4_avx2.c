@@ -1,8 +1,8 @@
-/* iq4_avx2.c — IQ4_XS × Q8_K and IQ4_NL × Q8_0 with AVX2 (quants.md §5.8-5.9, §8.4): the 16
- * kvalues are one vpshufb table over [low nibbles | high nibbles] of a 16-byte code group;
- * vpmaddubsw takes |v| with the sign moved onto the activations (|v|·|a|·2 ≤ 32258); IQ4_XS
- * scales sub-blocks by ls - 32 (vpmaddwd), IQ4_NL scales each block by dw·da in double.
- * IQ4_XS decode has its own 4-row kernel (iq4_xs_dec_avx2_impl.h; AVX-VNNI twin iq4_xs_avxvnni.c). */
+/* iq4_avx2.c — IQ4_XS × Q8_K with AVX2 (quants.md §5.8, §8.4): the 16 kvalues are one vpshufb
+ * table over [low nibbles | high nibbles] of a 16-byte code group; vpmaddubsw takes |v| with
+ * the sign moved onto the activations (|v|·|a|·2 ≤ 32258); sub-blocks are scaled by ls - 32
+ * (vpmaddwd). IQ4_XS decode has its own 4-row kernel (iq4_xs_dec_avx2_impl.h; AVX-VNNI twin
+ * iq4_xs_avxvnni.c). IQ4_NL, a 32-element block type with Q8_0 activations, is iq4_nl_avx2.c. */
 #include <immintrin.h>
 
 #include "cpu_impl.h"
@@ -55,26 +55,7 @@ static inline __attribute__((always_inline)) void iq4xs_row(const char *w, int64
     for (int t = 0; t < T; t++) out[t] = hmoe_iq256_hsum(acc[t], 1.0);
 }
 
-static inline __attribute__((always_inline)) void iq4nl_row(const char *w, int64_t nb, const char *x, size_t xs,
-                                                            float *out, const int T) {
-    const __m256i tab = kv_table(), ones = _mm256_set1_epi16(1);
-    __m256d acc[4];
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_pd();
-    for (int64_t i = 0; i < nb; i++) {
-        const struct hmoe_block_iq4_nl *b = (const struct hmoe_block_iq4_nl *)w + i;
-        const __m256i v = iq4_values(b->qs, tab);
-        const double dw = _cvtsh_ss(b->d);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-            const struct hmoe_block_q8_0 *a = (const struct hmoe_block_q8_0 *)(x + (size_t)t * xs) + i;
-            acc[t] = hmoe_iq256_acc(acc[t], _mm256_madd_epi16(iq4_pairs(v, a->qs), ones), dw * (double)_cvtsh_ss(a->d));
-        }
-    }
-    for (int t = 0; t < T; t++) out[t] = hmoe_iq256_hsum(acc[t], 1.0);
-}
-
 #define IQ4XS_ROW(w, nb, x, xs, o, T) iq4xs_row(w, nb, x, xs, o, T)
-#define IQ4NL_ROW(w, nb, x, xs, o, T) iq4nl_row(w, nb, x, xs, o, T)
 HMOE_IQ_ROW_TILES(iq4xs256, IQ4XS_ROW)
 HMOE_IQ_DEFINE_GEMV_GEMM_ROWS2(iq4_xs_avx2_tiles, iq4_xs_avx2, iq4xs256, 256)
 
@@ -83,5 +64,3 @@ void hmoe_cpu_gemv_iq4_xs_avx2(int64_t ncols, const void *w, size_t row_bytes, i
                                float *y) {
     iq4d_gemv(ncols, w, row_bytes, nrows, xq, y, hmoe_cpu_gemv_iq4_xs_avx2_tiles);
 }
-HMOE_IQ_ROW_TILES(iq4nl256, IQ4NL_ROW)
-HMOE_IQ_DEFINE_GEMV_GEMM_ROWS(iq4_nl_avx2, iq4nl256, 32)
