@@ -79,6 +79,12 @@ static inline __m256i leg32_unpack_q8_0(const void *blk) {
     return _mm256_loadu_si256((const __m256i *)((const struct hmoe_block_q8_0 *)blk)->qs);
 }
 
+/* Q8_0 as unsigned codes 0..255 (offset 128: w XOR 0x80). VNNI only: vpdpbusd does not saturate,
+ * where vpmaddubsw's pairs of 255·127 would. */
+static inline __m256i leg32_unpack_u_q8_0(const void *blk) {
+    return _mm256_xor_si256(leg32_unpack_q8_0(blk), _mm256_set1_epi8((char)0x80));
+}
+
 /* Q4_0: the nibbles minus 8 (values -8..7). */
 static inline __m256i leg32_unpack_q4_0(const void *blk) {
     return _mm256_sub_epi8(leg32_nibbles(((const struct hmoe_block_q4_0 *)blk)->qs), _mm256_set1_epi8(8));
