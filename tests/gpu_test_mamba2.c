@@ -37,7 +37,7 @@ static int close_enough(const float *a, const float *b, size_t n, double tol, ch
 
 static void test_conv(void) {
     const int K = 4, ch = 200, xs = 232; /* rows wider than the channels, as in the ssm_in projection */
-    static const int batches[] = {2, 1, 37, 1};
+    static const int batches[] = {2, 1, 37, 1, 100, 3}; /* runs of 16 tokens: one, three, seven */
     float *w = rnd((size_t)ch * K, 0.5f), *bias = rnd(ch, 0.5f), *st = calloc((size_t)(K - 1) * ch, 4);
     float *gst = malloc((size_t)(K - 1) * ch * 4);
     float *d_w = dup_dev(w, (size_t)ch * K * 4), *d_b = dup_dev(bias, (size_t)ch * 4),
@@ -233,6 +233,7 @@ int main(void) {
     test_scan(4, 64, 1, 128, 37, 5);
     test_scan(64, 64, 8, 128, 3, 1); /* the Nano-30B shapes */
     test_scan(6, 24, 3, 40, 20, 20);  /* sizes that are no multiple of the warp */
+    test_scan(4, 20, 2, 256, 40, 17); /* state 256 (chunks of 16 tokens), rows past P in the last block */
     test_gated_norm();
     test_relu2();
     test_topk_sigmoid(8, 3, true, 2.5f, true);

@@ -1,35 +1,53 @@
 /* cuda_mamba2.cu — the Mamba-2 mixer kernels of cuda.h (nemotron_h_moe.md §4): the causal
- * depthwise conv with its rolling state, bias and SiLU; the selective scan with the f32 state in
- * VRAM (Δ = softplus(dt + dt_bias), decay, input term, C read-out and D skip in one kernel, a
- * sequential scan over the micro-batch inside it); the grouped gated RMSNorm; and the squared
- * ReLU of the ungated FFNs. The CPU twins are src/model/mamba2.c and deltanet.c's conv;
+ * depthwise conv with its rolling state, bias and SiLU (parallel over channels and runs of
+ * tokens); the selective scan with the f32 state in VRAM (Δ = softplus(dt + dt_bias), decay,
+ * input term, C read-out and D skip in one kernel, a sequential scan over the micro-batch inside
+ * it, its inputs staged in shared memory by chunks of tokens); the grouped gated RMSNorm; and the
+ * squared ReLU of the ungated FFNs. The CPU twins are src/model/mamba2.c and deltanet.c's conv;
  * tests/gpu_test_mamba2.c compares the two.
  */
 #include "cuda_impl.cuh"
 
 HMOE_D float m2_silu(float x) { return x / (1.0f + expf(-x)); }
 
-/* ---- causal depthwise conv: one thread per channel, the K-tap window in registers ------- */
+/* ---- causal depthwise conv: thread (channel, run of M2_CONV_RUN tokens), K-tap window in
+ * registers. Outputs of different runs are independent (each reads its K-1 inputs before the
+ * run, from x or from the state), so a prompt fills the device instead of one sequential pass
+ * per channel. Only runs starting at token 0 read the state (K-1 <= M2_CONV_RUN), so their
+ * threads alone rewrite it after their outputs: no second launch, no race. ------------------ */
 
 #define M2_MAX_K 16
+#define M2_CONV_RUN 16
+#define M2_CONV_THREADS 128
 
-__global__ void mamba2_conv_kernel(const float *x, int64_t x_stride, float *state, const float *w, const float *bias,
-                                   int K, int64_t n_ch, int64_t ntok, float *y, int64_t y_stride) {
+__global__ void __launch_bounds__(M2_CONV_THREADS) mamba2_conv_kernel(const float *x, int64_t x_stride, float *state,
+                                                                      const float *w, const float *bias, int K,
+                                                                      int64_t n_ch, int64_t ntok, float *y,
+                                                                      int64_t y_stride) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n_ch) return;
     const int ns = K - 1;
+    const int64_t t0 = (int64_t)blockIdx.y * M2_CONV_RUN, t1 = t0 + M2_CONV_RUN < ntok ? t0 + M2_CONV_RUN : ntok;
     float win[M2_MAX_K], wc[M2_MAX_K];
     for (int j = 0; j < K; j++) wc[j] = w[c * K + j];
-    for (int j = 0; j < ns; j++) win[j] = state[(int64_t)j * n_ch + c];
+    for (int j = 0; j < ns; j++) { /* input u = t0 - ns + j: a state row before token 0 */
+        const int64_t u = t0 - ns + j;
+        win[j] = u < 0 ? state[(u + ns) * n_ch + c] : x[u * x_stride + c];
+    }
     const float b = bias ? bias[c] : 0.0f;
-    for (int64_t t = 0; t < ntok; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         win[ns] = x[t * x_stride + c];
         float s = 0.0f;
         for (int j = 0; j < K; j++) s += wc[j] * win[j]; /* tap K-1 multiplies the current token */
         y[t * y_stride + c] = m2_silu(bias ? s + b : s);
         for (int j = 0; j < ns; j++) win[j] = win[j + 1];
     }
-    for (int j = 0; j < ns; j++) state[(int64_t)j * n_ch + c] = win[j]; /* raw inputs, oldest first */
+    if (t0 != 0) return;
+    /* the last K-1 raw inputs, oldest first; row j reads state row ntok + j >= j (not yet rewritten) */
+    for (int j = 0; j < ns; j++) {
+        const int64_t u = ntok - ns + j;
+        state[(int64_t)j * n_ch + c] = u < 0 ? state[(u + ns) * n_ch + c] : x[u * x_stride + c];
+    }
 }
 
 extern "C" enum hmoe_status hmoe_cuda_mamba2_conv(const float *d_x, int64_t x_stride, float *d_state, const float *d_w,
@@ -38,8 +56,11 @@ extern "C" enum hmoe_status hmoe_cuda_mamba2_conv(const float *d_x, int64_t x_st
     HMOE_CUDA_REQUIRE(err, K >= 2 && K <= M2_MAX_K, "mamba2_conv: kernel width %d outside 2..%d", K, M2_MAX_K);
     HMOE_CUDA_REQUIRE(err, n_ch > 0 && ntok >= 0 && x_stride >= n_ch && y_stride >= n_ch && d_x && d_state && d_w && d_y,
                       "mamba2_conv: bad shape or NULL buffer");
+    HMOE_CUDA_REQUIRE(err, ntok < ((int64_t)M2_CONV_RUN << 20), "mamba2_conv: %lld tokens in one call", (long long)ntok);
+    HMOE_CUDA_REQUIRE(err, (const float *)d_y != d_x, "mamba2_conv: y must not be x (runs read inputs other runs replace)");
     if (ntok == 0) return HMOE_OK;
-    mamba2_conv_kernel<<<(unsigned)hmoe_cu_div_up(n_ch, 128), 128, 0, hmoe_cu_stream(stream)>>>(
+    const dim3 grid((unsigned)hmoe_cu_div_up(n_ch, M2_CONV_THREADS), (unsigned)hmoe_cu_div_up(ntok, M2_CONV_RUN));
+    mamba2_conv_kernel<<<grid, M2_CONV_THREADS, 0, hmoe_cu_stream(stream)>>>(
         d_x, x_stride, d_state, d_w, d_bias, K, n_ch, ntok, d_y, y_stride);
     HMOE_CUDA_LAUNCH_CHECK(err, "mamba2_conv");
     return HMOE_OK;
@@ -48,18 +69,25 @@ extern "C" enum hmoe_status hmoe_cuda_mamba2_conv(const float *d_x, int64_t x_st
 /* ---- selective scan ------------------------------------------------------------------------
  * Rows p of a head's state S_h[p][0..N) are independent (§4: S = a S + Δ x_p B, y_p = S·C + D x_p),
  * so a warp owns M2_ROWS rows and keeps them in registers for the whole micro-batch: lane l
- * holds elements n = l + 32 j. The state is read once and written once per call. */
+ * holds elements n = l + 32 j. The state is read once and written once per call. The block's
+ * warps share one head, hence one B/C group: the block stages a chunk of tokens' B, C, x rows
+ * and Δ / decay in shared memory with all its threads' loads in flight at once, then the warps
+ * walk the chunk from there (one round trip to L2 per chunk instead of one per token). */
 
 #define M2_WARPS 4
 #define M2_ROWS 2
+#define M2_BLOCK_ROWS (M2_WARPS * M2_ROWS)
 
 template <int J>
 __global__ void __launch_bounds__(M2_WARPS * 32) mamba2_scan_kernel(struct hmoe_cuda_mamba2_scan_args a) {
+    constexpr int T = J >= 8 ? 8 : 16; /* tokens per chunk: 2 T 32 J floats of B and C (<= 16 KiB) */
+    __shared__ float sB[T][32 * J], sC[T][32 * J], sx[T][M2_BLOCK_ROWS], s_delta[T], s_decay[T];
+    __shared__ float s_part[M2_WARPS][M2_ROWS][T][33]; /* lane partial sums of y, padded row */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int P = a.P, N = a.N;
-    const int blocks_per_head = (P + M2_WARPS * M2_ROWS - 1) / (M2_WARPS * M2_ROWS);
+    const int blocks_per_head = (P + M2_BLOCK_ROWS - 1) / M2_BLOCK_ROWS;
     const int h = blockIdx.x / blocks_per_head;
-    const int p0 = (blockIdx.x % blocks_per_head) * M2_WARPS * M2_ROWS + warp * M2_ROWS;
+    const int pb = (blockIdx.x % blocks_per_head) * M2_BLOCK_ROWS, p0 = pb + warp * M2_ROWS;
     const int g = h / (a.n_head / a.n_group); /* consecutive heads share a B/C group (§4) */
     float *S = a.S + (size_t)h * P * N;
     float s[M2_ROWS][J];
@@ -74,31 +102,51 @@ __global__ void __launch_bounds__(M2_WARPS * 32) mamba2_scan_kernel(struct hmoe_
         }
     }
     const float A = a.A[h], D = a.D[h], dtb = a.dt_bias[h];
-    for (int64_t t = 0; t < a.ntok; t++) {
-        const float *B = a.B + t * a.bc_stride + (int64_t)g * N, *C = a.C + t * a.bc_stride + (int64_t)g * N;
-        const float *x = a.x + t * a.x_stride + (int64_t)h * P;
-        const float dv = a.dt[t * a.dt_stride + h] + dtb;
-        const float delta = dv > 20.0f ? dv : log1pf(expf(dv)); /* llama.cpp's softplus threshold */
-        const float decay = expf(delta * A);
-        float bb[J], cc[J];
-#pragma unroll
-        for (int j = 0; j < J; j++) {
-            const int n = lane + 32 * j;
-            bb[j] = n < N ? B[n] : 0.0f;
-            cc[j] = n < N ? C[n] : 0.0f;
+    for (int64_t t0 = 0; t0 < a.ntok; t0 += T) {
+        const int nt = a.ntok - t0 < T ? (int)(a.ntok - t0) : T;
+        __syncthreads(); /* the previous chunk is consumed */
+        for (int i = threadIdx.x; i < nt * 32 * J; i += blockDim.x) {
+            const int tt = i / (32 * J), n = i % (32 * J);
+            const int64_t row = (t0 + tt) * a.bc_stride + (int64_t)g * N;
+            sB[tt][n] = n < N ? a.B[row + n] : 0.0f;
+            sC[tt][n] = n < N ? a.C[row + n] : 0.0f;
         }
+        for (int i = threadIdx.x; i < nt * M2_BLOCK_ROWS; i += blockDim.x) {
+            const int tt = i / M2_BLOCK_ROWS, r = i % M2_BLOCK_ROWS;
+            sx[tt][r] = pb + r < P ? a.x[(t0 + tt) * a.x_stride + (int64_t)h * P + pb + r] : 0.0f;
+        }
+        if (threadIdx.x < nt) {
+            const float dv = a.dt[(t0 + threadIdx.x) * a.dt_stride + h] + dtb;
+            const float delta = dv > 20.0f ? dv : log1pf(expf(dv)); /* llama.cpp's softplus threshold */
+            s_delta[threadIdx.x] = delta;
+            s_decay[threadIdx.x] = expf(delta * A);
+        }
+        __syncthreads();
+        /* the state chain per token; y's lane partials go to shared memory and are summed per
+         * token after the chunk (no warp reduction on the chain's path) */
+        for (int tt = 0; tt < nt; tt++) {
+            const float delta = s_delta[tt], decay = s_decay[tt];
 #pragma unroll
-        for (int i = 0; i < M2_ROWS; i++) {
-            if (!row_ok[i]) continue; /* whole warp: p0 is per warp */
-            const float xp = x[p0 + i], xd = xp * delta;
-            float acc = 0.0f;
+            for (int i = 0; i < M2_ROWS; i++) {
+                const float xd = sx[tt][warp * M2_ROWS + i] * delta;
+                float acc = 0.0f;
 #pragma unroll
-            for (int j = 0; j < J; j++) {
-                s[i][j] = s[i][j] * decay + bb[j] * xd;
-                acc += s[i][j] * cc[j];
+                for (int j = 0; j < J; j++) {
+                    s[i][j] = s[i][j] * decay + sB[tt][lane + 32 * j] * xd;
+                    acc += s[i][j] * sC[tt][lane + 32 * j];
+                }
+                s_part[warp][i][tt][lane] = acc;
             }
-            acc = hmoe_warp_sum(acc);
-            if (lane == 0) a.y[t * a.y_stride + (int64_t)h * P + p0 + i] = acc + D * xp;
+        }
+        __syncwarp();
+        if (lane < nt) {
+#pragma unroll
+            for (int i = 0; i < M2_ROWS; i++) {
+                if (!row_ok[i]) continue; /* whole warp: p0 is per warp */
+                float acc = 0.0f;
+                for (int l = 0; l < 32; l++) acc += s_part[warp][i][lane][l];
+                a.y[(t0 + lane) * a.y_stride + (int64_t)h * P + p0 + i] = acc + D * sx[lane][warp * M2_ROWS + i];
+            }
         }
     }
 #pragma unroll
@@ -119,7 +167,7 @@ extern "C" enum hmoe_status hmoe_cuda_mamba2_scan(const struct hmoe_cuda_mamba2_
     HMOE_CUDA_REQUIRE(err, a->S && a->x && a->B && a->C && a->dt && a->dt_bias && a->A && a->D && a->y && a->ntok >= 0,
                       "mamba2_scan: NULL buffer or negative ntok");
     if (a->ntok == 0) return HMOE_OK;
-    const int blocks_per_head = (a->P + M2_WARPS * M2_ROWS - 1) / (M2_WARPS * M2_ROWS);
+    const int blocks_per_head = (a->P + M2_BLOCK_ROWS - 1) / M2_BLOCK_ROWS;
     const dim3 grid((unsigned)(a->n_head * blocks_per_head)), block(M2_WARPS * 32);
     cudaStream_t st = hmoe_cu_stream(stream);
     if (a->N <= 32) mamba2_scan_kernel<1><<<grid, block, 0, st>>>(*a);
