@@ -83,6 +83,7 @@ __global__ void __launch_bounds__(M2_WARPS * 32) mamba2_scan_kernel(struct hmoe_
     constexpr int T = J >= 8 ? 8 : 16; /* tokens per chunk: 2 T 32 J floats of B and C (<= 16 KiB) */
     __shared__ float sB[T][32 * J], sC[T][32 * J], sx[T][M2_BLOCK_ROWS], s_delta[T], s_decay[T];
     __shared__ float s_part[M2_WARPS][M2_ROWS][T][33]; /* lane partial sums of y, padded row */
+#define M2_CHUNK_PER (T * 32 * J / (M2_WARPS * 32)) /* B (and C) values per thread per chunk */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int P = a.P, N = a.N;
     const int blocks_per_head = (P + M2_BLOCK_ROWS - 1) / M2_BLOCK_ROWS;
@@ -102,14 +103,27 @@ __global__ void __launch_bounds__(M2_WARPS * 32) mamba2_scan_kernel(struct hmoe_
         }
     }
     const float A = a.A[h], D = a.D[h], dtb = a.dt_bias[h];
+    const int bcs = (int)a.bc_stride;
     for (int64_t t0 = 0; t0 < a.ntok; t0 += T) {
         const int nt = a.ntok - t0 < T ? (int)(a.ntok - t0) : T;
         __syncthreads(); /* the previous chunk is consumed */
-        for (int i = threadIdx.x; i < nt * 32 * J; i += blockDim.x) {
-            const int tt = i / (32 * J), n = i % (32 * J);
-            const int64_t row = (t0 + tt) * a.bc_stride + (int64_t)g * N;
-            sB[tt][n] = n < N ? a.B[row + n] : 0.0f;
-            sC[tt][n] = n < N ? a.C[row + n] : 0.0f;
+        /* every load of the chunk issued before the first store (a loop that stores as it loads
+         * would wait one L2 round trip per element a thread owns) */
+        float rb[M2_CHUNK_PER], rc[M2_CHUNK_PER];
+        const float *Bc = a.B + t0 * a.bc_stride + (int64_t)g * N, *Cc = a.C + t0 * a.bc_stride + (int64_t)g * N;
+#pragma unroll
+        for (int q = 0; q < M2_CHUNK_PER; q++) {
+            const int i = threadIdx.x + q * M2_WARPS * 32, tt = i / (32 * J), n = i % (32 * J);
+            const bool ok = tt < nt && n < N;
+            const int e = tt * bcs + n; /* within the chunk: T rows (the launcher checks the range) */
+            rb[q] = ok ? Bc[e] : 0.0f;
+            rc[q] = ok ? Cc[e] : 0.0f;
+        }
+#pragma unroll
+        for (int q = 0; q < M2_CHUNK_PER; q++) {
+            const int i = threadIdx.x + q * M2_WARPS * 32;
+            sB[i / (32 * J)][i % (32 * J)] = rb[q];
+            sC[i / (32 * J)][i % (32 * J)] = rc[q];
         }
         for (int i = threadIdx.x; i < nt * M2_BLOCK_ROWS; i += blockDim.x) {
             const int tt = i / M2_BLOCK_ROWS, r = i % M2_BLOCK_ROWS;
@@ -166,6 +180,8 @@ extern "C" enum hmoe_status hmoe_cuda_mamba2_scan(const struct hmoe_cuda_mamba2_
                       a->n_group);
     HMOE_CUDA_REQUIRE(err, a->S && a->x && a->B && a->C && a->dt && a->dt_bias && a->A && a->D && a->y && a->ntok >= 0,
                       "mamba2_scan: NULL buffer or negative ntok");
+    HMOE_CUDA_REQUIRE(err, a->bc_stride >= 0 && a->bc_stride < (1 << 26), "mamba2_scan: B/C row stride %lld too large",
+                      (long long)a->bc_stride);
     if (a->ntok == 0) return HMOE_OK;
     const int blocks_per_head = (a->P + M2_BLOCK_ROWS - 1) / M2_BLOCK_ROWS;
     const dim3 grid((unsigned)(a->n_head * blocks_per_head)), block(M2_WARPS * 32);
