@@ -294,26 +294,19 @@ static inline __m128i leg32_sum4(__m256i s0, __m256i s1, __m256i s2, __m256i s3)
         for (int t = 0; t < T; t++) out[t] = (float)lanes[t];                                                          \
     }
 
+/* NAME_gT: the group tile body for T tokens, a constant the compiler unrolls with. */
+#define LEG32_GTILE_ONE(NAME, T)                                                                                       \
+    static void NAME##_g##T(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,     \
+                            float *o) {                                                                                \
+        NAME##_gbody(w, nb, x, xs, p, o, T);                                                                           \
+    }
+
 /* hmoe_cpu_gemm_SUFFIX over the group tiles of NAME (rows chunked by LEG32_GEMM_ROWS, tokens by 8;
  * rows of more than LEG32_GEMM_MAX_NB blocks: the 1-row tiles' gemm FALLBACK). */
 #define LEG32_DEFINE_GROUP_GEMM(SUFFIX, NAME, BB, UNPACK, U, OFF, SCALE, FALLBACK)                                   \
     LEG32_GROUP_TILE_BODY(NAME##_gbody, BB, UNPACK, U, SCALE)                                                          \
-    static void NAME##_g1(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 1); }                                           \
-    static void NAME##_g2(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 2); }                                           \
-    static void NAME##_g3(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 3); }                                           \
-    static void NAME##_g4(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 4); }                                           \
-    static void NAME##_g5(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 5); }                                           \
-    static void NAME##_g6(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 6); }                                           \
-    static void NAME##_g7(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 7); }                                           \
-    static void NAME##_g8(const char *w, int64_t nb, const char *x, size_t xs, const struct leg32_gemm_prep *p,       \
-                          float *o) { NAME##_gbody(w, nb, x, xs, p, o, 8); }                                           \
+    LEG32_GTILE_ONE(NAME, 1) LEG32_GTILE_ONE(NAME, 2) LEG32_GTILE_ONE(NAME, 3) LEG32_GTILE_ONE(NAME, 4)               \
+    LEG32_GTILE_ONE(NAME, 5) LEG32_GTILE_ONE(NAME, 6) LEG32_GTILE_ONE(NAME, 7) LEG32_GTILE_ONE(NAME, 8)               \
     void hmoe_cpu_gemm_##SUFFIX(int64_t ncols, const void *w, size_t row_bytes, int64_t nrows, const void *xq,         \
                                 size_t xq_stride, int64_t ntok, float *y, size_t y_stride) {                           \
         typedef void (*gtile_fn)(const char *, int64_t, const char *, size_t, const struct leg32_gemm_prep *, float *); \
